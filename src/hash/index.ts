@@ -52,3 +52,44 @@ export function jumpBucket(key: string | Uint8Array, buckets: number): number {
   }
   return Number(b);
 }
+
+/**
+ * Keys already in bytes: `bytes[offsets[i] .. offsets[i+1])` is key i, so `offsets` has count+1
+ * entries. Lets file loaders hand lines to the kernel without creating JS strings.
+ */
+export interface PackedKeys {
+  bytes: Uint8Array;
+  offsets: Uint32Array;
+  count: number;
+}
+
+export type HashAlgorithm = 'murmur3_128' | 'murmur3_32' | 'xxh64';
+
+export interface HashBatchOptions {
+  algorithm?: HashAlgorithm;
+  seed?: number;
+}
+
+export const digestSize = (a: HashAlgorithm): number => (a === 'murmur3_128' ? 16 : a === 'xxh64' ? 8 : 4);
+
+/** Digests packed back to back (16 B for murmur3_128, 4 B LE for murmur3_32, 8 B LE for xxh64). */
+export function hashBatch(
+  keys: ReadonlyArray<string | Uint8Array> | PackedKeys,
+  options: HashBatchOptions = {},
+): Uint8Array {
+  const algorithm = options.algorithm ?? 'murmur3_128';
+  const seed = options.seed ?? 0;
+  if (algorithm === 'xxh64') throw new Error('xxh64 not yet implemented');
+  const n = Array.isArray(keys) ? keys.length : (keys as PackedKeys).count;
+  const size = digestSize(algorithm);
+  const out = new Uint8Array(n * size);
+  const dv = new DataView(out.buffer);
+  for (let i = 0; i < n; i++) {
+    const k = Array.isArray(keys)
+      ? (keys[i] as string | Uint8Array)
+      : (keys as PackedKeys).bytes.subarray((keys as PackedKeys).offsets[i], (keys as PackedKeys).offsets[i + 1]);
+    if (algorithm === 'murmur3_128') out.set(murmur3_128(k, seed), i * 16);
+    else dv.setUint32(i * 4, murmur3_32(k, seed), true);
+  }
+  return out;
+}
