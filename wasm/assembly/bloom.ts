@@ -1,0 +1,102 @@
+// Bloom filter kernels (Guava MURMUR128_MITZ_64 indexing) over bits that live in the imported
+// shared memory. JS owns the layout: `bits` is an 8-byte-aligned array of little-endian u64
+// words, so bit i is byte i >> 3, bit i & 7 (the same bit Guava's long[] holds at word i >> 6).
+//
+// Index for probe j: (combined & Long.MAX_VALUE) % bitSize, with combined = h1 + j * h2
+// (wrapping u64), exactly as BloomFilterStrategies.MURMUR128_MITZ_64 does.
+//
+// bitSize arrives as f64 (exact below 2^53; JS caps it far lower) so JS never builds a BigInt
+// per call. Seeds are Guava's int seed, sign-extended into both lanes.
+import { mm3x64_128, mmH1, mmH2 } from './murmur';
+
+const MAX63: u64 = 0x7fffffffffffffff;
+
+/** Set the k bits of the key at [ptr, ptr+len); returns 1 if any bit was 0 before. */
+// @ts-ignore: decorator
+@inline function addKey(bits: usize, m: u64, k: i32, ptr: usize, len: i32, seed: u64): i32 {
+  mm3x64_128(ptr, len, seed);
+  let c = mmH1;
+  const h2 = mmH2;
+  let changed: u64 = 0;
+  for (let j = 0; j < k; j++) {
+    const idx = (c & MAX63) % m;
+    const addr = bits + <usize>((idx >> 6) << 3);
+    const mask: u64 = (<u64>1) << (idx & 63);
+    // Bits are never cleared while threads share the filter, so a set bit seen by a plain
+    // load stays set: skip the (much dearer) atomic RMW for it.
+    if ((load<u64>(addr) & mask) == 0) {
+      const old = atomic.or<u64>(addr, mask);
+      changed |= ~old & mask;
+    }
+    c += h2;
+  }
+  return changed != 0 ? 1 : 0;
+}
+
+// @ts-ignore: decorator
+@inline function checkKey(bits: usize, m: u64, k: i32, ptr: usize, len: i32, seed: u64): i32 {
+  mm3x64_128(ptr, len, seed);
+  let c = mmH1;
+  const h2 = mmH2;
+  for (let j = 0; j < k; j++) {
+    const idx = (c & MAX63) % m;
+    if ((load<u8>(bits + <usize>(idx >> 3)) & (<u32>1 << <u32>(idx & 7))) == 0) return 0;
+    c += h2;
+  }
+  return 1;
+}
+
+export function bloomAddOne(bits: usize, bitSize: f64, k: i32, seed: i32, ptr: usize, len: i32): i32 {
+  return addKey(bits, <u64>bitSize, k, ptr, len, <u64><i64>seed);
+}
+
+export function bloomCheckOne(bits: usize, bitSize: f64, k: i32, seed: i32, ptr: usize, len: i32): i32 {
+  return checkKey(bits, <u64>bitSize, k, ptr, len, <u64><i64>seed);
+}
+
+/** Packed keys (offsets: count + 1 LE u32). Returns how many keys changed at least one bit. */
+export function bloomAddBatch(
+  bits: usize, bitSize: f64, k: i32, seed: i32, bytes: usize, offsets: usize, count: i32,
+): i32 {
+  const m = <u64>bitSize;
+  const s = <u64><i64>seed;
+  let changed = 0;
+  let start = load<u32>(offsets);
+  for (let i = 0; i < count; i++) {
+    offsets += 4;
+    const end = load<u32>(offsets);
+    changed += addKey(bits, m, k, bytes + <usize>start, <i32>(end - start), s);
+    start = end;
+  }
+  return changed;
+}
+
+/** Writes 1 (might contain) or 0 per key to `out`; returns how many were 1. */
+export function bloomCheckBatch(
+  bits: usize, bitSize: f64, k: i32, seed: i32, bytes: usize, offsets: usize, count: i32, out: usize,
+): i32 {
+  const m = <u64>bitSize;
+  const s = <u64><i64>seed;
+  let hits = 0;
+  let start = load<u32>(offsets);
+  for (let i = 0; i < count; i++) {
+    offsets += 4;
+    const end = load<u32>(offsets);
+    const r = checkKey(bits, m, k, bytes + <usize>start, <i32>(end - start), s);
+    store<u8>(out + <usize>i, <u8>r);
+    hits += r;
+    start = end;
+  }
+  return hits;
+}
+
+/** Set bits in `words` u64 words at `ptr` (8-byte aligned). f64: the count can exceed 2^32. */
+export function bloomPopcount(ptr: usize, words: u32): f64 {
+  let n: u64 = 0;
+  const end = ptr + (<usize>words << 3);
+  while (ptr < end) {
+    n += popcnt<u64>(load<u64>(ptr));
+    ptr += 8;
+  }
+  return <f64>n;
+}

@@ -1,0 +1,3 @@
+// Kernel entry: everything exported here becomes a WebAssembly export of wasm/hashgate.wasm.
+export * from './murmur';
+export * from './bloom';

@@ -1,0 +1,33 @@
+// Builds wasm/hashgate.wasm (committed) from wasm/assembly/. Run with `npm run build:wasm`.
+// Flags: stub runtime (no GC, we never allocate), imported shared memory so worker threads can
+// instantiate the same Module on one WebAssembly.Memory, statics kept inside the first 64 KiB page.
+import asc from 'assemblyscript/asc';
+import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const out = join(here, 'hashgate.wasm');
+const args = [
+  join(here, 'assembly', 'index.ts'),
+  '--outFile', out,
+  '--runtime', 'stub',
+  '--importMemory',
+  '--sharedMemory',
+  '--initialMemory', '1',
+  '--maximumMemory', '65536',
+  '--memoryBase', '4096',
+  '--enable', 'threads',
+  '-O3',
+  '--noAssert',
+  '--converge',
+  '--uncheckedBehavior', 'always',
+];
+// `--wat` also writes a text listing next to the binary, for reading the optimized output.
+if (process.argv.includes('--wat')) args.push('--textFile', join(here, 'hashgate.wat'));
+const { error, stderr } = await asc.main(args, {});
+if (error) {
+  console.error(stderr.toString());
+  console.error(error.message);
+  process.exit(1);
+}
+console.log(`built ${out}`);
