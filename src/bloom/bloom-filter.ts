@@ -1,0 +1,473 @@
+// Guava-compatible Bloom filter whose bits live in a shared WebAssembly.Memory, so any thread
+// that attaches (BloomFilter.fromShared) reads and sets the same bits. Adds use atomic OR in the
+// wasm kernel (no bit is ever lost between threads); reads take no lock.
+//
+// Memory layout (one memory per filter):
+//   [0, 64 KiB)              kernel statics (rewritten identically by every instantiation)
+//   [64 KiB, 64 KiB + bytes) the bits: `words` little-endian u64 (bit i = byte i>>3, bit i&7)
+//   after that               one scratch region per attached thread, claimed with memory.grow
+import {
+  ErrorCodes,
+  HashGateError,
+  HashGateRangeError,
+  checkUint32,
+  invalidType,
+} from '../errors.js';
+import type { PackedKeys } from '../hash/index.js';
+import { murmur3_128 } from '../hash/index.js';
+import { kernelFor, type BloomKernel } from './kernel.js';
+import { probeIndexes } from './indexes.js';
+import { checkPacked, encodeUtf8, isPacked, keyBytes, type Key, type KeyBatch } from './keys.js';
+import {
+  bloomShape,
+  KERNEL_RESERVED_BYTES,
+  MAX_BIT_SIZE,
+  SCRATCH_HEADROOM_BYTES,
+  shapeFor,
+  type BloomShape,
+} from './sizing.js';
+
+export const DEFAULTS = {
+  seed: 0,
+  /** Keys per kernel call: bounds the scratch region and the result staging. */
+  batchKeys: 4096,
+  /** Scratch region per attached thread, in 64 KiB pages. */
+  scratchPages: 6,
+} as const;
+
+const PAGE = 65536;
+const BITS_OFFSET = KERNEL_RESERVED_BYTES;
+/** Guava's BloomFilterStrategies ordinal of MURMUR128_MITZ_64: the only strategy we write. */
+export const GUAVA_STRATEGY_MITZ_64 = 1;
+
+export interface BloomFilterOptions {
+  expectedItems: number;
+  fpp: number;
+  /** murmur3_128 seed (Guava int semantics). Guava's BloomFilter always uses 0. */
+  seed?: number;
+}
+
+/**
+ * Everything another thread needs to attach to the same bits. Structured-clonable: post it to a
+ * worker (postMessage / piscina workerData or task) and call `BloomFilter.fromShared(d)` there.
+ */
+export interface BloomSharedDescriptor {
+  readonly kind: 'hashgate.bloom';
+  readonly version: 1;
+  /** Shared memory holding the bits (and each attached thread's scratch). */
+  readonly memory: WebAssembly.Memory;
+  /** Byte offset of the first bit word inside `memory` (8-byte aligned). */
+  readonly bitsOffset: number;
+  /** Bits used for indexing: a multiple of 64. */
+  readonly bitSize: number;
+  readonly hashFunctions: number;
+  readonly seed: number;
+  readonly strategy: 'MURMUR128_MITZ_64';
+}
+
+interface Scratch {
+  u8: Uint8Array;
+  offsetsPtr: number;
+  offsets: Uint32Array;
+  outPtr: number;
+  keysPtr: number;
+  keysCap: number;
+}
+
+/** One scratch region per (thread, memory); JS is single-threaded per isolate, so no locking. */
+const scratchByMemory = new WeakMap<WebAssembly.Memory, Scratch>();
+
+function claimScratch(memory: WebAssembly.Memory): Scratch {
+  let s = scratchByMemory.get(memory);
+  if (s !== undefined) return s;
+  let oldPages: number;
+  try {
+    oldPages = memory.grow(DEFAULTS.scratchPages);
+  } catch (cause) {
+    throw new HashGateError(ErrorCodes.CAPACITY, 'bloom: no room left in the shared memory for another thread scratch region', { cause });
+  }
+  const base = oldPages * PAGE;
+  const u8 = new Uint8Array(memory.buffer);
+  const offsetsPtr = base;
+  const outPtr = offsetsPtr + (DEFAULTS.batchKeys + 1) * 4;
+  const keysPtr = outPtr + DEFAULTS.batchKeys;
+  s = {
+    u8,
+    offsetsPtr,
+    offsets: new Uint32Array(memory.buffer, offsetsPtr, DEFAULTS.batchKeys + 1),
+    outPtr,
+    keysPtr,
+    keysCap: base + DEFAULTS.scratchPages * PAGE - keysPtr,
+  };
+  scratchByMemory.set(memory, s);
+  return s;
+}
+
+function shapeError(msg: string, details: Record<string, unknown>): HashGateError {
+  return new HashGateError(ErrorCodes.BLOOM_SHAPE_MISMATCH, msg, { details });
+}
+
+export class BloomFilter {
+  readonly bitSize: number;
+  readonly hashFunctions: number;
+  readonly seed: number;
+  readonly memory: WebAssembly.Memory;
+  readonly bitsOffset: number;
+  readonly #words: number;
+  readonly #kernel: BloomKernel | null;
+  readonly #bits8: Uint8Array;
+  readonly #bits32: Int32Array;
+  #scratch: Scratch | undefined;
+  readonly #idx: Float64Array;
+
+  private constructor(memory: WebAssembly.Memory, bitsOffset: number, bitSize: number, k: number, seed: number) {
+    this.memory = memory;
+    this.bitsOffset = bitsOffset;
+    this.bitSize = bitSize;
+    this.hashFunctions = k;
+    this.seed = seed;
+    this.#words = bitSize / 64;
+    this.#bits8 = new Uint8Array(memory.buffer, bitsOffset, bitSize / 8);
+    this.#bits32 = new Int32Array(memory.buffer, bitsOffset, bitSize / 32);
+    this.#kernel = kernelFor(memory);
+    this.#idx = new Float64Array(k);
+  }
+
+  /** Sized exactly as Guava's `BloomFilter.create(funnel, expectedItems, fpp)`. */
+  static create(options: BloomFilterOptions): BloomFilter {
+    const shape = bloomShape(options, 'options');
+    const seed = options.seed === undefined ? DEFAULTS.seed : checkUint32('options.seed', options.seed);
+    return BloomFilter.withShape(shape, seed);
+  }
+
+  /** An empty filter of an explicit shape (bitSize a multiple of 64). */
+  static withShape(shape: Pick<BloomShape, 'bitSize' | 'hashFunctions'>, seed = 0): BloomFilter {
+    const s = shapeFor(shape.bitSize, shape.hashFunctions, 'bitSize');
+    if (s.bitSize !== shape.bitSize) throw shapeError(`bitSize must be a multiple of 64, got ${shape.bitSize}`, { bitSize: shape.bitSize });
+    const bytes = s.bitSize / 8;
+    const initial = Math.ceil((BITS_OFFSET + bytes) / PAGE);
+    const maximum = Math.min(65536, initial + SCRATCH_HEADROOM_BYTES / PAGE);
+    let memory: WebAssembly.Memory;
+    try {
+      memory = new WebAssembly.Memory({ initial, maximum, shared: true });
+    } catch (cause) {
+      throw new HashGateError(ErrorCodes.CAPACITY, `bloom: could not allocate ${bytes} bytes of shared memory`, { cause, details: { bitSize: s.bitSize } });
+    }
+    return new BloomFilter(memory, BITS_OFFSET, s.bitSize, s.hashFunctions, seed);
+  }
+
+  /** Attach to bits another thread created; both see every add at once. */
+  static fromShared(d: BloomSharedDescriptor): BloomFilter {
+    if (d === null || typeof d !== 'object' || d.kind !== 'hashgate.bloom') throw invalidType('descriptor', 'a BloomSharedDescriptor (filter.toShared())', d);
+    if (d.version !== 1 || d.strategy !== 'MURMUR128_MITZ_64') throw shapeError(`descriptor: unsupported version ${d.version} / strategy ${d.strategy}`, { version: d.version });
+    if (!(d.memory instanceof WebAssembly.Memory)) throw invalidType('descriptor.memory', 'a shared WebAssembly.Memory', d.memory);
+    const s = shapeFor(d.bitSize, d.hashFunctions, 'descriptor.bitSize');
+    if (s.bitSize !== d.bitSize || d.bitsOffset % 8 !== 0 || d.bitsOffset + d.bitSize / 8 > d.memory.buffer.byteLength) {
+      throw shapeError('descriptor: bitSize/bitsOffset do not fit the memory', { bitSize: d.bitSize, bitsOffset: d.bitsOffset });
+    }
+    return new BloomFilter(d.memory, d.bitsOffset, d.bitSize, d.hashFunctions, checkUint32('descriptor.seed', d.seed));
+  }
+
+  toShared(): BloomSharedDescriptor {
+    return {
+      kind: 'hashgate.bloom',
+      version: 1,
+      memory: this.memory,
+      bitsOffset: this.bitsOffset,
+      bitSize: this.bitSize,
+      hashFunctions: this.hashFunctions,
+      seed: this.seed,
+      strategy: 'MURMUR128_MITZ_64',
+    };
+  }
+
+  /** Bytes of bit array (the shared memory also holds 64 KiB of kernel statics + scratch). */
+  get byteLength(): number {
+    return this.bitSize / 8;
+  }
+
+  /** Live little-endian view of the bits (word i = bytes 8i..8i+7). Do not write into it. */
+  bitsView(): Uint8Array {
+    return this.#bits8;
+  }
+
+  /** Returns true if a bit changed (Guava's put). */
+  add(key: Key): boolean {
+    return this.#one(key, true) === 1;
+  }
+
+  mightContain(key: Key): boolean {
+    return this.#one(key, false) === 1;
+  }
+
+  /** How many keys changed at least one bit. */
+  addAll(keys: KeyBatch): number {
+    return this.#batch(keys, true, undefined);
+  }
+
+  /** 1 (might contain) or 0 (definitely not) per key. */
+  mightContainAll(keys: KeyBatch): Uint8Array {
+    const n = isPacked(keys) ? keys.count : Array.isArray(keys) ? keys.length : -1;
+    if (n < 0) throw invalidType('keys', 'an array of keys or PackedKeys', keys);
+    const out = new Uint8Array(n);
+    this.#batch(keys, false, out);
+    return out;
+  }
+
+  bitCount(): number {
+    if (this.#kernel !== null) return this.#kernel.bloomPopcount(this.bitsOffset, this.#words);
+    let n = 0;
+    for (let i = 0; i < this.#bits32.length; i++) {
+      let v = this.#bits32[i]! >>> 0;
+      v -= (v >>> 1) & 0x55555555;
+      v = (v & 0x33333333) + ((v >>> 2) & 0x33333333);
+      n += (Math.imul((v + (v >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24);
+    }
+    return n;
+  }
+
+  /** Guava: (bitCount / bitSize) ^ k. */
+  expectedFpp(): number {
+    return Math.pow(this.bitCount() / this.bitSize, this.hashFunctions);
+  }
+
+  /** Guava: round_half_up(-ln(1 - bitCount/bitSize) * bitSize / k). */
+  approximateElementCount(): number {
+    const x = (-Math.log1p(-this.bitCount() / this.bitSize) * this.bitSize) / this.hashFunctions;
+    const f = Math.floor(x);
+    return x - f >= 0.5 ? f + 1 : f;
+  }
+
+  isCompatible(other: BloomFilter): boolean {
+    return (
+      other instanceof BloomFilter &&
+      other !== this &&
+      other.bitSize === this.bitSize &&
+      other.hashFunctions === this.hashFunctions &&
+      other.seed === this.seed
+    );
+  }
+
+  /** Union (Guava putAll): bits are OR-ed atomically, so it may run while other threads add. */
+  putAll(other: BloomFilter): void {
+    if (!(other instanceof BloomFilter)) throw invalidType('other', 'a BloomFilter', other);
+    if (!this.isCompatible(other)) {
+      throw shapeError(
+        other === this || other.memory === this.memory
+          ? 'putAll: cannot combine a filter with itself'
+          : `putAll: shapes differ (bitSize ${this.bitSize} vs ${other.bitSize}, k ${this.hashFunctions} vs ${other.hashFunctions}, seed ${this.seed} vs ${other.seed})`,
+        { bitSize: [this.bitSize, other.bitSize], hashFunctions: [this.hashFunctions, other.hashFunctions], seed: [this.seed, other.seed] },
+      );
+    }
+    const src = other.#bits32;
+    const dst = this.#bits32;
+    for (let i = 0; i < src.length; i++) {
+      const v = src[i]!;
+      if (v !== 0 && (dst[i]! & v) !== v) Atomics.or(dst, i, v);
+    }
+  }
+
+  /** Copy the bits in from Guava-ordered data (used by readFrom / snapshots). */
+  loadBitsLE(data: Uint8Array): void {
+    if (data.length !== this.bitSize / 8) throw shapeError('bits length does not match bitSize', { got: data.length, want: this.bitSize / 8 });
+    this.#bits8.set(data);
+  }
+
+  /** Guava `BloomFilter.writeTo` bytes: strategy ordinal, k, int word count, big-endian longs. */
+  writeTo(): Uint8Array {
+    const out = Buffer.allocUnsafe(6 + this.bitSize / 8);
+    out[0] = GUAVA_STRATEGY_MITZ_64;
+    out[1] = this.hashFunctions;
+    out.writeInt32BE(this.#words, 2);
+    const data = out.subarray(6);
+    data.set(this.#bits8);
+    data.swap64();
+    return out;
+  }
+
+  /** Reads Guava's `BloomFilter.writeTo` format (MURMUR128_MITZ_64 only). */
+  static readFrom(bytes: Uint8Array, options: { seed?: number } = {}): BloomFilter {
+    if (!(bytes instanceof Uint8Array)) throw invalidType('bytes', 'a Uint8Array', bytes);
+    const h = parseGuavaHeader(bytes);
+    if (bytes.length !== 6 + h.words * 8) {
+      throw new HashGateError(ErrorCodes.SNAPSHOT_CORRUPT, `Guava Bloom stream: expected ${6 + h.words * 8} bytes for ${h.words} words, got ${bytes.length}`, { details: { words: h.words, length: bytes.length } });
+    }
+    const f = BloomFilter.withShape({ bitSize: h.words * 64, hashFunctions: h.hashFunctions }, options.seed ?? 0);
+    // Nobody else can see `f` yet, so the bits may be byte-swapped in place (no 2nd copy).
+    f.#bits8.set(bytes.subarray(6));
+    Buffer.from(f.memory.buffer, f.bitsOffset, h.words * 8).swap64();
+    return f;
+  }
+
+  #one(key: Key, add: boolean): number {
+    const s = (this.#scratch ??= claimScratch(this.memory));
+    let len: number;
+    if (typeof key === 'string') {
+      if (key.length * 3 > s.keysCap) return this.#oneSlow(keyBytes(key, 'key'), add);
+      len = encodeUtf8(key, s.u8, s.keysPtr) - s.keysPtr;
+    } else if (key instanceof Uint8Array) {
+      if (key.length > s.keysCap) return this.#oneSlow(key, add);
+      s.u8.set(key, s.keysPtr);
+      len = key.length;
+    } else {
+      throw invalidType('key', 'a string or Uint8Array', key);
+    }
+    const k = this.#kernel;
+    if (k === null) return this.#oneSlow(s.u8.slice(s.keysPtr, s.keysPtr + len), add);
+    return add
+      ? k.bloomAddOne(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, s.keysPtr, len)
+      : k.bloomCheckOne(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, s.keysPtr, len);
+  }
+
+  /** Reference path: keys too long for the scratch region, or no wasm binary. */
+  #oneSlow(bytes: Uint8Array, add: boolean): number {
+    const idx = this.#idx;
+    probeIndexes(murmur3_128(bytes, this.seed), this.hashFunctions, this.bitSize, idx);
+    let changed = 0;
+    for (let j = 0; j < this.hashFunctions; j++) {
+      const i = idx[j]!;
+      const w = (i - (i & 31)) / 32;
+      const mask = 1 << (i & 31);
+      if (add) {
+        if ((this.#bits32[w]! & mask) === 0 && (Atomics.or(this.#bits32, w, mask) & mask) === 0) changed = 1;
+      } else if ((this.#bits32[w]! & mask) === 0) {
+        return 0;
+      }
+    }
+    return add ? changed : 1;
+  }
+
+  #batch(keys: KeyBatch, add: boolean, out: Uint8Array | undefined): number {
+    const s = (this.#scratch ??= claimScratch(this.memory));
+    if (isPacked(keys)) return this.#batchPacked(keys, add, out, s);
+    if (!Array.isArray(keys)) throw invalidType('keys', 'an array of keys or PackedKeys', keys);
+    const u8 = s.u8;
+    const offs = s.offsets;
+    const base = s.keysPtr;
+    const limit = base + s.keysCap;
+    let total = 0;
+    let done = 0;
+    let count = 0;
+    let pos = base;
+    const n = keys.length;
+    for (let i = 0; i < n; i++) {
+      const key = keys[i] as unknown;
+      let need: number;
+      if (typeof key === 'string') need = key.length * 3;
+      else if (key instanceof Uint8Array) need = key.length;
+      else throw invalidType(`keys[${i}]`, 'a string or Uint8Array', key);
+      if (need > s.keysCap) {
+        // Flush, then take the slow path for this one oversize key.
+        total += this.#flush(add, out, done, count, s);
+        done += count;
+        count = 0;
+        pos = base;
+        const r = this.#oneSlow(keyBytes(key as Key, `keys[${i}]`), add);
+        if (out !== undefined) out[done] = r;
+        total += r;
+        done++;
+        continue;
+      }
+      if (count === DEFAULTS.batchKeys || pos + need > limit) {
+        total += this.#flush(add, out, done, count, s);
+        done += count;
+        count = 0;
+        pos = base;
+      }
+      offs[count] = pos - base;
+      if (typeof key === 'string') pos = encodeUtf8(key, u8, pos);
+      else {
+        u8.set(key as Uint8Array, pos);
+        pos += (key as Uint8Array).length;
+      }
+      count++;
+      offs[count] = pos - base;
+    }
+    total += this.#flush(add, out, done, count, s);
+    return total;
+  }
+
+  #batchPacked(keys: PackedKeys, add: boolean, out: Uint8Array | undefined, s: Scratch): number {
+    checkPacked(keys, 'keys');
+    const { bytes, offsets, count: n } = keys;
+    const offs = s.offsets;
+    let total = 0;
+    let i = 0;
+    while (i < n) {
+      const start = offsets[i]!;
+      // Largest run of keys that fits both the key count and the byte budget.
+      let j = i;
+      const maxJ = Math.min(n, i + DEFAULTS.batchKeys);
+      while (j < maxJ) {
+        const e = offsets[j + 1]!;
+        if (e < offsets[j]!) throw invalidType(`keys.offsets[${j + 1}]`, 'non-decreasing offsets', e);
+        if (e - start > s.keysCap) break;
+        j++;
+      }
+      if (j === i) {
+        const r = this.#oneSlow(bytes.subarray(start, offsets[i + 1]!), add);
+        if (out !== undefined) out[i] = r;
+        total += r;
+        i++;
+        continue;
+      }
+      const end = offsets[j]!;
+      s.u8.set(bytes.subarray(start, end), s.keysPtr);
+      for (let t = i; t <= j; t++) offs[t - i] = offsets[t]! - start;
+      total += this.#flush(add, out, i, j - i, s);
+      i = j;
+    }
+    return total;
+  }
+
+  /** Runs the kernel over `count` keys staged in scratch; results land at out[done..]. */
+  #flush(add: boolean, out: Uint8Array | undefined, done: number, count: number, s: Scratch): number {
+    if (count === 0) return 0;
+    const k = this.#kernel;
+    if (k === null) {
+      let r = 0;
+      for (let i = 0; i < count; i++) {
+        const key = s.u8.slice(s.keysPtr + s.offsets[i]!, s.keysPtr + s.offsets[i + 1]!);
+        const v = this.#oneSlow(key, add);
+        if (out !== undefined) out[done + i] = v;
+        r += v;
+      }
+      return r;
+    }
+    if (add) {
+      return k.bloomAddBatch(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, s.keysPtr, s.offsetsPtr, count);
+    }
+    const hits = k.bloomCheckBatch(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, s.keysPtr, s.offsetsPtr, count, s.outPtr);
+    out!.set(s.u8.subarray(s.outPtr, s.outPtr + count), done);
+    return hits;
+  }
+}
+
+export interface GuavaHeader {
+  strategy: number;
+  hashFunctions: number;
+  words: number;
+}
+
+export function parseGuavaHeader(bytes: Uint8Array): GuavaHeader {
+  if (bytes.length < 6) {
+    throw new HashGateError(ErrorCodes.SNAPSHOT_CORRUPT, `Guava Bloom stream: ${bytes.length} bytes is shorter than the 6-byte header`);
+  }
+  const strategy = (bytes[0]! << 24) >> 24;
+  const hashFunctions = bytes[1]!;
+  const words = ((bytes[2]! << 24) | (bytes[3]! << 16) | (bytes[4]! << 8) | bytes[5]!) | 0;
+  if (strategy !== GUAVA_STRATEGY_MITZ_64) {
+    throw new HashGateError(
+      ErrorCodes.SNAPSHOT_MISMATCH,
+      `Guava Bloom stream uses strategy ordinal ${strategy}; only MURMUR128_MITZ_64 (1) is supported`,
+      { details: { strategy } },
+    );
+  }
+  if (hashFunctions < 1 || words < 1) {
+    throw new HashGateError(ErrorCodes.SNAPSHOT_CORRUPT, `Guava Bloom stream: bad header (k=${hashFunctions}, words=${words})`, { details: { hashFunctions, words } });
+  }
+  if (words * 64 > MAX_BIT_SIZE) {
+    throw new HashGateRangeError(ErrorCodes.CAPACITY, `Guava Bloom stream: ${words * 64} bits exceeds the ceiling of ${MAX_BIT_SIZE} bits`, { bitSize: words * 64, max: MAX_BIT_SIZE });
+  }
+  return { strategy, hashFunctions, words };
+}

@@ -1,0 +1,118 @@
+// Builds and runs test/java/GuavaHarness.java against the real Guava jar, so tests can compare
+// hashgate with Guava itself. Reusable by any suite that needs Guava's answers:
+//
+//   const java = await guavaHarness();            // null when java/javac are missing
+//   const rows = await java.hash(['a', 'b'], { seed: 0 });   // murmur3_128 hex, murmur3_32, asLong
+//   const out = await java.run(['check', file], keys.join('\n') + '\n');
+//
+// The jar comes from ~/.m2 when present, else `mvn dependency:copy` from Maven Central into
+// .services/java/ (one ~3 MB download). Classes are cached there, keyed by the source's hash.
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, copyFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { delimiter, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const GUAVA_VERSION = process.env.HASHGATE_GUAVA_VERSION ?? '33.4.8-jre';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const SRC = join(ROOT, 'test/java/GuavaHarness.java');
+const CACHE = join(ROOT, '.services/java');
+
+export interface GuavaHash {
+  /** murmur3_128 digest as hex (Guava HashCode.toString()). */
+  hex128: string;
+  /** murmur3_32_fixed asInt(), as an unsigned 32-bit number. */
+  mm32: number;
+  /** murmur3_128 asLong(), signed, as a bigint. */
+  asLong: bigint;
+}
+
+export interface GuavaHarness {
+  version: string;
+  jar: string;
+  /** Runs the harness with `stdin`; resolves stdout, rejects on a non-zero exit. */
+  run(args: string[], stdin?: string | Uint8Array): Promise<string>;
+  /** Keys must not contain '\n' unless given as Uint8Array (sent hex-encoded). */
+  hash(keys: ReadonlyArray<string | Uint8Array>, opts?: { seed?: number }): Promise<GuavaHash[]>;
+}
+
+function has(cmd: string): boolean {
+  return spawnSync(cmd, ['-version'], { stdio: 'ignore' }).status === 0;
+}
+
+function findJar(): string {
+  const name = `guava-${GUAVA_VERSION}.jar`;
+  const local = join(homedir(), '.m2/repository/com/google/guava/guava', GUAVA_VERSION, name);
+  const cached = join(CACHE, name);
+  if (existsSync(cached)) return cached;
+  mkdirSync(CACHE, { recursive: true });
+  if (existsSync(local)) {
+    copyFileSync(local, cached);
+    return cached;
+  }
+  const r = spawnSync(
+    'mvn',
+    ['-q', '-B', 'dependency:copy', `-Dartifact=com.google.guava:guava:${GUAVA_VERSION}`, `-DoutputDirectory=${CACHE}`],
+    { cwd: CACHE, encoding: 'utf8', timeout: 300_000 },
+  );
+  if (r.status !== 0 || !existsSync(cached)) {
+    throw new Error(`mvn dependency:copy of guava ${GUAVA_VERSION} failed: ${r.stderr || r.stdout || r.error}`);
+  }
+  return cached;
+}
+
+let harness: Promise<GuavaHarness | null> | undefined;
+
+/** null when java/javac are not installed (callers decide whether that may skip). */
+export function guavaHarness(): Promise<GuavaHarness | null> {
+  harness ??= (async () => {
+    if (!has('java') || !has('javac')) return null;
+    const jar = findJar();
+    const tag = createHash('sha256').update(readFileSync(SRC)).update(GUAVA_VERSION).digest('hex').slice(0, 12);
+    const classes = join(CACHE, `classes-${tag}`);
+    if (!existsSync(join(classes, 'GuavaHarness.class'))) {
+      mkdirSync(classes, { recursive: true });
+      const r = spawnSync('javac', ['-nowarn', '-cp', jar, '-d', classes, SRC], { encoding: 'utf8' });
+      if (r.status !== 0) throw new Error(`javac GuavaHarness failed: ${r.stderr}`);
+    }
+    const cp = [classes, jar].join(delimiter);
+    const run = (args: string[], stdin?: string | Uint8Array): Promise<string> =>
+      new Promise((resolveRun, reject) => {
+        const child = spawn('java', ['-Xss4m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1', '-cp', cp, 'GuavaHarness', ...args], {
+          stdio: ['pipe', 'pipe', 'pipe'],
+        });
+        const out: Buffer[] = [];
+        const err: Buffer[] = [];
+        child.stdout.on('data', (d: Buffer) => out.push(d));
+        child.stderr.on('data', (d: Buffer) => err.push(d));
+        child.on('error', reject);
+        child.on('close', (code) => {
+          if (code === 0) resolveRun(Buffer.concat(out).toString('utf8'));
+          else reject(new Error(`GuavaHarness ${args.join(' ')} exited ${code}: ${Buffer.concat(err).toString('utf8')}`));
+        });
+        child.stdin.end(stdin ?? '');
+      });
+    const version = (await run(['version'])).trim();
+    return {
+      version,
+      jar,
+      run,
+      async hash(keys, opts = {}) {
+        const hex = keys.some((k) => typeof k !== 'string');
+        const lines = keys.map((k) => (hex ? Buffer.from(typeof k === 'string' ? Buffer.from(k) : k).toString('hex') : (k as string)));
+        const args = ['hash', '--seed', String(opts.seed ?? 0), ...(hex ? ['--hex'] : [])];
+        const text = await run(args, lines.join('\n') + (lines.length > 0 ? '\n' : ''));
+        return text
+          .split('\n')
+          .filter((l) => l.length > 0)
+          .map((l) => {
+            const [h, m, a] = l.split(' ');
+            return { hex128: h!, mm32: Number(m), asLong: BigInt(a!) };
+          });
+      },
+    };
+  })();
+  return harness;
+}
