@@ -1,0 +1,171 @@
+// Redis / Redis Cluster backend of FingerprintIndex.
+//
+// Cluster trade-off (document-partitioned index with hash tags): every device is assigned to one of
+// `shards` partitions by murmur3_32(deviceId); all keys of a partition carry the tag `{N}`, so a
+// device's record and every set it belongs to live in one slot. That buys per-device atomic
+// updates (one Lua script) and server-side SINTER per partition; the price is that a query fans out
+// to every partition (one script per partition, run in parallel, results concatenated). The
+// alternative — term-partitioned keys without tags, intersected client-side — makes each query
+// ship whole sets between nodes and cannot update a device atomically, so it was not chosen.
+// Standalone Redis uses a single untagged partition, i.e. exactly the seed's `idx:<attr>:<value>`.
+import type { Cluster, Redis } from 'ioredis';
+import { murmur3_128Hex, murmur3_32 } from '../hash/index.js';
+import { HashGateError, ErrorCodes } from '../errors.js';
+import type { IndexBackend } from './types.js';
+import { ANY, MATCH, PUT, REMOVE } from './redis-scripts.js';
+
+export interface RedisIndexBackendOptions {
+  client: Redis | Cluster;
+  keyPrefix: string;
+  shards: number;
+  /** Values longer than this many UTF-8 bytes (or starting with '#') are hashed into the key. */
+  maxValueLength: number;
+  /** Smallest-set size up to which the server's C SINTER/SUNION is used instead of the early-exit walk. */
+  sinterThreshold?: number;
+}
+
+type Scripted = {
+  hgIdxPut(...args: (string | number)[]): Promise<number>;
+  hgIdxRemove(...args: (string | number)[]): Promise<number>;
+  hgIdxMatch(...args: (string | number)[]): Promise<string[]>;
+  hgIdxAny(...args: (string | number)[]): Promise<string[]>;
+};
+
+const isCluster = (c: Redis | Cluster): c is Cluster => (c as Cluster).isCluster === true;
+
+export class RedisIndexBackend implements IndexBackend {
+  readonly kind = 'redis' as const;
+  private readonly client: Redis | Cluster;
+  private readonly s: Scripted;
+  private readonly shardPrefixes: string[];
+  private readonly maxValueLength: number;
+  private readonly small: string;
+
+  constructor(opts: RedisIndexBackendOptions) {
+    this.client = opts.client;
+    this.maxValueLength = opts.maxValueLength;
+    this.small = String(opts.sinterThreshold ?? 4096);
+    const tagged = opts.shards > 1 || isCluster(opts.client);
+    this.shardPrefixes = Array.from({ length: opts.shards }, (_, i) =>
+      tagged ? `${opts.keyPrefix}:{${opts.shards === 1 ? opts.keyPrefix : i}}` : opts.keyPrefix,
+    );
+    const c = this.client as unknown as { hgIdxPut?: unknown; defineCommand(n: string, d: { lua: string; numberOfKeys?: number }): void };
+    if (!c.hgIdxPut) {
+      c.defineCommand('hgIdxPut', { lua: PUT, numberOfKeys: 1 });
+      c.defineCommand('hgIdxRemove', { lua: REMOVE, numberOfKeys: 1 });
+      c.defineCommand('hgIdxMatch', { lua: MATCH, numberOfKeys: 1 });
+      c.defineCommand('hgIdxAny', { lua: ANY, numberOfKeys: 1 });
+    }
+    this.s = this.client as unknown as Scripted;
+  }
+
+  private shardOf(deviceId: string): string {
+    const n = this.shardPrefixes.length;
+    return this.shardPrefixes[n === 1 ? 0 : murmur3_32(deviceId) % n] as string;
+  }
+
+  /** [base key suffix after the shard prefix, hashed flag]. */
+  private termSuffix(attr: string, value: string): [string, '0' | '1'] {
+    if (value.length * 3 > this.maxValueLength && Buffer.byteLength(value) > this.maxValueLength || value.startsWith('#')) {
+      return [`:${attr}:#${murmur3_128Hex(value)}`, '1'];
+    }
+    return [`:${attr}:${value}`, '0'];
+  }
+
+  private wrap(e: unknown, op: string): HashGateError {
+    return new HashGateError(ErrorCodes.STORE, `index ${op} failed: ${(e as Error).message}`, { cause: e });
+  }
+
+  async put(deviceId: string, attrs: ReadonlyArray<readonly [string, string]>, mode: 'replace' | 'merge'): Promise<void> {
+    const sp = this.shardOf(deviceId);
+    const args: string[] = [`${sp}:~dev:${deviceId}`, deviceId, mode, String(attrs.length)];
+    for (const [a, v] of attrs) {
+      const [suffix, hashed] = this.termSuffix(a, v);
+      args.push(a, v, sp + suffix, hashed);
+    }
+    try {
+      await this.s.hgIdxPut(...args);
+    } catch (e) {
+      throw this.wrap(e, 'put');
+    }
+  }
+
+  async remove(deviceId: string): Promise<boolean> {
+    try {
+      return (await this.s.hgIdxRemove(`${this.shardOf(deviceId)}:~dev:${deviceId}`, deviceId)) === 1;
+    } catch (e) {
+      throw this.wrap(e, 'remove');
+    }
+  }
+
+  async get(deviceId: string): Promise<Record<string, string> | undefined> {
+    let h: Record<string, string>;
+    try {
+      h = await this.client.hgetall(`${this.shardOf(deviceId)}:~dev:${deviceId}`);
+    } catch (e) {
+      throw this.wrap(e, 'get');
+    }
+    const out: Record<string, string> = {};
+    let any = false;
+    for (const [f, v] of Object.entries(h)) {
+      if (f.startsWith('v:')) {
+        out[f.slice(2)] = v;
+        any = true;
+      }
+    }
+    return any ? out : undefined;
+  }
+
+  private async query(kind: 'match' | 'any', terms: ReadonlyArray<readonly [string, string]>, limit: number): Promise<string[]> {
+    const suffixes = terms.map(([a, v]) => [...this.termSuffix(a, v), v] as const);
+    const run = (sp: string): Promise<string[]> => {
+      const args: string[] = [`${sp}:~dev:`, String(limit), String(terms.length), this.small];
+      for (const [suffix, hashed, v] of suffixes) args.push(sp + suffix, v, hashed);
+      return kind === 'match' ? this.s.hgIdxMatch(...args) : this.s.hgIdxAny(...args);
+    };
+    try {
+      if (this.shardPrefixes.length === 1) return await run(this.shardPrefixes[0] as string);
+      const parts = await Promise.all(this.shardPrefixes.map(run));
+      const out: string[] = [];
+      for (const p of parts) {
+        for (const id of p) {
+          out.push(id);
+          if (out.length >= limit) return out;
+        }
+      }
+      return out;
+    } catch (e) {
+      throw this.wrap(e, kind);
+    }
+  }
+
+  match(terms: ReadonlyArray<readonly [string, string]>, limit: number): Promise<string[]> {
+    return this.query('match', terms, limit);
+  }
+
+  any(terms: ReadonlyArray<readonly [string, string]>, limit: number): Promise<string[]> {
+    return this.query('any', terms, limit);
+  }
+
+  async forEachValue(fn: (attr: string, value: string) => void): Promise<void> {
+    const nodes: Redis[] = isCluster(this.client) ? this.client.nodes('master') : [this.client];
+    const prefixes = new Set(this.shardPrefixes);
+    for (const node of nodes) {
+      for (const sp of prefixes) {
+        let cursor = '0';
+        do {
+          const [next, keys] = await node.scan(cursor, 'MATCH', `${sp.replace(/[[\]*?\\{}]/g, '\\$&')}:~dev:*`, 'COUNT', 1000);
+          cursor = next;
+          for (const k of keys) {
+            const h = await node.hgetall(k);
+            for (const [f, v] of Object.entries(h)) if (f.startsWith('v:')) fn(f.slice(2), v);
+          }
+        } while (cursor !== '0');
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    // the client belongs to the caller
+  }
+}
