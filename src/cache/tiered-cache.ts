@@ -1,0 +1,559 @@
+// Multi-level lookup: Bloom gate -> local LRU -> Redis (hot) -> cold store (HBase). Lower-tier hits
+// are copied upwards, definite misses are cached negatively for a short TTL, and concurrent lookups
+// of the same missing key share one load. A failing remote tier is counted, surfaced in stats()
+// and lookupDetailed(), and bypassed; it never makes a lookup reject.
+import { LRUCache } from 'lru-cache';
+import { Redis } from 'ioredis';
+import {
+  ErrorCodes,
+  HashGateError,
+  checkInt,
+  invalidType,
+  outOfRange,
+} from '../errors.js';
+import { FLAG_ARCHIVED, decodeValue, readEnvelope, wrapEnvelope } from './codec.js';
+import { RemoteTierStats, type CacheStats, type TierError } from './stats.js';
+import type { BloomLike, CacheValue, ColdCell, ColdStore } from './types.js';
+
+export const CACHE_DEFAULTS = {
+  local: { maxEntries: 100_000, maxBytes: 64 * 1024 * 1024, ttlMs: 60_000 },
+  negativeTtlMs: 5_000,
+  redis: {
+    /** TTL of values copied up from the cold tier (the writer's 7-day TTL lives in src/tiering). */
+    ttlSeconds: 3_600,
+    prefix: 'hg:v:',
+    timeoutMs: 250,
+    batchSize: 500,
+  },
+  cold: { timeoutMs: 2_000, batchSize: 100 },
+  breaker: { failures: 5, cooldownMs: 1_000 },
+  maxKeysPerLookup: 100_000,
+} as const;
+
+export interface RedisTierOptions {
+  /** An ioredis client you own (not closed by close()), or `url` to let the cache create one. */
+  client?: Redis;
+  url?: string;
+  /** TTL of backfilled copies of cold values. Default 3600. */
+  ttlSeconds?: number;
+  /** Key prefix; a key is stored at `${prefix}${table}:${key}`. Default 'hg:v:'. */
+  prefix?: string;
+  /** Per-call timeout; a slow Redis counts as an error and the lookup goes on to the cold tier. */
+  timeoutMs?: number;
+  /** Keys per MGET. */
+  batchSize?: number;
+}
+
+export interface ColdTierOptions {
+  timeoutMs?: number;
+  /** Keys per cold mget call. */
+  batchSize?: number;
+}
+
+export type BloomOption = BloomLike | false | ((table: string) => BloomLike | undefined);
+
+export interface TieredCacheOptions {
+  local?: { maxEntries?: number; maxBytes?: number; ttlMs?: number };
+  negativeTtlMs?: number;
+  redis?: RedisTierOptions;
+  cold?: ColdStore;
+  coldOptions?: ColdTierOptions;
+  /** Gate: a key the filter says is absent is answered undefined with no I/O at all. */
+  bloom?: BloomOption;
+  /** After `failures` consecutive errors a tier is skipped for `cooldownMs`, then retried. */
+  breaker?: { failures?: number; cooldownMs?: number };
+  maxKeysPerLookup?: number;
+  now?: () => number;
+}
+
+export interface LookupResult {
+  values: (CacheValue | undefined)[];
+  /** Tier failures met by this call's own loads (shared loads report to the caller that led them). */
+  errors: TierError[];
+  degraded: boolean;
+}
+
+const SEP = '\u0000';
+const NEGATIVE: object = Object.freeze({ negative: true });
+const ENTRY_OVERHEAD = 64;
+const noop = (): void => undefined;
+
+type Slot = CacheValue | undefined;
+/** Per-key load outcome: still missing, found, or unknown because a tier could not answer. */
+const MISSING = 0;
+const FOUND = 1;
+const UNKNOWN = 2;
+
+interface Deferred {
+  promise: Promise<Slot>;
+  resolve(v: Slot): void;
+  reject(e: unknown): void;
+}
+
+function deferred(): Deferred {
+  let resolve!: (v: Slot) => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<Slot>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  promise.catch(noop); // a leader failure with no followers must not become an unhandled rejection
+  return { promise, resolve, reject };
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  p.catch(noop);
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new HashGateError(ErrorCodes.TIMEOUT, `${what} did not answer within ${ms} ms`)),
+      ms,
+    );
+  });
+  return Promise.race([p, t]).finally(() => clearTimeout(timer));
+}
+
+const TABLE_RE = /^[A-Za-z0-9_.-]{1,128}$/;
+
+export function checkTable(table: unknown, name = 'table'): string {
+  if (typeof table !== 'string') throw invalidType(name, 'a string', table);
+  if (!TABLE_RE.test(table)) throw outOfRange(name, 'a name of 1-128 chars from [A-Za-z0-9_.-]', table);
+  return table;
+}
+
+export class TieredCache {
+  readonly #lru: LRUCache<string, object>;
+  readonly #negativeTtlMs: number;
+  readonly #redis: Redis | undefined;
+  readonly #ownsRedis: boolean;
+  readonly #prefix: string;
+  readonly #redisTtlMs: number;
+  readonly #redisTimeoutMs: number;
+  readonly #redisBatch: number;
+  readonly #cold: ColdStore | undefined;
+  readonly #coldTimeoutMs: number;
+  readonly #coldBatch: number;
+  readonly #bloom: BloomOption;
+  readonly #breakerFailures: number;
+  readonly #breakerCooldownMs: number;
+  readonly #maxKeys: number;
+  readonly #now: () => number;
+  readonly #inflight = new Map<string, Promise<Slot>>();
+  readonly #redisStats = new RemoteTierStats();
+  readonly #coldStats = new RemoteTierStats();
+  #closed = false;
+  #lookups = 0;
+  #keys = 0;
+  #bloomRejected = 0;
+  #localHits = 0;
+  #localMisses = 0;
+  #negativeHits = 0;
+  #shared = 0;
+  #loads = 0;
+
+  constructor(opts: TieredCacheOptions = {}) {
+    if (opts === null || typeof opts !== 'object') throw invalidType('options', 'an object', opts);
+    const D = CACHE_DEFAULTS;
+    const l = opts.local ?? {};
+    const maxEntries = checkInt('local.maxEntries', l.maxEntries ?? D.local.maxEntries, 1);
+    const maxBytes = checkInt('local.maxBytes', l.maxBytes ?? D.local.maxBytes, 1024);
+    const ttlMs = checkInt('local.ttlMs', l.ttlMs ?? D.local.ttlMs, 1);
+    this.#negativeTtlMs = checkInt('negativeTtlMs', opts.negativeTtlMs ?? D.negativeTtlMs, 0);
+    this.#now = opts.now ?? Date.now;
+    if (typeof this.#now !== 'function') throw invalidType('now', 'a function', opts.now);
+    this.#lru = new LRUCache<string, object>({
+      max: maxEntries,
+      maxSize: maxBytes,
+      ttl: ttlMs,
+      // lru-cache memoises "now" for ttlResolution ms of real time; an injected clock must be exact
+      ...(opts.now ? { perf: { now: opts.now }, ttlResolution: 0 } : {}),
+    });
+
+    const r = opts.redis;
+    if (r !== undefined) {
+      if (r === null || typeof r !== 'object') throw invalidType('redis', 'an object', r);
+      this.#prefix = r.prefix ?? D.redis.prefix;
+      if (typeof this.#prefix !== 'string') throw invalidType('redis.prefix', 'a string', r.prefix);
+      this.#redisTtlMs = checkInt('redis.ttlSeconds', r.ttlSeconds ?? D.redis.ttlSeconds, 1) * 1000;
+      this.#redisTimeoutMs = checkInt('redis.timeoutMs', r.timeoutMs ?? D.redis.timeoutMs, 1);
+      this.#redisBatch = checkInt('redis.batchSize', r.batchSize ?? D.redis.batchSize, 1, 100_000);
+      if (r.client) {
+        this.#redis = r.client;
+        this.#ownsRedis = false;
+      } else if (typeof r.url === 'string') {
+        this.#redis = createFailFastRedis(r.url, this.#redisTimeoutMs);
+        this.#redis.on('error', noop); // connection errors surface through the command failures
+        this.#ownsRedis = true;
+      } else {
+        throw invalidType('redis.client', 'an ioredis client (or redis.url a string)', r.client);
+      }
+    } else {
+      this.#redis = undefined;
+      this.#ownsRedis = false;
+      this.#prefix = D.redis.prefix;
+      this.#redisTtlMs = D.redis.ttlSeconds * 1000;
+      this.#redisTimeoutMs = D.redis.timeoutMs;
+      this.#redisBatch = D.redis.batchSize;
+    }
+
+    if (opts.cold !== undefined && (typeof opts.cold?.mget !== 'function' || typeof opts.cold?.mput !== 'function')) {
+      throw invalidType('cold', 'a ColdStore (mget, mput)', opts.cold);
+    }
+    this.#cold = opts.cold;
+    const c = opts.coldOptions ?? {};
+    this.#coldTimeoutMs = checkInt('coldOptions.timeoutMs', c.timeoutMs ?? D.cold.timeoutMs, 1);
+    this.#coldBatch = checkInt('coldOptions.batchSize', c.batchSize ?? D.cold.batchSize, 1, 100_000);
+
+    const b = opts.bloom ?? false;
+    if (b !== false && typeof b !== 'function' && typeof (b as BloomLike).mightContain !== 'function') {
+      throw invalidType('bloom', 'a Bloom filter, a function or false', b);
+    }
+    this.#bloom = b;
+    const br = opts.breaker ?? {};
+    this.#breakerFailures = checkInt('breaker.failures', br.failures ?? D.breaker.failures, 1);
+    this.#breakerCooldownMs = checkInt('breaker.cooldownMs', br.cooldownMs ?? D.breaker.cooldownMs, 0);
+    this.#maxKeys = checkInt('maxKeysPerLookup', opts.maxKeysPerLookup ?? D.maxKeysPerLookup, 1);
+  }
+
+  /** The Redis client in use (undefined without a hot tier). */
+  get redis(): Redis | undefined {
+    return this.#redis;
+  }
+
+  /** Resolves once a cache-created Redis client is connected; rejects after timeoutMs. */
+  async ready(timeoutMs = 5_000): Promise<void> {
+    const r = this.#redis;
+    if (!r || r.status === 'ready') return;
+    await withTimeout(
+      new Promise<void>((resolve) => r.once('ready', () => resolve())),
+      timeoutMs,
+      'redis connect',
+    );
+  }
+
+  async lookup(table: string, keys: readonly string[]): Promise<(CacheValue | undefined)[]> {
+    return this.#lookup(table, keys, undefined);
+  }
+
+  async lookupDetailed(table: string, keys: readonly string[]): Promise<LookupResult> {
+    const errors: TierError[] = [];
+    const values = await this.#lookup(table, keys, errors);
+    return { values, errors, degraded: errors.length > 0 };
+  }
+
+  /** Drop local copies (positive and negative), e.g. after a write. Remote tiers are untouched. */
+  invalidate(table: string, keys: readonly string[]): void {
+    for (const k of keys) this.#lru.delete(table + SEP + k);
+  }
+
+  clearLocal(): void {
+    this.#lru.clear();
+  }
+
+  stats(): CacheStats {
+    const now = this.#now();
+    const redis = this.#redis ? this.#redisStats.snapshot(now) : undefined;
+    const cold = this.#cold ? this.#coldStats.snapshot(now) : undefined;
+    return {
+      lookups: this.#lookups,
+      keys: this.#keys,
+      bloom: { rejected: this.#bloomRejected, passed: this.#keys - this.#bloomRejected },
+      local: {
+        hits: this.#localHits,
+        misses: this.#localMisses,
+        negativeHits: this.#negativeHits,
+        entries: this.#lru.size,
+        bytes: this.#lru.calculatedSize,
+      },
+      singleFlight: { shared: this.#shared, loads: this.#loads },
+      redis,
+      cold,
+      degraded: !!(redis && (!redis.healthy || redis.breakerOpen)) || !!(cold && (!cold.healthy || cold.breakerOpen)),
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#lru.clear();
+    if (this.#ownsRedis && this.#redis) {
+      try {
+        await this.#redis.quit();
+      } catch {
+        this.#redis.disconnect();
+      }
+    }
+  }
+
+  #bloomFor(table: string): BloomLike | undefined {
+    const b = this.#bloom;
+    if (b === false) return undefined;
+    if (typeof b === 'function') return b(table);
+    return b;
+  }
+
+  async #lookup(table: string, keys: readonly string[], errors: TierError[] | undefined): Promise<Slot[]> {
+    if (this.#closed) throw new HashGateError(ErrorCodes.CLOSED, 'TieredCache is closed');
+    checkTable(table);
+    if (!Array.isArray(keys)) throw invalidType('keys', 'an array of strings', keys);
+    const n = keys.length;
+    if (n > this.#maxKeys) throw outOfRange('keys.length', `at most maxKeysPerLookup (${this.#maxKeys})`, n);
+    this.#lookups++;
+    this.#keys += n;
+    const out: Slot[] = new Array<Slot>(n);
+    const bloom = this.#bloomFor(table);
+    const lru = this.#lru;
+    let missIdx: number[] | undefined;
+    for (let i = 0; i < n; i++) {
+      const key = keys[i];
+      if (typeof key !== 'string' || key.length === 0) {
+        throw key === '' ? new HashGateError(ErrorCodes.EMPTY_KEY, `keys[${i}] is empty`) : invalidType(`keys[${i}]`, 'a string', key);
+      }
+      out[i] = undefined;
+      if (bloom !== undefined && !bloom.mightContain(key)) {
+        this.#bloomRejected++;
+        continue;
+      }
+      const v = lru.get(table + SEP + key);
+      if (v !== undefined) {
+        if (v === NEGATIVE) this.#negativeHits++;
+        else {
+          this.#localHits++;
+          out[i] = v as CacheValue;
+        }
+        continue;
+      }
+      this.#localMisses++;
+      (missIdx ??= []).push(i);
+    }
+    if (missIdx === undefined) return out;
+
+    // Register as loader for every key nobody is loading yet before the first await, so lookups
+    // that start while this one is in flight find the entry and wait on it instead of loading.
+    let waits: Promise<void>[] | undefined;
+    const leadIdx: number[] = [];
+    const leadKeys: string[] = [];
+    const leadDeferred: Deferred[] = [];
+    for (const i of missIdx) {
+      const key = keys[i]!;
+      const lk = table + SEP + key;
+      const p = this.#inflight.get(lk);
+      if (p !== undefined) {
+        this.#shared++;
+        (waits ??= []).push(p.then((v) => void (out[i] = v)));
+        continue;
+      }
+      const d = deferred();
+      this.#inflight.set(lk, d.promise);
+      leadIdx.push(i);
+      leadKeys.push(key);
+      leadDeferred.push(d);
+    }
+
+    if (leadKeys.length > 0) {
+      this.#loads++;
+      let vals: Slot[] | undefined;
+      try {
+        vals = await this.#load(table, leadKeys, errors);
+      } catch (e) {
+        for (const d of leadDeferred) d.reject(e);
+        throw e;
+      } finally {
+        for (const k of leadKeys) this.#inflight.delete(table + SEP + k);
+      }
+      for (let j = 0; j < leadKeys.length; j++) {
+        out[leadIdx[j]!] = vals[j];
+        leadDeferred[j]!.resolve(vals[j]);
+      }
+    }
+    if (waits !== undefined) await Promise.all(waits);
+    return out;
+  }
+
+  /** Loads keys below the local tier, backfills upper tiers and caches definite misses. */
+  async #load(table: string, keys: string[], errors: TierError[] | undefined): Promise<Slot[]> {
+    const n = keys.length;
+    const vals: Slot[] = new Array<Slot>(n).fill(undefined);
+    const sizes = new Uint32Array(n);
+    const state = new Uint8Array(n); // MISSING
+    const redis = this.#redis;
+
+    if (redis !== undefined) {
+      const rs = this.#redisStats;
+      if (this.#breakerOpen(rs)) {
+        rs.skipped += n;
+        if (this.#cold === undefined) state.fill(UNKNOWN);
+      } else {
+        for (let off = 0; off < n; off += this.#redisBatch) {
+          const end = Math.min(n, off + this.#redisBatch);
+          const rkeys: string[] = new Array<string>(end - off);
+          for (let j = off; j < end; j++) rkeys[j - off] = this.#prefix + table + ':' + keys[j];
+          const t0 = performance.now();
+          let bufs: (Buffer | null)[];
+          try {
+            bufs = await withTimeout(redis.mgetBuffer(...rkeys), this.#redisTimeoutMs, 'redis MGET');
+          } catch (e) {
+            this.#fail(rs, 'redis', e, errors);
+            if (this.#cold === undefined) state.fill(UNKNOWN, off, end);
+            continue;
+          }
+          rs.latency.record(performance.now() - t0);
+          this.#ok(rs);
+          for (let j = off; j < end; j++) {
+            const buf = bufs[j - off];
+            const env = buf ? readEnvelope(buf) : undefined;
+            if (env === undefined) {
+              rs.misses++;
+              continue;
+            }
+            try {
+              vals[j] = decodeValue(env.payload);
+            } catch (e) {
+              this.#fail(rs, 'redis', e, errors);
+              continue;
+            }
+            sizes[j] = env.payload.length;
+            state[j] = FOUND;
+            rs.hits++;
+          }
+        }
+      }
+    }
+
+    const cold = this.#cold;
+    if (cold !== undefined) {
+      const miss: number[] = [];
+      for (let j = 0; j < n; j++) if (state[j] === MISSING) miss.push(j);
+      if (miss.length > 0) await this.#loadCold(cold, table, keys, miss, vals, sizes, state, errors);
+    }
+
+    const lru = this.#lru;
+    for (let j = 0; j < n; j++) {
+      const lk = table + SEP + keys[j];
+      const s = state[j];
+      if (s === FOUND) lru.set(lk, vals[j] as object, { size: sizes[j]! + lk.length * 2 + ENTRY_OVERHEAD });
+      else if (s === MISSING && this.#negativeTtlMs > 0) {
+        lru.set(lk, NEGATIVE, { size: lk.length * 2 + ENTRY_OVERHEAD, ttl: this.#negativeTtlMs });
+      }
+    }
+    return vals;
+  }
+
+  async #loadCold(
+    cold: ColdStore,
+    table: string,
+    keys: string[],
+    miss: number[],
+    vals: Slot[],
+    sizes: Uint32Array,
+    state: Uint8Array,
+    errors: TierError[] | undefined,
+  ): Promise<void> {
+    const cs = this.#coldStats;
+    if (this.#breakerOpen(cs)) {
+      cs.skipped += miss.length;
+      for (const j of miss) state[j] = UNKNOWN;
+      return;
+    }
+    const found: number[] = [];
+    const cells: ColdCell[] = [];
+    for (let off = 0; off < miss.length; off += this.#coldBatch) {
+      const idx = miss.slice(off, off + this.#coldBatch);
+      const ck = idx.map((j) => keys[j]!);
+      const t0 = performance.now();
+      let res: (ColdCell | undefined)[];
+      try {
+        res = await withTimeout(cold.mget(table, ck), this.#coldTimeoutMs, 'cold store mget');
+        if (!Array.isArray(res) || res.length !== ck.length) {
+          throw new HashGateError(ErrorCodes.STORE, 'cold store mget returned a result of the wrong length');
+        }
+      } catch (e) {
+        this.#fail(cs, 'cold', e, errors);
+        for (const j of idx) state[j] = UNKNOWN;
+        continue;
+      }
+      cs.latency.record(performance.now() - t0);
+      this.#ok(cs);
+      for (let q = 0; q < idx.length; q++) {
+        const j = idx[q]!;
+        const cell = res[q];
+        if (cell === undefined) {
+          cs.misses++;
+          continue;
+        }
+        try {
+          vals[j] = decodeValue(cell.value);
+        } catch (e) {
+          this.#fail(cs, 'cold', e, errors);
+          state[j] = UNKNOWN;
+          continue;
+        }
+        sizes[j] = cell.value.byteLength;
+        state[j] = FOUND;
+        cs.hits++;
+        found.push(j);
+        cells.push(cell);
+      }
+    }
+    if (found.length > 0) await this.#backfillRedis(table, keys, found, cells);
+  }
+
+  /** Copies cold hits into Redis, flagged archived (the cold tier already holds them) and NX so a newer hot write wins. */
+  async #backfillRedis(table: string, keys: string[], found: number[], cells: ColdCell[]): Promise<void> {
+    const redis = this.#redis;
+    const rs = this.#redisStats;
+    if (redis === undefined || this.#breakerOpen(rs) || redis.status !== 'ready') return;
+    const pipe = redis.pipeline();
+    for (let q = 0; q < found.length; q++) {
+      const cell = cells[q]!;
+      pipe.set(this.#prefix + table + ':' + keys[found[q]!], wrapEnvelope(cell.value, cell.ts, FLAG_ARCHIVED), 'PX', this.#redisTtlMs, 'NX');
+    }
+    try {
+      const res = await withTimeout(pipe.exec(), this.#redisTimeoutMs, 'redis backfill');
+      for (const r of res ?? []) if (r[0]) throw r[0];
+      rs.backfills += found.length;
+    } catch (e) {
+      rs.backfillErrors++;
+      this.#fail(rs, 'redis', e, undefined);
+    }
+  }
+
+  #breakerOpen(s: RemoteTierStats): boolean {
+    return s.openUntil > this.#now();
+  }
+
+  #ok(s: RemoteTierStats): void {
+    s.consecutiveErrors = 0;
+    s.openUntil = 0;
+  }
+
+  #fail(s: RemoteTierStats, tier: 'redis' | 'cold', e: unknown, errors: TierError[] | undefined): void {
+    s.errors++;
+    s.consecutiveErrors++;
+    const at = this.#now();
+    const code =
+      typeof (e as { code?: unknown })?.code === 'string'
+        ? (e as { code: string }).code
+        : tier === 'redis'
+          ? ErrorCodes.STORE_UNAVAILABLE
+          : ErrorCodes.HBASE_UNAVAILABLE;
+    const err: TierError = { tier, code, message: e instanceof Error ? e.message : String(e), at };
+    s.lastError = err;
+    errors?.push(err);
+    if (s.consecutiveErrors >= this.#breakerFailures) s.openUntil = at + this.#breakerCooldownMs;
+  }
+}
+
+/**
+ * A client that fails commands at once while disconnected (no offline queue) so a Redis outage
+ * sends lookups to the cold tier instead of stalling them, and keeps reconnecting in the background.
+ */
+export function createFailFastRedis(url: string, timeoutMs: number = CACHE_DEFAULTS.redis.timeoutMs): Redis {
+  return new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: 2_000,
+    commandTimeout: timeoutMs,
+    retryStrategy: (times) => Math.min(50 * times, 1_000),
+  });
+}

@@ -1,0 +1,312 @@
+// Hot/cold separation (seed 000): values live in Redis with a TTL (7 days by default) and reach the
+// cold store (HBase, 90 days through its column-family TTL) either on write (dual-write) or when
+// migrateCold() finds them close to expiry. Migration is at-least-once and idempotent: cold puts
+// are keyed and carry the original timestamp, the archived mark is a compare-and-set on the exact
+// bytes read, a SCAN cursor checkpoint makes runs resumable, and a token lock keeps runs single.
+import type { Redis } from 'ioredis';
+import { ErrorCodes, HashGateError, checkInt, checkOneOf, invalidType } from '../errors.js';
+import {
+  FLAG_ARCHIVED,
+  FLAGS_OFFSET,
+  encodeValue,
+  readEnvelope,
+  wrapEnvelope,
+} from '../cache/codec.js';
+import { checkTable, CACHE_DEFAULTS, type TieredCache } from '../cache/tiered-cache.js';
+import type { BloomWritable, CacheValue, ColdEntry, ColdStore } from '../cache/types.js';
+import { RedisLock } from './lock.js';
+
+export const TIERING_DEFAULTS = {
+  mode: 'migrate',
+  hotTtlSeconds: 7 * 24 * 3600,
+  prefix: CACHE_DEFAULTS.redis.prefix,
+  thresholdMs: 3_600_000,
+  batchSize: 500,
+  lockKey: 'hg:migrate:lock',
+  cursorKey: 'hg:migrate:cursor',
+  lockTtlMs: 60_000,
+  maxWriteBatch: 10_000,
+} as const;
+
+export type TieringMode = 'migrate' | 'dual-write';
+
+export interface HotColdOptions {
+  redis: Redis;
+  /** Needed for dual-write and migrateCold(). */
+  cold?: ColdStore;
+  /** 'migrate' (default): Redis only, migrateCold() archives later. 'dual-write': cold too, on write. */
+  mode?: TieringMode;
+  hotTtlSeconds?: number;
+  /** Must match the TieredCache's redis.prefix. Default 'hg:v:'. */
+  prefix?: string;
+  /** Local copies in this cache are invalidated on write. */
+  cache?: TieredCache;
+  /** Written keys are added so a Bloom gate in front of the cache lets them through. */
+  bloom?: BloomWritable | ((table: string) => BloomWritable | undefined);
+  lockKey?: string;
+  cursorKey?: string;
+  now?: () => number;
+}
+
+export interface WriteEntry {
+  key: string;
+  value: CacheValue;
+  /** Original event time (epoch ms); defaults to now(). */
+  ts?: number;
+}
+
+export interface WriteResult {
+  written: number;
+  coldWritten: number;
+  /** Dual-write only: the cold write failed; the values stay unarchived so migrateCold() retries them. */
+  coldError?: { code: string; message: string };
+}
+
+export interface MigrateOptions {
+  /** Keys whose remaining TTL is below this are archived. Default 1 h. */
+  thresholdMs?: number;
+  /** SCAN COUNT and max keys per cold mput. Default 500. */
+  batchSize?: number;
+  /** Stop (checkpointed, resumable) after this many SCAN batches. Default unlimited. */
+  maxBatches?: number;
+  /** Only these tables. Default all under the prefix. */
+  tables?: string[];
+  /** Continue from the saved cursor (default true); false starts a fresh pass. */
+  resume?: boolean;
+  lockTtlMs?: number;
+  /** Count candidates without writing anything. */
+  dryRun?: boolean;
+  onBatch?: (progress: MigrateResult) => void;
+}
+
+export interface MigrateResult {
+  /** False when another run holds the lock; nothing was done. */
+  acquired: boolean;
+  /** True when the SCAN pass reached cursor 0 (the checkpoint is cleared). */
+  complete: boolean;
+  resumedFrom: string;
+  cursor: string;
+  batches: number;
+  scanned: number;
+  candidates: number;
+  migrated: number;
+  alreadyArchived: number;
+  noTtl: number;
+  foreign: number;
+  /** Values rewritten between read and mark; the new value is archived by a later pass. */
+  raced: number;
+  lockLost: boolean;
+  dryRun: boolean;
+}
+
+const MARK = `local n = 0
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[i] then
+    redis.call('SETRANGE', KEYS[i], ${FLAGS_OFFSET}, ARGV[#KEYS + i]); n = n + 1
+  end
+end
+return n`;
+
+const CHECKPOINT = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if ARGV[3] == '' then redis.call('DEL', KEYS[2]) else redis.call('SET', KEYS[2], ARGV[3]) end
+return 1`;
+
+const globEscape = (s: string): string => s.replace(/[*?[\]\\]/g, '\\$&');
+
+export class HotColdStore {
+  readonly #redis: Redis;
+  readonly #cold: ColdStore | undefined;
+  readonly #mode: TieringMode;
+  readonly #ttlMs: number;
+  readonly #prefix: string;
+  readonly #cache: TieredCache | undefined;
+  readonly #bloom: HotColdOptions['bloom'];
+  readonly #lockKey: string;
+  readonly #cursorKey: string;
+  readonly #now: () => number;
+
+  constructor(opts: HotColdOptions) {
+    if (opts === null || typeof opts !== 'object') throw invalidType('options', 'an object', opts);
+    if (!opts.redis || typeof opts.redis.set !== 'function') throw invalidType('redis', 'an ioredis client', opts.redis);
+    this.#redis = opts.redis;
+    this.#cold = opts.cold;
+    this.#mode = checkOneOf('mode', opts.mode ?? TIERING_DEFAULTS.mode, ['migrate', 'dual-write'] as const);
+    if (this.#mode === 'dual-write' && !this.#cold) throw invalidType('cold', "a ColdStore when mode is 'dual-write'", opts.cold);
+    this.#ttlMs = checkInt('hotTtlSeconds', opts.hotTtlSeconds ?? TIERING_DEFAULTS.hotTtlSeconds, 1) * 1000;
+    this.#prefix = opts.prefix ?? TIERING_DEFAULTS.prefix;
+    if (typeof this.#prefix !== 'string') throw invalidType('prefix', 'a string', opts.prefix);
+    this.#cache = opts.cache;
+    this.#bloom = opts.bloom;
+    this.#lockKey = opts.lockKey ?? TIERING_DEFAULTS.lockKey;
+    this.#cursorKey = opts.cursorKey ?? TIERING_DEFAULTS.cursorKey;
+    this.#now = opts.now ?? Date.now;
+  }
+
+  redisKey(table: string, key: string): string {
+    return this.#prefix + table + ':' + key;
+  }
+
+  async write(table: string, entries: readonly WriteEntry[], opts: { ttlSeconds?: number } = {}): Promise<WriteResult> {
+    checkTable(table);
+    if (!Array.isArray(entries)) throw invalidType('entries', 'an array', entries);
+    if (entries.length > TIERING_DEFAULTS.maxWriteBatch) {
+      throw new HashGateError(ErrorCodes.INVALID_ARG, `entries: at most ${TIERING_DEFAULTS.maxWriteBatch} per write`);
+    }
+    const ttlMs = opts.ttlSeconds === undefined ? this.#ttlMs : checkInt('ttlSeconds', opts.ttlSeconds, 1) * 1000;
+    const now = this.#now();
+    const cold: ColdEntry[] = entries.map((e, i) => {
+      if (typeof e?.key !== 'string' || e.key.length === 0) throw invalidType(`entries[${i}].key`, 'a non-empty string', e?.key);
+      const ts = e.ts ?? now;
+      if (typeof ts !== 'number' || !Number.isFinite(ts)) throw invalidType(`entries[${i}].ts`, 'a finite number', e.ts);
+      return { key: e.key, value: encodeValue(e.value), ts };
+    });
+    const result: WriteResult = { written: 0, coldWritten: 0 };
+    let flags = 0;
+    if (this.#mode === 'dual-write' && cold.length > 0) {
+      try {
+        await this.#cold!.mput(table, cold);
+        result.coldWritten = cold.length;
+        flags = FLAG_ARCHIVED;
+      } catch (e) {
+        result.coldError = {
+          code: typeof (e as { code?: unknown })?.code === 'string' ? (e as { code: string }).code : ErrorCodes.HBASE_UNAVAILABLE,
+          message: e instanceof Error ? e.message : String(e),
+        };
+      }
+    }
+    const pipe = this.#redis.pipeline();
+    for (const c of cold) pipe.set(this.redisKey(table, c.key), wrapEnvelope(c.value, c.ts, flags), 'PX', ttlMs);
+    const res = await pipe.exec();
+    for (const r of res ?? []) {
+      if (r[0]) throw new HashGateError(ErrorCodes.STORE, 'redis write failed', { cause: r[0] });
+    }
+    result.written = cold.length;
+    const bloom = typeof this.#bloom === 'function' ? this.#bloom(table) : this.#bloom;
+    if (bloom) for (const c of cold) bloom.add(c.key);
+    this.#cache?.invalidate(table, cold.map((c) => c.key));
+    return result;
+  }
+
+  async migrateCold(opts: MigrateOptions = {}): Promise<MigrateResult> {
+    const thresholdMs = checkInt('thresholdMs', opts.thresholdMs ?? TIERING_DEFAULTS.thresholdMs, 1);
+    const batchSize = checkInt('batchSize', opts.batchSize ?? TIERING_DEFAULTS.batchSize, 1, 100_000);
+    const maxBatches = opts.maxBatches === undefined ? Infinity : checkInt('maxBatches', opts.maxBatches, 1);
+    const lockTtlMs = checkInt('lockTtlMs', opts.lockTtlMs ?? TIERING_DEFAULTS.lockTtlMs, 100);
+    const dryRun = opts.dryRun === true;
+    const tables = opts.tables?.map((t, i) => checkTable(t, `tables[${i}]`));
+    const tableSet = tables ? new Set(tables) : undefined;
+    const cold = this.#cold;
+    if (!cold && !dryRun) throw invalidType('cold', 'a ColdStore for migrateCold()', cold);
+    const match =
+      tables?.length === 1 ? globEscape(this.#prefix + tables[0] + ':') + '*' : globEscape(this.#prefix) + '*';
+
+    const r: MigrateResult = {
+      acquired: false, complete: false, resumedFrom: '0', cursor: '0', batches: 0, scanned: 0, candidates: 0,
+      migrated: 0, alreadyArchived: 0, noTtl: 0, foreign: 0, raced: 0, lockLost: false, dryRun,
+    };
+    const redis = this.#redis;
+    const lock = new RedisLock(redis, this.#lockKey, lockTtlMs);
+    if (!(await lock.acquire())) return r;
+    r.acquired = true;
+    try {
+      let cursor = '0';
+      if (opts.resume !== false) {
+        const saved = await redis.get(this.#cursorKey);
+        if (saved) {
+          try {
+            const cp = JSON.parse(saved) as { match?: unknown; cursor?: unknown };
+            if (cp.match === match && typeof cp.cursor === 'string') cursor = cp.cursor;
+          } catch {
+            // an unreadable checkpoint only costs a fresh pass
+          }
+        }
+      }
+      r.resumedFrom = cursor;
+      do {
+        const [next, keys] = await redis.scan(cursor, 'MATCH', match, 'COUNT', batchSize);
+        r.batches++;
+        r.scanned += keys.length;
+        await this.#migrateBatch(keys, thresholdMs, batchSize, tableSet, dryRun, r);
+        cursor = next;
+        r.cursor = cursor;
+        if (!dryRun) {
+          const cp = cursor === '0' ? '' : JSON.stringify({ match, cursor });
+          const ok = await redis.eval(CHECKPOINT, 2, this.#lockKey, this.#cursorKey, lock.token, String(lockTtlMs), cp);
+          if (ok !== 1) {
+            r.lockLost = true;
+            break;
+          }
+        }
+        opts.onBatch?.(r);
+      } while (cursor !== '0' && r.batches < maxBatches);
+      r.complete = cursor === '0' && !r.lockLost;
+      return r;
+    } finally {
+      if (!r.lockLost) await lock.release().catch(() => false);
+    }
+  }
+
+  async #migrateBatch(
+    keys: string[],
+    thresholdMs: number,
+    batchSize: number,
+    tableSet: Set<string> | undefined,
+    dryRun: boolean,
+    r: MigrateResult,
+  ): Promise<void> {
+    if (keys.length === 0) return;
+    const pipe = this.#redis.pipeline();
+    for (const k of keys) pipe.pttl(k).getBuffer(k);
+    const res = (await pipe.exec()) ?? [];
+    const byTable = new Map<string, { keys: string[]; raw: Buffer[]; entries: ColdEntry[] }>();
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i]!;
+      const [e1, pttl] = res[2 * i] ?? [];
+      const [e2, raw] = res[2 * i + 1] ?? [];
+      if (e1 || e2) throw new HashGateError(ErrorCodes.STORE, 'redis read failed during migration', { cause: e1 ?? e2 });
+      const sep = k.indexOf(':', this.#prefix.length);
+      const table = sep > this.#prefix.length ? k.slice(this.#prefix.length, sep) : '';
+      const env = Buffer.isBuffer(raw) ? readEnvelope(raw) : undefined;
+      if (typeof pttl !== 'number' || pttl === -2) continue; // expired between SCAN and read
+      if (!env || table === '' || (tableSet && !tableSet.has(table))) {
+        r.foreign++;
+        continue;
+      }
+      if (pttl === -1) {
+        r.noTtl++;
+        continue;
+      }
+      if (pttl >= thresholdMs) continue;
+      if ((env.flags & FLAG_ARCHIVED) !== 0) {
+        r.alreadyArchived++;
+        continue;
+      }
+      r.candidates++;
+      let g = byTable.get(table);
+      if (!g) byTable.set(table, (g = { keys: [], raw: [], entries: [] }));
+      g.keys.push(k);
+      g.raw.push(raw as Buffer);
+      g.entries.push({ key: k.slice(sep + 1), value: Buffer.from(env.payload), ts: env.ts });
+    }
+    if (dryRun) return;
+    for (const [table, g] of byTable) {
+      for (let off = 0; off < g.entries.length; off += batchSize) {
+        const end = Math.min(g.entries.length, off + batchSize);
+        try {
+          await this.#cold!.mput(table, g.entries.slice(off, end));
+        } catch (cause) {
+          throw new HashGateError(ErrorCodes.HBASE_UNAVAILABLE, `cold write failed while migrating table ${table}`, {
+            cause,
+            details: { table, migratedSoFar: r.migrated },
+          });
+        }
+        const ks = g.keys.slice(off, end);
+        const flagBytes = g.raw.slice(off, end).map((b) => Buffer.of(b[FLAGS_OFFSET]! | FLAG_ARCHIVED));
+        const marked = (await this.#redis.eval(MARK, ks.length, ...ks, ...g.raw.slice(off, end), ...flagBytes)) as number;
+        r.migrated += end - off;
+        r.raced += end - off - marked;
+      }
+    }
+  }
+}

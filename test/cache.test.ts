@@ -1,0 +1,183 @@
+// Tier logic against the in-process cold store: fake clock, no servers.
+import { describe, expect, it } from 'vitest';
+import { MemoryColdStore, TieredCache, encodeValue, type ColdCell, type ColdEntry, type ColdStore } from '../src/cache/index.js';
+
+const rec = (v: Record<string, unknown>): Buffer => encodeValue(v);
+
+function clock(start = 1_000_000) {
+  let t = start;
+  return { now: () => t, advance: (ms: number) => void (t += ms) };
+}
+
+/** A cold store that can be switched to fail, counting calls (stands in for a dead HBase in unit tests only). */
+class SwitchableCold implements ColdStore {
+  readonly inner = new MemoryColdStore();
+  down = false;
+  calls = 0;
+  async mget(table: string, keys: readonly string[]): Promise<(ColdCell | undefined)[]> {
+    this.calls++;
+    if (this.down) throw Object.assign(new Error('connection refused'), { code: 'ECONNREFUSED' });
+    return this.inner.mget(table, keys);
+  }
+  async mput(table: string, entries: readonly ColdEntry[]): Promise<void> {
+    return this.inner.mput(table, entries);
+  }
+}
+
+class SetBloom {
+  readonly keys = new Set<string>();
+  checks = 0;
+  add(k: string) {
+    this.keys.add(k);
+  }
+  mightContain(k: string) {
+    this.checks++;
+    return this.keys.has(k);
+  }
+}
+
+describe('TieredCache (memory cold tier)', () => {
+  it('loads from the cold tier once, then answers from the local tier', async () => {
+    const cold = new MemoryColdStore();
+    await cold.mput('risk', [{ key: 'u1', value: rec({ level: 3 }), ts: 5 }]);
+    const c = new TieredCache({ cold });
+    expect(await c.lookup('risk', ['u1', 'u2'])).toEqual([{ level: 3 }, undefined]);
+    expect(cold.counters.mgetCalls).toBe(1);
+    expect(await c.lookup('risk', ['u1', 'u2'])).toEqual([{ level: 3 }, undefined]);
+    expect(cold.counters.mgetCalls).toBe(1);
+    const s = c.stats();
+    expect(s.local).toMatchObject({ hits: 1, misses: 2, negativeHits: 1, entries: 2 });
+    expect(s.cold).toMatchObject({ hits: 1, misses: 1, errors: 0, healthy: true });
+    expect(s.cold!.latency.calls).toBe(1);
+  });
+
+  it('round-trips binary values', async () => {
+    const cold = new MemoryColdStore();
+    const bin = Uint8Array.of(0, 1, 2, 255);
+    await cold.mput('t', [{ key: 'b', value: encodeValue(bin), ts: 1 }]);
+    const [v] = await new TieredCache({ cold }).lookup('t', ['b']);
+    expect(v).toBeInstanceOf(Uint8Array);
+    expect([...(v as Uint8Array)]).toEqual([0, 1, 2, 255]);
+  });
+
+  it('expires negative entries after negativeTtlMs and positive ones after local.ttlMs', async () => {
+    const clk = clock();
+    const cold = new MemoryColdStore();
+    const c = new TieredCache({ cold, now: clk.now, negativeTtlMs: 1_000, local: { ttlMs: 10_000 } });
+    expect(await c.lookup('t', ['late'])).toEqual([undefined]);
+    await cold.mput('t', [{ key: 'late', value: rec({ x: 1 }), ts: 1 }]);
+    clk.advance(500);
+    expect(await c.lookup('t', ['late'])).toEqual([undefined]); // still negatively cached
+    expect(cold.counters.mgetCalls).toBe(1);
+    clk.advance(600);
+    expect(await c.lookup('t', ['late'])).toEqual([{ x: 1 }]);
+    expect(cold.counters.mgetCalls).toBe(2);
+    await cold.mput('t', [{ key: 'late', value: rec({ x: 2 }), ts: 2 }]);
+    clk.advance(9_000);
+    expect(await c.lookup('t', ['late'])).toEqual([{ x: 1 }]); // local copy still fresh
+    clk.advance(1_001);
+    expect(await c.lookup('t', ['late'])).toEqual([{ x: 2 }]);
+  });
+
+  it('shares one load among 100 concurrent lookups of the same key (and duplicates in a batch)', async () => {
+    const cold = new MemoryColdStore();
+    await cold.mput('t', [{ key: 'k', value: rec({ v: 1 }), ts: 1 }]);
+    const c = new TieredCache({ cold });
+    const all = await Promise.all(Array.from({ length: 100 }, () => c.lookup('t', ['k', 'k'])));
+    for (const r of all) expect(r).toEqual([{ v: 1 }, { v: 1 }]);
+    expect(cold.counters.mgetCalls).toBe(1);
+    expect(cold.counters.keysRead).toBe(1);
+    expect(c.stats().singleFlight).toEqual({ loads: 1, shared: 199 });
+  });
+
+  it('a Bloom-gated absent key costs no tier call at all', async () => {
+    const cold = new SwitchableCold();
+    const bloom = new SetBloom();
+    bloom.add('present');
+    await cold.mput('t', [{ key: 'present', value: rec({ ok: true }), ts: 1 }]);
+    const c = new TieredCache({ cold, bloom });
+    expect(await c.lookup('t', ['absent1', 'absent2'])).toEqual([undefined, undefined]);
+    expect(cold.calls).toBe(0);
+    expect(c.stats().bloom).toEqual({ rejected: 2, passed: 0 });
+    expect(c.stats().local.misses).toBe(0);
+    expect(await c.lookup('t', ['present'])).toEqual([{ ok: true }]);
+    expect(cold.calls).toBe(1);
+  });
+
+  it('accepts a per-table Bloom function', async () => {
+    const cold = new SwitchableCold();
+    const b = new SetBloom();
+    const c = new TieredCache({ cold, bloom: (t) => (t === 'gated' ? b : undefined) });
+    await c.lookup('gated', ['x']);
+    expect(cold.calls).toBe(0);
+    await c.lookup('open', ['x']);
+    expect(cold.calls).toBe(1);
+  });
+
+  it('cold tier down: local answers stay, failures are counted and surfaced, misses are not negatively cached', async () => {
+    const clk = clock();
+    const cold = new SwitchableCold();
+    await cold.mput('t', [{ key: 'a', value: rec({ a: 1 }), ts: 1 }]);
+    const c = new TieredCache({ cold, now: clk.now, breaker: { failures: 2, cooldownMs: 1_000 } });
+    expect(await c.lookup('t', ['a'])).toEqual([{ a: 1 }]);
+    cold.down = true;
+    const r = await c.lookupDetailed('t', ['a', 'b']);
+    expect(r.values).toEqual([{ a: 1 }, undefined]);
+    expect(r.degraded).toBe(true);
+    expect(r.errors[0]).toMatchObject({ tier: 'cold', code: 'ECONNREFUSED' });
+    await c.lookup('t', ['b']);
+    let s = c.stats();
+    expect(s.cold!.errors).toBe(2);
+    expect(s.cold!.breakerOpen).toBe(true);
+    expect(s.degraded).toBe(true);
+    // breaker open: the tier is skipped, not called
+    await c.lookup('t', ['b']);
+    expect(cold.calls).toBe(3);
+    expect(c.stats().cold!.skipped).toBe(1);
+    // recovery: after cooldown the tier is tried again, and 'b' was never negatively cached
+    cold.down = false;
+    await cold.mput('t', [{ key: 'b', value: rec({ b: 2 }), ts: 1 }]);
+    clk.advance(1_001);
+    expect(await c.lookup('t', ['b'])).toEqual([{ b: 2 }]);
+    s = c.stats();
+    expect(s.cold!.healthy).toBe(true);
+    expect(s.degraded).toBe(false);
+    expect(s.cold!.lastError?.code).toBe('ECONNREFUSED');
+  });
+
+  it('bounds the local tier by entries and by bytes', async () => {
+    const cold = new MemoryColdStore();
+    const keys = Array.from({ length: 50 }, (_, i) => `k${i}`);
+    await cold.mput('t', keys.map((key) => ({ key, value: rec({ pad: 'x'.repeat(200) }), ts: 1 })));
+    const byCount = new TieredCache({ cold, local: { maxEntries: 10 } });
+    await byCount.lookup('t', keys);
+    expect(byCount.stats().local.entries).toBe(10);
+    const byBytes = new TieredCache({ cold, local: { maxBytes: 4096 } });
+    await byBytes.lookup('t', keys);
+    const s = byBytes.stats().local;
+    expect(s.bytes).toBeLessThanOrEqual(4096);
+    expect(s.entries).toBeGreaterThan(0);
+    expect(s.entries).toBeLessThan(50);
+  });
+
+  it('validates options and arguments, naming them', async () => {
+    expect(() => new TieredCache({ local: { maxEntries: 0 } })).toThrow(/local\.maxEntries/);
+    expect(() => new TieredCache({ negativeTtlMs: -1 })).toThrow(RangeError);
+    expect(() => new TieredCache({ redis: {} })).toThrow(/redis\.client/);
+    const c = new TieredCache({ maxKeysPerLookup: 2 });
+    await expect(c.lookup('bad:table', ['a'])).rejects.toThrow(/table/);
+    await expect(c.lookup('t', ['a', 'b', 'c'])).rejects.toThrow(/maxKeysPerLookup/);
+    await expect(c.lookup('t', [''])).rejects.toMatchObject({ code: 'HG_ERR_EMPTY_KEY' });
+    await c.close();
+    await expect(c.lookup('t', ['a'])).rejects.toMatchObject({ code: 'HG_ERR_CLOSED' });
+  });
+
+  it('invalidate() drops a negative entry so a write is visible at once', async () => {
+    const cold = new MemoryColdStore();
+    const c = new TieredCache({ cold, negativeTtlMs: 60_000 });
+    expect(await c.lookup('t', ['n'])).toEqual([undefined]);
+    await cold.mput('t', [{ key: 'n', value: rec({ n: 1 }), ts: 1 }]);
+    c.invalidate('t', ['n']);
+    expect(await c.lookup('t', ['n'])).toEqual([{ n: 1 }]);
+  });
+});
