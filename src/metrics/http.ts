@@ -1,0 +1,85 @@
+// Serving the exposition text: a request handler for the user's own http server, and a tiny
+// server for `hashgate metrics --port P`.
+
+import { createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Registry } from 'prom-client';
+import { PromMetrics } from './prom.js';
+import { invalidType } from '../errors.js';
+
+export type MetricsSource = PromMetrics | Registry;
+
+function registryOf(source: MetricsSource): Registry {
+  if (source instanceof PromMetrics) return source.registry;
+  if (source instanceof Registry) return source;
+  throw invalidType('metrics', 'a PromMetrics (createMetrics()) or a prom-client Registry', source);
+}
+
+/**
+ * `(req, res) => void` serving the Prometheus text format for GET/HEAD; mount it on any path of
+ * your own server (`if (req.url === '/metrics') return handler(req, res)`).
+ */
+export function metricsHandler(source: MetricsSource): (req: IncomingMessage, res: ServerResponse) => void {
+  const registry = registryOf(source);
+  return (req, res) => {
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('method not allowed\n');
+      return;
+    }
+    registry.metrics().then(
+      (text) => {
+        res.writeHead(200, { 'content-type': registry.contentType, 'content-length': Buffer.byteLength(text) });
+        res.end(req.method === 'HEAD' ? undefined : text);
+      },
+      (err: unknown) => {
+        res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics collection failed: ${err instanceof Error ? err.message : String(err)}\n`);
+      },
+    );
+  };
+}
+
+export interface MetricsServer {
+  server: Server;
+  port: number;
+  host: string;
+  url: string;
+  close(): Promise<void>;
+}
+
+export interface ServeOptions {
+  port?: number;
+  host?: string;
+  /** Path that serves metrics (default /metrics); `/` answers with a pointer to it. */
+  path?: string;
+}
+
+/** Starts an http server exposing `source` at `path`. Port 0 picks a free port. */
+export function serveMetrics(source: MetricsSource, options: ServeOptions = {}): Promise<MetricsServer> {
+  const handler = metricsHandler(source);
+  const path = options.path ?? '/metrics';
+  const host = options.host ?? '127.0.0.1';
+  const server = createServer((req, res) => {
+    const url = (req.url ?? '/').split('?')[0];
+    if (url === path) return handler(req, res);
+    if (url === '/' || url === '') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end(`hashgate metrics at ${path}\n`);
+      return;
+    }
+    res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+  });
+  return new Promise((resolvePromise, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 9464, host, () => {
+      server.off('error', reject);
+      const port = (server.address() as AddressInfo).port;
+      resolvePromise({
+        server,
+        port,
+        host,
+        url: `http://${host.includes(':') ? `[${host}]` : host}:${port}${path}`,
+        close: () => new Promise<void>((res, rej) => server.close((e) => (e ? rej(e) : res()))),
+      });
+    });
+  });
+}
