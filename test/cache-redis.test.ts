@@ -1,0 +1,213 @@
+// Tier logic with a real redis-server as the hot tier and the in-process cold store (the HBase
+// versions of these cases live in test/integration/cache.test.ts and tiering.test.ts).
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
+import { FLAG_ARCHIVED, MemoryColdStore, TieredCache, encodeValue, readEnvelope } from '../src/cache/index.js';
+import { HotColdStore, RedisLock } from '../src/tiering/index.js';
+
+const has = requireRedisOrSkip('cache-redis');
+
+async function cmdCalls(r: Redis, cmd: string): Promise<number> {
+  const info = await r.info('commandstats');
+  const m = new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(info);
+  return m ? Number(m[1]) : 0;
+}
+
+describe.skipIf(!has)('TieredCache + HotColdStore on a real redis-server', () => {
+  let srv: RedisServer;
+  let admin: Redis;
+  beforeAll(async () => {
+    srv = await startRedis();
+    admin = new Redis(srv.url, { maxRetriesPerRequest: 1 });
+  });
+  afterAll(async () => {
+    admin?.disconnect();
+    await srv?.stop();
+  });
+  beforeEach(async () => {
+    await admin.flushall();
+    await admin.config('RESETSTAT');
+  });
+
+  it('backfills: Redis hit -> local; cold hit -> Redis (archived, backfill TTL) and local', async () => {
+    const cold = new MemoryColdStore();
+    const hot = new HotColdStore({ redis: admin, cold });
+    await hot.write('risk', [{ key: 'hot1', value: { level: 1 } }]);
+    await cold.mput('risk', [{ key: 'cold1', value: encodeValue({ level: 9 }), ts: 1234 }]);
+    const cache = new TieredCache({ redis: { url: srv.url, ttlSeconds: 120 }, cold });
+    await cache.ready();
+    expect(await cache.lookup('risk', ['hot1', 'cold1', 'none'])).toEqual([{ level: 1 }, { level: 9 }, undefined]);
+    let s = cache.stats();
+    expect(s.redis).toMatchObject({ hits: 1, misses: 2, errors: 0, backfills: 1 });
+    expect(s.cold).toMatchObject({ hits: 1, misses: 1 });
+    expect(cold.counters.keysRead).toBe(2); // hot1 never reached the cold tier
+    const env = readEnvelope((await admin.getBuffer('hg:v:risk:cold1'))!);
+    expect(env?.ts).toBe(1234);
+    expect(env!.flags & FLAG_ARCHIVED).toBe(FLAG_ARCHIVED);
+    const pttl = await admin.pttl('hg:v:risk:cold1');
+    expect(pttl).toBeGreaterThan(100_000);
+    expect(pttl).toBeLessThanOrEqual(120_000);
+    // second lookup: all local (including the negative entry), no Redis round trip
+    const mgets = await cmdCalls(admin, 'mget');
+    expect(await cache.lookup('risk', ['hot1', 'cold1', 'none'])).toEqual([{ level: 1 }, { level: 9 }, undefined]);
+    expect(await cmdCalls(admin, 'mget')).toBe(mgets);
+    s = cache.stats();
+    expect(s.local).toMatchObject({ hits: 2, negativeHits: 1 });
+    // a fresh process (empty local tier) now finds cold1 in Redis
+    const cache2 = new TieredCache({ redis: { client: admin }, cold });
+    expect(await cache2.lookup('risk', ['cold1'])).toEqual([{ level: 9 }]);
+    expect(cache2.stats().redis!.hits).toBe(1);
+    expect(cold.counters.keysRead).toBe(2);
+    await cache.close();
+    await cache2.close();
+  });
+
+  it('Bloom-gated absent keys reach neither Redis nor the cold tier', async () => {
+    const cold = new MemoryColdStore();
+    const present = new Set(['p']);
+    const cache = new TieredCache({ redis: { client: admin }, cold, bloom: { mightContain: (k) => present.has(k) } });
+    const before = await cmdCalls(admin, 'mget');
+    expect(await cache.lookup('t', ['a', 'b', 'c'])).toEqual([undefined, undefined, undefined]);
+    expect(await cmdCalls(admin, 'mget')).toBe(before);
+    expect(cold.counters.mgetCalls).toBe(0);
+    await cache.lookup('t', ['p']);
+    expect(await cmdCalls(admin, 'mget')).toBe(before + 1);
+  });
+
+  it('Redis down -> lookups answered by the cold tier, errors counted; recovers after restart', async () => {
+    const cold = new MemoryColdStore();
+    await cold.mput('t', [{ key: 'k1', value: encodeValue({ v: 1 }), ts: 1 }, { key: 'k2', value: encodeValue({ v: 2 }), ts: 1 }]);
+    const cache = new TieredCache({ redis: { url: srv.url, timeoutMs: 500 }, cold, breaker: { failures: 1000 } });
+    await cache.ready();
+    await srv.kill();
+    const r = await cache.lookupDetailed('t', ['k1', 'zz']);
+    expect(r.values).toEqual([{ v: 1 }, undefined]);
+    expect(r.degraded).toBe(true);
+    expect(r.errors[0]?.tier).toBe('redis');
+    let s = cache.stats();
+    expect(s.redis!.errors).toBeGreaterThanOrEqual(1);
+    expect(s.redis!.healthy).toBe(false);
+    expect(s.degraded).toBe(true);
+    expect(s.cold!.hits).toBe(1);
+    await srv.restart();
+    await cache.ready(10_000);
+    expect(await cache.lookup('t', ['k2'])).toEqual([{ v: 2 }]);
+    s = cache.stats();
+    expect(s.redis!.healthy).toBe(true);
+    expect(s.redis!.backfills).toBeGreaterThanOrEqual(1);
+    await cache.close();
+    admin.disconnect();
+    admin = new Redis(srv.url, { maxRetriesPerRequest: 1 });
+  });
+
+  it('100 concurrent lookups of one key -> one Redis MGET and one cold read', async () => {
+    const cold = new MemoryColdStore();
+    await cold.mput('t', [{ key: 'hot', value: encodeValue({ n: 1 }), ts: 1 }]);
+    const cache = new TieredCache({ redis: { client: admin }, cold });
+    const before = await cmdCalls(admin, 'mget');
+    const res = await Promise.all(Array.from({ length: 100 }, () => cache.lookup('t', ['hot'])));
+    expect(res.every((r) => (r[0] as { n: number }).n === 1)).toBe(true);
+    expect(await cmdCalls(admin, 'mget')).toBe(before + 1);
+    expect(cold.counters.mgetCalls).toBe(1);
+  });
+
+  describe('migrateCold', () => {
+    const setup = async (cold: MemoryColdStore) => {
+      const hot = new HotColdStore({ redis: admin, cold });
+      const near = Array.from({ length: 40 }, (_, i) => ({ key: `near${i}`, value: { i }, ts: 1_000 + i }));
+      const far = Array.from({ length: 60 }, (_, i) => ({ key: `far${i}`, value: { i }, ts: 2_000 + i }));
+      await hot.write('fp', near, { ttlSeconds: 600 }); // under the 1 h threshold
+      await hot.write('fp', far); // 7 days
+      await admin.set('hg:v:fp:notours', 'plain string', 'PX', 1000);
+      await admin.set('hg:v:fp:forever', 'x'); // foreign, no TTL
+      return { hot, near, far };
+    };
+
+    it('moves exactly the near-expiry keys with their timestamps, marks them, keeps the TTL; twice is harmless', async () => {
+      const cold = new MemoryColdStore();
+      const { hot, near } = await setup(cold);
+      const before = await admin.pttl('hg:v:fp:near0');
+      const r = await hot.migrateCold({ batchSize: 25 });
+      expect(r).toMatchObject({ acquired: true, complete: true, candidates: 40, migrated: 40, raced: 0, foreign: 2 });
+      expect(r.scanned).toBe(102);
+      expect(cold.size).toBe(40);
+      const cells = await cold.mget('fp', near.map((n) => n.key));
+      expect(cells.map((c) => c?.ts)).toEqual(near.map((n) => n.ts));
+      expect((await cold.mget('fp', ['far0']))[0]).toBeUndefined();
+      const env = readEnvelope((await admin.getBuffer('hg:v:fp:near0'))!);
+      expect(env!.flags & FLAG_ARCHIVED).toBe(FLAG_ARCHIVED);
+      const after = await admin.pttl('hg:v:fp:near0');
+      expect(after).toBeGreaterThan(0);
+      expect(after).toBeLessThanOrEqual(before);
+      expect(await admin.exists('hg:migrate:cursor', 'hg:migrate:lock')).toBe(0);
+      const writes = cold.counters.keysWritten;
+      const again = await hot.migrateCold({ batchSize: 25 });
+      expect(again).toMatchObject({ complete: true, migrated: 0, alreadyArchived: 40 });
+      expect(cold.counters.keysWritten).toBe(writes);
+    });
+
+    it('concurrent runs: one holds the lock, the other does nothing', async () => {
+      const cold = new MemoryColdStore();
+      const { hot } = await setup(cold);
+      const hot2 = new HotColdStore({ redis: admin, cold });
+      const [a, b] = await Promise.all([hot.migrateCold({ batchSize: 10 }), hot2.migrateCold({ batchSize: 10 })]);
+      expect([a.acquired, b.acquired].sort()).toEqual([false, true]);
+      expect(a.migrated + b.migrated).toBe(40);
+      expect(cold.counters.keysWritten).toBe(40);
+    });
+
+    it('is resumable from the SCAN cursor checkpoint', async () => {
+      const cold = new MemoryColdStore();
+      const { hot } = await setup(cold);
+      const first = await hot.migrateCold({ batchSize: 10, maxBatches: 2 });
+      expect(first.complete).toBe(false);
+      expect(first.cursor).not.toBe('0');
+      expect(JSON.parse((await admin.get('hg:migrate:cursor'))!)).toMatchObject({ cursor: first.cursor });
+      const rest = await hot.migrateCold({ batchSize: 10 });
+      expect(rest.resumedFrom).toBe(first.cursor);
+      expect(rest.complete).toBe(true);
+      expect(first.migrated + rest.migrated).toBe(40);
+      expect(cold.size).toBe(40);
+      expect(first.scanned + rest.scanned).toBeGreaterThanOrEqual(102);
+    });
+
+    it('dual-write archives on write, so migration has nothing to do; dry run writes nothing', async () => {
+      const cold = new MemoryColdStore();
+      const hot = new HotColdStore({ redis: admin, cold, mode: 'dual-write' });
+      const w = await hot.write('fp', [{ key: 'a', value: { a: 1 } }], { ttlSeconds: 60 });
+      expect(w).toEqual({ written: 1, coldWritten: 1 });
+      expect(cold.size).toBe(1);
+      const plain = new HotColdStore({ redis: admin, cold: new MemoryColdStore() });
+      await plain.write('fp', [{ key: 'b', value: { b: 1 } }], { ttlSeconds: 60 });
+      const dry = await plain.migrateCold({ dryRun: true });
+      expect(dry).toMatchObject({ candidates: 1, migrated: 0, alreadyArchived: 1, dryRun: true });
+      const r = await hot.migrateCold();
+      expect(r).toMatchObject({ migrated: 1, alreadyArchived: 1 });
+    });
+
+    it('write() adds keys to the Bloom gate and drops negative local entries', async () => {
+      const added: string[] = [];
+      const cache = new TieredCache({ redis: { client: admin } });
+      expect(await cache.lookup('t', ['w'])).toEqual([undefined]);
+      const hot = new HotColdStore({ redis: admin, cache, bloom: { add: (k: string) => added.push(k), mightContain: () => true } });
+      await hot.write('t', [{ key: 'w', value: { w: 1 } }]);
+      expect(added).toEqual(['w']);
+      expect(await cache.lookup('t', ['w'])).toEqual([{ w: 1 }]);
+    });
+  });
+
+  it('RedisLock: only the owner releases; an expired holder cannot free the new owner', async () => {
+    const a = new RedisLock(admin, 'lk', 150);
+    const b = new RedisLock(admin, 'lk', 10_000);
+    expect(await a.acquire()).toBe(true);
+    expect(await b.acquire()).toBe(false);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await b.acquire()).toBe(true);
+    expect(await a.renew()).toBe(false);
+    expect(await a.release()).toBe(false);
+    expect(await admin.get('lk')).toBe(b.token);
+    expect(await b.release()).toBe(true);
+    expect(await admin.exists('lk')).toBe(0);
+  });
+});
