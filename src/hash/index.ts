@@ -1,8 +1,36 @@
-// Public hashing API. TEMPORARY: backed by the plain-JS reference until the WASM kernel lands
-// (issue 2); signatures here are the contract other modules build on.
-import { checkUint32, checkInt, invalidType } from '../errors.js';
-import { refMurmur3x64_128Bytes, refMurmur3x86_32 } from './reference.js';
+// Public hashing API, backed by the WebAssembly kernel (wasm/hashgate.wasm) through this thread's
+// HashArena. Digests are byte-for-byte Guava / reference-C++ MurmurHash3 of the UTF-8 bytes.
+//
+// Seeds: every `seed` is a uint32. For the 128-bit hashes it is sign-extended into both 64-bit
+// lanes as Guava's `Hashing.murmur3_128(int seed)` does; the C++ reference zero-extends, so the two
+// differ for seeds >= 2^31 (murmur3_128Ref gives the C++ behaviour).
+//
+// Strings are encoded as UTF-8 the WHATWG way: a lone surrogate becomes U+FFFD (EF BF BD), while
+// Java's String.getBytes(UTF_8) writes '?' for it. Well-formed strings hash identically.
+import xxhash from 'xxhash-wasm';
+import { checkInt, checkOneOf, checkUint32, invalidType, outOfRange } from '../errors.js';
+import { BatchKind, arena } from './arena.js';
+import { checkPackedKeys } from './packed.js';
+import type { PackedKeys } from './packed.js';
 
+export type { PackedKeys, PackLinesOptions } from './packed.js';
+export { packKeys, packLines, packedKey, checkPackedKeys } from './packed.js';
+export { canonicalJson } from './canonical-json.js';
+export type { CanonicalJsonOptions } from './canonical-json.js';
+export {
+  KERNEL_MAX_PAGES,
+  KERNEL_RESERVED_BYTES,
+  WASM_PAGE,
+  createKernelMemory,
+  instantiateKernel,
+  kernelModule,
+  kernelPath,
+} from './kernel.js';
+export type { KernelExports } from './kernel.js';
+export { HashArena, ARENA_DEFAULTS } from './arena.js';
+export type { HashArenaOptions } from './arena.js';
+
+const xx = await xxhash();
 const encoder = new TextEncoder();
 
 export function toBytes(input: string | Uint8Array, name = 'input'): Uint8Array {
@@ -11,85 +39,164 @@ export function toBytes(input: string | Uint8Array, name = 'input'): Uint8Array 
   throw invalidType(name, 'a string or Uint8Array', input);
 }
 
-/** Guava sign-extends its int seed into both 64-bit lanes; we match Guava byte for byte. */
-const seed64 = (seed: number): bigint => BigInt.asUintN(64, BigInt(seed | 0));
-
+/** 16 bytes in Guava HashCode.asBytes() order: h1 little-endian, then h2 little-endian. */
 export function murmur3_128(input: string | Uint8Array, seed = 0): Uint8Array {
   checkUint32('seed', seed);
-  return refMurmur3x64_128Bytes(toBytes(input), seed64(seed));
+  return arena().murmur128(input, seed);
 }
 
+/** Guava `Hashing.murmur3_128(seed).hashString(s, UTF_8).toString()`. */
 export function murmur3_128Hex(input: string | Uint8Array, seed = 0): string {
-  return Buffer.from(murmur3_128(input, seed)).toString('hex');
+  checkUint32('seed', seed);
+  return arena().murmur128Hex(input, seed);
 }
 
+/** MurmurHash3_x64_128 with the seed zero-extended, as the C++ reference (and murmurhash-native) do. */
+export function murmur3_128Ref(input: string | Uint8Array, seed = 0): Uint8Array {
+  checkUint32('seed', seed);
+  return arena().murmur128Ref(input, seed);
+}
+
+/** Unsigned MurmurHash3_x86_32 (Guava murmur3_32_fixed). */
 export function murmur3_32(input: string | Uint8Array, seed = 0): number {
   checkUint32('seed', seed);
-  return refMurmur3x86_32(toBytes(input), seed);
+  return arena().murmur32(input, seed);
+}
+
+/** MurmurHash3_x86_128 (reference C++ layout: h1..h4, each little-endian). Not in Guava. */
+export function murmur3_x86_128(input: string | Uint8Array, seed = 0): Uint8Array {
+  checkUint32('seed', seed);
+  return arena().murmur86_128(input, seed);
 }
 
 /** First 8 digest bytes little-endian = Guava HashCode.asLong(), as an unsigned 64-bit value. */
 export function murmur3_64(input: string | Uint8Array, seed = 0): bigint {
-  const d = murmur3_128(input, seed);
-  return new DataView(d.buffer, d.byteOffset, 16).getBigUint64(0, true);
+  checkUint32('seed', seed);
+  return arena().murmur64(input, seed);
 }
 
-export function bucketOf(key: string | Uint8Array, buckets: number): number {
-  checkInt('buckets', buckets, 1, 0xffff_ffff);
-  return Number(murmur3_64(key) % BigInt(buckets));
-}
-
-export function jumpBucket(key: string | Uint8Array, buckets: number): number {
-  checkInt('buckets', buckets, 1, 0x7fff_ffff);
-  let k = murmur3_64(key);
-  let b = -1n;
-  let j = 0n;
-  const n = BigInt(buckets);
-  while (j < n) {
-    b = j;
-    k = BigInt.asUintN(64, k * 2862933555777941757n + 1n);
-    j = BigInt(Math.floor(Number(b + 1n) * (2 ** 31 / Number((k >> 33n) + 1n))));
+function xxSeed(seed: number | bigint): bigint {
+  if (typeof seed === 'bigint') {
+    if (seed < 0n || seed > 0xffff_ffff_ffff_ffffn) throw outOfRange('seed', 'in [0, 2^64-1]', seed);
+    return seed;
   }
-  return Number(b);
+  return BigInt(checkUint32('seed', seed));
+}
+
+/** XXH64 (via xxhash-wasm) of the UTF-8 bytes. `seed` is a uint32 number or a uint64 bigint. */
+export function xxh64(input: string | Uint8Array, seed: number | bigint = 0): bigint {
+  const s = xxSeed(seed);
+  if (typeof input === 'string') return xx.h64(input, s);
+  if (input instanceof Uint8Array) return xx.h64Raw(input, s);
+  throw invalidType('input', 'a string or Uint8Array', input);
 }
 
 /**
- * Keys already in bytes: `bytes[offsets[i] .. offsets[i+1])` is key i, so `offsets` has count+1
- * entries. Lets file loaders hand lines to the kernel without creating JS strings.
+ * Java-compatible bucket: Long.remainderUnsigned(Guava murmur3_128().hashString(key, UTF_8).asLong(), buckets).
  */
-export interface PackedKeys {
-  bytes: Uint8Array;
-  offsets: Uint32Array;
-  count: number;
+export function bucketOf(key: string | Uint8Array, buckets: number): number {
+  checkInt('buckets', buckets, 1, 0xffff_ffff);
+  return arena().bucket(key, buckets, 0);
+}
+
+/**
+ * Jump consistent hash (Lamping & Veach) of asLong(), computed exactly as Guava's
+ * `Hashing.consistentHash(hashCode, buckets)`: growing buckets n -> n+1 moves ~1/(n+1) of the keys,
+ * all of them to the new bucket n.
+ */
+export function jumpBucket(key: string | Uint8Array, buckets: number): number {
+  checkInt('buckets', buckets, 1, 0x7fff_ffff);
+  return arena().jump(key, buckets, 0);
 }
 
 export type HashAlgorithm = 'murmur3_128' | 'murmur3_32' | 'xxh64';
+const ALGORITHMS: readonly HashAlgorithm[] = ['murmur3_128', 'murmur3_32', 'xxh64'];
 
 export interface HashBatchOptions {
   algorithm?: HashAlgorithm;
   seed?: number;
+  /**
+   * Reuse this buffer for the digests (at least count * digestSize bytes). The result is a view of
+   * its first count * digestSize bytes. Saves one allocation per batch on hot loops.
+   */
+  out?: Uint8Array;
 }
 
 export const digestSize = (a: HashAlgorithm): number => (a === 'murmur3_128' ? 16 : a === 'xxh64' ? 8 : 4);
 
+type Keys = ReadonlyArray<string | Uint8Array> | PackedKeys;
+
+function keyCount(keys: Keys, name: string): number {
+  if (Array.isArray(keys)) return keys.length;
+  return checkPackedKeys(keys, name).count;
+}
+
+function outBytes(out: unknown, need: number, name: string): Uint8Array {
+  if (out === undefined) return new Uint8Array(need);
+  if (!(out instanceof Uint8Array)) throw invalidType(name, 'a Uint8Array', out);
+  if (out.length < need) throw outOfRange(`${name}.length`, `>= ${need}`, out.length);
+  return out.length === need ? out : out.subarray(0, need);
+}
+
 /** Digests packed back to back (16 B for murmur3_128, 4 B LE for murmur3_32, 8 B LE for xxh64). */
-export function hashBatch(
-  keys: ReadonlyArray<string | Uint8Array> | PackedKeys,
-  options: HashBatchOptions = {},
-): Uint8Array {
-  const algorithm = options.algorithm ?? 'murmur3_128';
-  const seed = options.seed ?? 0;
-  if (algorithm === 'xxh64') throw new Error('xxh64 not yet implemented');
-  const n = Array.isArray(keys) ? keys.length : (keys as PackedKeys).count;
-  const size = digestSize(algorithm);
-  const out = new Uint8Array(n * size);
-  const dv = new DataView(out.buffer);
-  for (let i = 0; i < n; i++) {
-    const k = Array.isArray(keys)
-      ? (keys[i] as string | Uint8Array)
-      : (keys as PackedKeys).bytes.subarray((keys as PackedKeys).offsets[i], (keys as PackedKeys).offsets[i + 1]);
-    if (algorithm === 'murmur3_128') out.set(murmur3_128(k, seed), i * 16);
-    else dv.setUint32(i * 4, murmur3_32(k, seed), true);
+export function hashBatch(keys: Keys, options: HashBatchOptions = {}): Uint8Array {
+  if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options);
+  const algorithm = checkOneOf('options.algorithm', options.algorithm ?? 'murmur3_128', ALGORITHMS);
+  const seed = checkUint32('options.seed', options.seed ?? 0);
+  const n = keyCount(keys, 'keys');
+  const out = outBytes(options.out, n * digestSize(algorithm), 'options.out');
+  if (algorithm === 'xxh64') {
+    xxBatch(keys, BigInt(seed), out);
+    return out;
   }
+  arena().batch(keys, algorithm === 'murmur3_128' ? BatchKind.Murmur128 : BatchKind.Murmur32, seed, 0, out);
   return out;
+}
+
+function xxBatch(keys: Keys, seed: bigint, out: Uint8Array): void {
+  const dv = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  if (Array.isArray(keys)) {
+    const list = keys as ReadonlyArray<string | Uint8Array>;
+    for (let i = 0; i < list.length; i++) {
+      const k = list[i];
+      let h: bigint;
+      if (typeof k === 'string') h = xx.h64(k, seed);
+      else if (k instanceof Uint8Array) h = xx.h64Raw(k, seed);
+      else throw invalidType(`keys[${i}]`, 'a string or Uint8Array', k);
+      dv.setBigUint64(i * 8, h, true);
+    }
+    return;
+  }
+  const { bytes, offsets, count } = keys as PackedKeys;
+  for (let i = 0; i < count; i++) {
+    const a = offsets[i]!;
+    const b = offsets[i + 1]!;
+    if (b < a) throw outOfRange(`keys.offsets[${i + 1}]`, `>= keys.offsets[${i}] (${a})`, b);
+    dv.setBigUint64(i * 8, xx.h64Raw(bytes.subarray(a, b), seed), true);
+  }
+}
+
+function outU32(out: unknown, n: number, name: string): Uint32Array {
+  if (out === undefined) return new Uint32Array(n);
+  if (!(out instanceof Uint32Array)) throw invalidType(name, 'a Uint32Array', out);
+  if (out.length < n) throw outOfRange(`${name}.length`, `>= ${n}`, out.length);
+  return out.length === n ? out : out.subarray(0, n);
+}
+
+/** bucketOf for every key (one kernel pass per chunk): Uint32Array of buckets. */
+export function bucketsOf(keys: Keys, buckets: number, out?: Uint32Array): Uint32Array {
+  checkInt('buckets', buckets, 1, 0xffff_ffff);
+  const n = keyCount(keys, 'keys');
+  const res = outU32(out, n, 'out');
+  arena().batch(keys, BatchKind.Bucket, 0, buckets, new Uint8Array(res.buffer, res.byteOffset, n * 4));
+  return res;
+}
+
+/** jumpBucket for every key: Uint32Array of buckets. */
+export function jumpBucketsOf(keys: Keys, buckets: number, out?: Uint32Array): Uint32Array {
+  checkInt('buckets', buckets, 1, 0x7fff_ffff);
+  const n = keyCount(keys, 'keys');
+  const res = outU32(out, n, 'out');
+  arena().batch(keys, BatchKind.Jump, 0, buckets, new Uint8Array(res.buffer, res.byteOffset, n * 4));
+  return res;
 }

@@ -1,0 +1,287 @@
+// One thread's working area in a kernel memory: where keys are encoded, offsets written and
+// digests collected. Layout from `base` (default: right after the kernel's reserved page):
+//
+//   base            scratch   64 B   single-key digest
+//   base + 64       offsets   (chunkKeys + 1) * 4 B, little-endian u32
+//   ...             out       chunkKeys * 16 B
+//   ...             bytes     the rest, up to `end` (or the memory's end, growing on demand)
+//
+// Batches are cut into chunks of at most chunkKeys keys whose bytes fit the bytes region; a key
+// that alone does not fit grows the memory (typed-array views are rebuilt after every growth and
+// whenever another thread has grown the shared memory). Nothing is allocated per key.
+import { ErrorCodes, HashGateError, checkInt, invalidType, outOfRange } from '../errors.js';
+import { KERNEL_MAX_PAGES, KERNEL_RESERVED_BYTES, WASM_PAGE, createKernelMemory, instantiateKernel } from './kernel.js';
+import type { KernelExports } from './kernel.js';
+import type { PackedKeys } from './packed.js';
+
+export const ARENA_DEFAULTS = {
+  chunkKeys: 8192,
+  /** Initial pages of a memory the arena creates itself (4 MiB). */
+  initialPages: 64,
+} as const;
+
+/** Which kernel batch routine to run, and how many output bytes each key gets. */
+export const BatchKind = { Murmur128: 0, Murmur32: 1, Murmur86_128: 2, Bucket: 3, Jump: 4 } as const;
+export type BatchKind = (typeof BatchKind)[keyof typeof BatchKind];
+const KIND_SIZE = [16, 4, 16, 4, 4] as const;
+
+export type KeyList = ReadonlyArray<string | Uint8Array>;
+
+interface Utf8Writer {
+  // Node's Buffer fast path: encodes straight into the (shared) memory, no intermediate copy.
+  utf8Write(s: string, offset: number, length?: number): number;
+}
+
+export interface HashArenaOptions {
+  /** Shared kernel memory; default: a new one owned by this arena. */
+  memory?: WebAssembly.Memory;
+  /** First byte of this arena's region (>= 65536). */
+  base?: number;
+  /** End of this arena's region (exclusive). When set the arena never grows the memory. */
+  end?: number;
+  chunkKeys?: number;
+}
+
+export class HashArena {
+  readonly memory: WebAssembly.Memory;
+  readonly kernel: KernelExports;
+  readonly chunkKeys: number;
+  private readonly fixedEnd: number | undefined;
+  private readonly scratch: number;
+  private readonly offPtr: number;
+  private readonly outPtr: number;
+  private readonly bytesPtr: number;
+  private bytesEnd = 0;
+  private u8!: Uint8Array;
+  private u32!: Uint32Array;
+  private buf!: Buffer & Utf8Writer;
+
+  constructor(options: HashArenaOptions = {}) {
+    this.chunkKeys = checkInt('chunkKeys', options.chunkKeys ?? ARENA_DEFAULTS.chunkKeys, 1, 1 << 20);
+    const base = checkInt('base', options.base ?? KERNEL_RESERVED_BYTES, KERNEL_RESERVED_BYTES, 0xffff_0000);
+    if (base % 64 !== 0) throw outOfRange('base', 'a multiple of 64', base);
+    this.memory = options.memory ?? createKernelMemory(ARENA_DEFAULTS.initialPages);
+    if (!(this.memory.buffer instanceof SharedArrayBuffer)) throw invalidType('memory', 'a shared WebAssembly.Memory', this.memory);
+    this.kernel = instantiateKernel(this.memory);
+    this.scratch = base;
+    this.offPtr = base + 64;
+    this.outPtr = this.offPtr + align64((this.chunkKeys + 1) * 4);
+    this.bytesPtr = this.outPtr + this.chunkKeys * 16;
+    this.fixedEnd = options.end === undefined ? undefined : checkInt('end', options.end, this.bytesPtr + 64, 2 ** 32);
+    this.refresh();
+    if (this.bytesEnd < this.bytesPtr + 64) this.growTo(this.bytesPtr + 64 * 1024);
+  }
+
+  /** Rebuilds views if the memory grew (here or in another thread sharing it). */
+  private refresh(): void {
+    const ab = this.memory.buffer;
+    if (this.u8 !== undefined && this.u8.byteLength === ab.byteLength) return;
+    this.u8 = new Uint8Array(ab);
+    this.u32 = new Uint32Array(ab);
+    this.buf = Buffer.from(ab) as Buffer & Utf8Writer;
+    this.bytesEnd = Math.min(this.fixedEnd ?? ab.byteLength, ab.byteLength);
+  }
+
+  /** Makes the bytes region at least `need` bytes long. */
+  private ensureBytes(need: number): void {
+    if (this.bytesPtr + need <= this.bytesEnd) return;
+    this.refresh();
+    if (this.bytesPtr + need <= this.bytesEnd) return;
+    this.growTo(this.bytesPtr + need);
+  }
+
+  private growTo(endByte: number): void {
+    const limit = this.fixedEnd ?? KERNEL_MAX_PAGES * WASM_PAGE;
+    if (endByte > limit) {
+      throw new HashGateError(ErrorCodes.CAPACITY, `key needs ${endByte - this.bytesPtr} bytes of kernel memory; region ends at ${limit}`, {
+        details: { need: endByte - this.bytesPtr, limit },
+      });
+    }
+    const have = this.memory.buffer.byteLength;
+    if (endByte > have) {
+      // Double to amortise growth, but never past the module's maximum.
+      const target = Math.min(Math.max(endByte, have * 2), KERNEL_MAX_PAGES * WASM_PAGE);
+      try {
+        this.memory.grow(Math.ceil((target - have) / WASM_PAGE));
+      } catch {
+        try {
+          this.memory.grow(Math.ceil((endByte - have) / WASM_PAGE));
+        } catch (err) {
+          throw new HashGateError(ErrorCodes.CAPACITY, `cannot grow kernel memory to ${endByte} bytes`, { cause: err });
+        }
+      }
+    }
+    this.refresh();
+  }
+
+  /** Encodes/copies one key to the start of the bytes region; returns its byte length. */
+  private putOne(input: string | Uint8Array, name: string): number {
+    if (typeof input === 'string') {
+      this.ensureBytes(input.length * 3);
+      return this.buf.utf8Write(input, this.bytesPtr);
+    }
+    if (!(input instanceof Uint8Array)) throw invalidType(name, 'a string or Uint8Array', input);
+    this.ensureBytes(input.length);
+    this.u8.set(input, this.bytesPtr);
+    return input.length;
+  }
+
+  // ---- single key ----
+
+  /** 16-byte x64_128 digest (Guava asBytes order) into a fresh, non-shared Uint8Array. */
+  murmur128(input: string | Uint8Array, seed: number, name = 'input'): Uint8Array {
+    const len = this.putOne(input, name);
+    this.kernel.mm128One(this.bytesPtr, len, seed, this.scratch);
+    return this.u8.slice(this.scratch, this.scratch + 16);
+  }
+
+  murmur128Hex(input: string | Uint8Array, seed: number, name = 'input'): string {
+    const len = this.putOne(input, name);
+    this.kernel.mm128One(this.bytesPtr, len, seed, this.scratch);
+    return this.buf.toString('hex', this.scratch, this.scratch + 16);
+  }
+
+  /** x64_128 with the seed zero-extended (the C++ reference convention). */
+  murmur128Ref(input: string | Uint8Array, seed: number, name = 'input'): Uint8Array {
+    const len = this.putOne(input, name);
+    this.kernel.mm128OneRef(this.bytesPtr, len, seed, this.scratch);
+    return this.u8.slice(this.scratch, this.scratch + 16);
+  }
+
+  /** First 64-bit lane (Guava asLong) as an unsigned bigint. */
+  murmur64(input: string | Uint8Array, seed: number, name = 'input'): bigint {
+    const len = this.putOne(input, name);
+    this.kernel.mm128One(this.bytesPtr, len, seed, this.scratch);
+    return this.buf.readBigUInt64LE(this.scratch);
+  }
+
+  murmur32(input: string | Uint8Array, seed: number, name = 'input'): number {
+    const len = this.putOne(input, name);
+    return this.kernel.mm32One(this.bytesPtr, len, seed) >>> 0;
+  }
+
+  murmur86_128(input: string | Uint8Array, seed: number, name = 'input'): Uint8Array {
+    const len = this.putOne(input, name);
+    this.kernel.mm86_128One(this.bytesPtr, len, seed, this.scratch);
+    return this.u8.slice(this.scratch, this.scratch + 16);
+  }
+
+  bucket(input: string | Uint8Array, buckets: number, seed: number, name = 'key'): number {
+    const len = this.putOne(input, name);
+    return this.kernel.mm128BucketOne(this.bytesPtr, len, seed, buckets) >>> 0;
+  }
+
+  jump(input: string | Uint8Array, buckets: number, seed: number, name = 'key'): number {
+    const len = this.putOne(input, name);
+    return this.kernel.mm128JumpOne(this.bytesPtr, len, seed, buckets);
+  }
+
+  // ---- batches ----
+
+  private run(kind: BatchKind, base: number, count: number, seed: number, param: number): void {
+    const k = this.kernel;
+    switch (kind) {
+      case BatchKind.Murmur128: k.mm128Batch(base, this.offPtr, count, seed, this.outPtr); break;
+      case BatchKind.Murmur32: k.mm32Batch(base, this.offPtr, count, seed, this.outPtr); break;
+      case BatchKind.Murmur86_128: k.mm86_128Batch(base, this.offPtr, count, seed, this.outPtr); break;
+      case BatchKind.Bucket: k.mm128BucketBatch(base, this.offPtr, count, seed, param, this.outPtr); break;
+      case BatchKind.Jump: k.mm128JumpBatch(base, this.offPtr, count, seed, param, this.outPtr); break;
+    }
+  }
+
+  /**
+   * Runs `kind` over every key, writing KIND_SIZE[kind] bytes per key to `dest` (byte view,
+   * already checked to be large enough). `name` names the keys argument in errors.
+   */
+  batch(keys: KeyList | PackedKeys, kind: BatchKind, seed: number, param: number, dest: Uint8Array, name = 'keys'): void {
+    this.refresh();
+    if (isKeyList(keys)) this.batchList(keys, kind, seed, param, dest, name);
+    else this.batchPacked(keys, kind, seed, param, dest);
+  }
+
+  private batchList(keys: KeyList, kind: BatchKind, seed: number, param: number, dest: Uint8Array, name: string): void {
+    const size = KIND_SIZE[kind];
+    const n = keys.length;
+    const offIdx = this.offPtr >>> 2;
+    const chunk = this.chunkKeys;
+    let i = 0;
+    while (i < n) {
+      const i0 = i;
+      let p = this.bytesPtr;
+      let c = 0;
+      this.u32[offIdx] = 0;
+      while (c < chunk && i < n) {
+        const key = keys[i];
+        if (typeof key === 'string') {
+          if (p + key.length * 3 > this.bytesEnd) {
+            if (c > 0) break;
+            this.ensureBytes(key.length * 3);
+          }
+          p += this.buf.utf8Write(key, p);
+        } else if (key instanceof Uint8Array) {
+          if (p + key.length > this.bytesEnd) {
+            if (c > 0) break;
+            this.ensureBytes(key.length);
+          }
+          this.u8.set(key, p);
+          p += key.length;
+        } else {
+          throw invalidType(`${name}[${i}]`, 'a string or Uint8Array', key);
+        }
+        c++;
+        i++;
+        this.u32[offIdx + c] = p - this.bytesPtr;
+      }
+      this.run(kind, this.bytesPtr, c, seed, param);
+      dest.set(this.u8.subarray(this.outPtr, this.outPtr + c * size), i0 * size);
+    }
+  }
+
+  private batchPacked(keys: PackedKeys, kind: BatchKind, seed: number, param: number, dest: Uint8Array): void {
+    const size = KIND_SIZE[kind];
+    const { bytes, offsets, count } = keys;
+    const offIdx = this.offPtr >>> 2;
+    const chunk = this.chunkKeys;
+    let i = 0;
+    while (i < count) {
+      const i0 = i;
+      const start = offsets[i0]!;
+      let cap = this.bytesEnd - this.bytesPtr;
+      let prev = start;
+      let c = 0;
+      while (c < chunk && i < count) {
+        const end = offsets[i + 1]!;
+        if (end < prev) throw outOfRange(`keys.offsets[${i + 1}]`, `>= keys.offsets[${i}] (${prev})`, end);
+        if (end - start > cap) {
+          if (c > 0) break;
+          this.ensureBytes(end - start);
+          cap = this.bytesEnd - this.bytesPtr;
+        }
+        prev = end;
+        c++;
+        i++;
+      }
+      this.u8.set(bytes.subarray(start, prev), this.bytesPtr);
+      this.u32.set(offsets.subarray(i0, i + 1), offIdx);
+      // Offsets stay absolute; shifting the base (mod 2^32, as the kernel's pointer math wraps)
+      // maps offsets[i0] onto the first copied byte.
+      this.run(kind, (this.bytesPtr - start) | 0, c, seed, param);
+      dest.set(this.u8.subarray(this.outPtr, this.outPtr + c * size), i0 * size);
+    }
+  }
+}
+
+export const kindSize = (kind: BatchKind): number => KIND_SIZE[kind];
+
+function isKeyList(keys: KeyList | PackedKeys): keys is KeyList {
+  return Array.isArray(keys);
+}
+
+const align64 = (n: number): number => (n + 63) & ~63;
+
+let defaultArena: HashArena | undefined;
+
+/** This thread's arena on its own kernel memory, created on first use. */
+export function arena(): HashArena {
+  return (defaultArena ??= new HashArena());
+}
