@@ -10,6 +10,7 @@ import {
   ErrorCodes,
   HashGateError,
   HashGateRangeError,
+  checkOneOf,
   checkUint32,
   invalidType,
 } from '../errors.js';
@@ -45,6 +46,8 @@ export interface BloomFilterOptions {
   fpp: number;
   /** murmur3_128 seed (Guava int semantics). Guava's BloomFilter always uses 0. */
   seed?: number;
+  /** 'js' forces the plain-JS reference engine (tests, debugging); default uses wasm. */
+  engine?: 'wasm' | 'js';
 }
 
 /**
@@ -120,7 +123,9 @@ export class BloomFilter {
   #scratch: Scratch | undefined;
   readonly #idx: Float64Array;
 
-  private constructor(memory: WebAssembly.Memory, bitsOffset: number, bitSize: number, k: number, seed: number) {
+  private constructor(
+    memory: WebAssembly.Memory, bitsOffset: number, bitSize: number, k: number, seed: number, engine: 'wasm' | 'js' = 'wasm',
+  ) {
     this.memory = memory;
     this.bitsOffset = bitsOffset;
     this.bitSize = bitSize;
@@ -129,7 +134,7 @@ export class BloomFilter {
     this.#words = bitSize / 64;
     this.#bits8 = new Uint8Array(memory.buffer, bitsOffset, bitSize / 8);
     this.#bits32 = new Int32Array(memory.buffer, bitsOffset, bitSize / 32);
-    this.#kernel = kernelFor(memory);
+    this.#kernel = engine === 'js' ? null : kernelFor(memory);
     this.#idx = new Float64Array(k);
   }
 
@@ -137,11 +142,12 @@ export class BloomFilter {
   static create(options: BloomFilterOptions): BloomFilter {
     const shape = bloomShape(options, 'options');
     const seed = options.seed === undefined ? DEFAULTS.seed : checkUint32('options.seed', options.seed);
-    return BloomFilter.withShape(shape, seed);
+    const engine = options.engine === undefined ? 'wasm' : checkOneOf('options.engine', options.engine, ['wasm', 'js'] as const);
+    return BloomFilter.withShape(shape, seed, engine);
   }
 
   /** An empty filter of an explicit shape (bitSize a multiple of 64). */
-  static withShape(shape: Pick<BloomShape, 'bitSize' | 'hashFunctions'>, seed = 0): BloomFilter {
+  static withShape(shape: Pick<BloomShape, 'bitSize' | 'hashFunctions'>, seed = 0, engine: 'wasm' | 'js' = 'wasm'): BloomFilter {
     const s = shapeFor(shape.bitSize, shape.hashFunctions, 'bitSize');
     if (s.bitSize !== shape.bitSize) throw shapeError(`bitSize must be a multiple of 64, got ${shape.bitSize}`, { bitSize: shape.bitSize });
     const bytes = s.bitSize / 8;
@@ -153,7 +159,7 @@ export class BloomFilter {
     } catch (cause) {
       throw new HashGateError(ErrorCodes.CAPACITY, `bloom: could not allocate ${bytes} bytes of shared memory`, { cause, details: { bitSize: s.bitSize } });
     }
-    return new BloomFilter(memory, BITS_OFFSET, s.bitSize, s.hashFunctions, seed);
+    return new BloomFilter(memory, BITS_OFFSET, s.bitSize, s.hashFunctions, checkUint32('seed', seed), engine);
   }
 
   /** Attach to bits another thread created; both see every add at once. */
@@ -179,6 +185,11 @@ export class BloomFilter {
       seed: this.seed,
       strategy: 'MURMUR128_MITZ_64',
     };
+  }
+
+  /** 'wasm' when the kernel runs the batches, 'js' on the reference fallback. */
+  get engine(): 'wasm' | 'js' {
+    return this.#kernel === null ? 'js' : 'wasm';
   }
 
   /** Bytes of bit array (the shared memory also holds 64 KiB of kernel statics + scratch). */
