@@ -1,0 +1,583 @@
+// The bulk loader: files -> byte regions -> packed keys in kernel memory -> buckets -> per-bucket
+// batches -> store, with bounded buffers and in-flight batches, retries, a failed file, a rejects
+// file and a checkpoint that only ever covers rows the store acknowledged.
+import { open, stat, type FileHandle } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { ErrorCodes, HashGateError } from '../errors.js';
+import { BatchBuffer, BufferPool } from './buffers.js';
+import { fingerprintDiff, readCheckpoint, writeCheckpoint, type CheckpointData, type FileProgress } from './checkpoint.js';
+import { RegionHasher } from './hasher.js';
+import { expandInputs } from './inputs.js';
+import { ChunkParser, REJECT_NAMES, R_TOO_LONG, R_WINDOW, type RejectName } from './parse.js';
+import type { ProgressReporter, ProgressSnapshot } from './progress.js';
+import { FileChunkReader, isOversize } from './reader.js';
+import { isTransient, type LoadSink } from './sink.js';
+import { makeWindowCoder, windowIdFromCode, zonedDate, windowId, type WindowUnit } from './window.js';
+
+export const DEFAULTS = {
+  delimiter: '|',
+  buckets: 1000,
+  batch: 1000,
+  concurrency: 16,
+  layout: 'sets' as 'sets' | 'compact',
+  prefix: 'hashgate',
+  windowUnit: 'year' as WindowUnit,
+  timeZone: 'Asia/Shanghai',
+  dateFormat: 'yyyyMMdd',
+  maxLineBytes: 4096,
+  readBufferBytes: 1 << 20,
+  maxBufferedBytes: 128 << 20,
+  retries: 5,
+  retryDelayMs: 100,
+  retryMaxDelayMs: 5000,
+  checkpointFile: 'hashgate-load.checkpoint.json',
+  checkpointIntervalMs: 1000,
+  progressIntervalMs: 10_000,
+  maxWindows: 64,
+  /** Parsed-but-unacknowledged read regions before the oldest buckets are force-flushed. */
+  maxLiveSegments: 256,
+} as const;
+
+export interface LoadOptions {
+  inputs: string[];
+  delimiter?: number;
+  fields?: number[] | null;
+  fieldCount?: number;
+  /** Fixed window id (e.g. '2026'); default: the current window of `now` in `timeZone`. */
+  window?: string;
+  windowField?: number;
+  dateFormat?: string;
+  windowUnit?: WindowUnit;
+  timeZone?: string;
+  buckets?: number;
+  batch?: number;
+  concurrency?: number;
+  maxLineBytes?: number;
+  readBufferBytes?: number;
+  maxBufferedBytes?: number;
+  retries?: number;
+  retryDelayMs?: number;
+  retryMaxDelayMs?: number;
+  failedFile?: string;
+  rejectsFile?: string;
+  checkpointFile?: string;
+  checkpointIntervalMs?: number;
+  resume?: boolean;
+  dryRun?: boolean;
+  /** Recorded in the checkpoint fingerprint (layout, prefix, redis target). */
+  extraFingerprint?: Record<string, unknown>;
+}
+
+export interface LoadDeps {
+  sink?: LoadSink;
+  now?: () => number;
+  signal?: AbortSignal;
+  progress?: ProgressReporter;
+  /** Sees every accepted key (e.g. to build a Bloom filter): key i = bytes[offsets[i]..offsets[i+1]). */
+  onKeys?: (bytes: Uint8Array, offsets: Uint32Array, count: number) => void;
+}
+
+export interface LoadSummary {
+  ok: boolean;
+  interrupted: boolean;
+  dryRun: boolean;
+  files: number;
+  filesSkipped: number;
+  bytes: number;
+  lines: number;
+  rows: number;
+  rejected: number;
+  rejectedByReason: Partial<Record<RejectName, number>>;
+  loaded: number;
+  failed: number;
+  newMembers: number;
+  batches: number;
+  failedBatches: number;
+  retries: number;
+  windows: string[];
+  buckets: number;
+  bucketRows: { min: number; max: number; mean: number };
+  fieldCount: number;
+  elapsedMs: number;
+  rowsPerSec: number;
+  peakRssBytes: number;
+  failedFile: string | undefined;
+  rejectsFile: string | undefined;
+  checkpointFile: string | undefined;
+  lastError: string | undefined;
+}
+
+/** Serialised appends to one output file, opened on first use. */
+class AppendFile {
+  private fh: FileHandle | undefined;
+  private chain: Promise<void> = Promise.resolve();
+  constructor(readonly path: string, private readonly truncate: boolean) {}
+  write(data: Buffer): Promise<void> {
+    const p = this.chain.then(async () => {
+      this.fh ??= await open(this.path, this.truncate ? 'w' : 'a');
+      await this.fh.write(data);
+    });
+    this.chain = p.catch(() => undefined);
+    return p;
+  }
+  async flush(): Promise<void> {
+    await this.chain;
+    await this.fh?.sync();
+  }
+  async close(): Promise<void> {
+    await this.chain;
+    await this.fh?.close();
+    this.fh = undefined;
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function peakRss(): number {
+  return Math.max(process.resourceUsage().maxRSS * 1024, process.memoryUsage.rss());
+}
+
+export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<LoadSummary> {
+  const now = deps.now ?? Date.now;
+  const t0 = performance.now();
+  const o = {
+    delimiter: options.delimiter ?? DEFAULTS.delimiter.charCodeAt(0),
+    fields: options.fields ?? null,
+    fieldCount: options.fieldCount ?? 0,
+    windowField: options.windowField ?? -1,
+    dateFormat: options.dateFormat ?? DEFAULTS.dateFormat,
+    windowUnit: options.windowUnit ?? DEFAULTS.windowUnit,
+    timeZone: options.timeZone ?? DEFAULTS.timeZone,
+    buckets: options.buckets ?? DEFAULTS.buckets,
+    batch: options.batch ?? DEFAULTS.batch,
+    concurrency: options.concurrency ?? DEFAULTS.concurrency,
+    maxLineBytes: options.maxLineBytes ?? DEFAULTS.maxLineBytes,
+    readBufferBytes: options.readBufferBytes ?? DEFAULTS.readBufferBytes,
+    maxBufferedBytes: options.maxBufferedBytes ?? DEFAULTS.maxBufferedBytes,
+    retries: options.retries ?? DEFAULTS.retries,
+    retryDelayMs: options.retryDelayMs ?? DEFAULTS.retryDelayMs,
+    retryMaxDelayMs: options.retryMaxDelayMs ?? DEFAULTS.retryMaxDelayMs,
+    checkpointIntervalMs: options.checkpointIntervalMs ?? DEFAULTS.checkpointIntervalMs,
+    dryRun: options.dryRun ?? false,
+    resume: options.resume ?? false,
+  };
+  if (o.readBufferBytes < o.maxLineBytes * 2) o.readBufferBytes = o.maxLineBytes * 2;
+  const sink = deps.sink;
+  if (!o.dryRun && !sink) throw new HashGateError(ErrorCodes.INVALID_ARG, 'load needs a sink unless dryRun is set');
+  const fixedWindow =
+    options.window ?? (o.windowField < 0 ? windowId(...zonedDate(now(), o.timeZone), o.windowUnit) : undefined);
+
+  const files = await expandInputs(options.inputs);
+  const sizes = await Promise.all(files.map(async (f) => (await stat(f)).size));
+  const bytesTotal = sizes.reduce((a, b) => a + b, 0);
+  const failedPath = options.failedFile ? resolve(options.failedFile) : undefined;
+  const rejectsPath = options.rejectsFile ? resolve(options.rejectsFile) : undefined;
+  for (const p of [failedPath, rejectsPath]) {
+    if (p && files.includes(p)) {
+      throw new HashGateError(ErrorCodes.INVALID_ARG, `${p} is both an input and an output file; write failed/rejected rows elsewhere`, {
+        details: { path: p },
+      });
+    }
+  }
+
+  // ---- checkpoint ----
+  const cpPath = o.dryRun ? undefined : resolve(options.checkpointFile ?? DEFAULTS.checkpointFile);
+  const fingerprint: Record<string, unknown> = {
+    delimiter: o.delimiter,
+    fields: o.fields,
+    window: fixedWindow ?? null,
+    windowField: o.windowField,
+    dateFormat: o.windowField >= 0 ? o.dateFormat : null,
+    windowUnit: o.windowUnit,
+    buckets: o.buckets,
+    ...options.extraFingerprint,
+  };
+  let cp: CheckpointData = { version: 1, fingerprint, files: {}, updatedAt: new Date(now()).toISOString() };
+  if (cpPath && o.resume) {
+    const prev = await readCheckpoint(cpPath);
+    if (prev) {
+      const diff = fingerprintDiff(prev.fingerprint, fingerprint);
+      if (diff.length > 0) {
+        throw new HashGateError(
+          ErrorCodes.INVALID_OPTION,
+          `--resume: checkpoint ${cpPath} was written with different options (${diff.join('; ')}); use the same options or drop --resume`,
+          { details: { diff } },
+        );
+      }
+      cp = { ...prev, fingerprint };
+    }
+  }
+  for (let i = 0; i < files.length; i++) {
+    const f = files[i]!;
+    const prev = cp.files[f];
+    if (prev && prev.offset > sizes[i]!) {
+      throw new HashGateError(ErrorCodes.INVALID_ARG, `--resume: ${f} is shorter than its checkpoint offset ${prev.offset}`, {
+        details: { file: f },
+      });
+    }
+    cp.files[f] ??= { size: sizes[i]!, offset: 0, line: 0, done: false };
+  }
+
+  const failedOut = failedPath ? new AppendFile(failedPath, !o.resume) : undefined;
+  const rejectsOut = rejectsPath ? new AppendFile(rejectsPath, !o.resume) : undefined;
+
+  // ---- state ----
+  const maxRows = Math.ceil(o.readBufferBytes / 2) + 1;
+  const hasher = new RegionHasher(o.readBufferBytes, maxRows);
+  const parser = new ChunkParser(
+    { delimiter: o.delimiter, fields: o.fields, fieldCount: o.fieldCount, maxLineBytes: o.maxLineBytes, windowField: o.windowField },
+    hasher,
+    maxRows,
+  );
+  const coder = o.windowField >= 0 ? makeWindowCoder({ format: o.dateFormat, unit: o.windowUnit, timeZone: o.timeZone }) : undefined;
+  const windows: string[] = fixedWindow !== undefined ? [fixedWindow] : [];
+  const winByCode = new Map<number, number>();
+  const bucketRows = new Float64Array(o.buckets);
+  const pool = new BufferPool(o.batch, Math.min(1 << 16, Math.max(256, o.batch * 16)), o.concurrency + 64);
+  let slots: (BatchBuffer | undefined)[] = new Array(windows.length * o.buckets || o.buckets);
+  const active = new Set<BatchBuffer>();
+  let buffered = 0;
+
+  // segments: one per parsed region (plus end-of-file markers), acknowledged in any order
+  const segFile: number[] = [];
+  const segEnd: number[] = [];
+  const segLine: number[] = [];
+  const segPending: number[] = [];
+  const segDone: boolean[] = [];
+  let segBase = 0; // id of segFile[0]
+  let segHead = 0; // index of the oldest unacknowledged segment in the arrays
+
+  const s = {
+    bytes: 0,
+    lines: 0,
+    rows: 0,
+    rejected: 0,
+    loaded: 0,
+    failed: 0,
+    newMembers: 0,
+    batches: 0,
+    failedBatches: 0,
+    retries: 0,
+    filesDone: 0,
+    filesSkipped: 0,
+  };
+  const byReason: Partial<Record<RejectName, number>> = {};
+  let lastError: string | undefined;
+  let fatal: unknown;
+  let inFlight = 0;
+  let wake: (() => void) | undefined;
+  let cpDirty = false;
+  let cpSaving: Promise<void> | undefined;
+  let cpLast = 0;
+  const interrupted = (): boolean => deps.signal?.aborted === true;
+
+  const snapshot = (): ProgressSnapshot => ({
+    elapsedMs: performance.now() - t0,
+    bytesDone: s.bytes,
+    bytesTotal,
+    filesDone: s.filesDone,
+    filesTotal: files.length,
+    rows: s.rows,
+    loaded: s.loaded,
+    failed: s.failed,
+    rejected: s.rejected,
+    inFlight,
+  });
+
+  const saveCheckpoint = async (force: boolean): Promise<void> => {
+    if (!cpPath) return;
+    if (!force && performance.now() - cpLast < o.checkpointIntervalMs) {
+      cpDirty = true;
+      return;
+    }
+    while (cpSaving) await cpSaving;
+    cpLast = performance.now();
+    cpDirty = false;
+    cpSaving = (async () => {
+      // rows behind the checkpoint must be durable wherever they went
+      await failedOut?.flush();
+      await rejectsOut?.flush();
+      cp.updatedAt = new Date(now()).toISOString();
+      await writeCheckpoint(cpPath, cp);
+    })();
+    try {
+      await cpSaving;
+    } finally {
+      cpSaving = undefined;
+    }
+  };
+
+  const advance = (): void => {
+    let moved = false;
+    while (segHead < segPending.length && segPending[segHead] === 0) {
+      const f = files[segFile[segHead]!]!;
+      const fp = cp.files[f] as FileProgress;
+      fp.offset = segEnd[segHead]!;
+      fp.line = segLine[segHead]!;
+      if (segDone[segHead]) fp.done = true;
+      segHead++;
+      moved = true;
+    }
+    if (segHead > 4096 && segHead * 2 > segPending.length) {
+      for (const a of [segFile, segEnd, segLine, segPending, segDone] as unknown[][]) a.splice(0, segHead);
+      segBase += segHead;
+      segHead = 0;
+    }
+    if (moved) void saveCheckpoint(false).catch((err) => (fatal ??= err));
+  };
+
+  const addSegment = (file: number, end: number, line: number, pending: number, done: boolean): number => {
+    segFile.push(file);
+    segEnd.push(end);
+    segLine.push(line);
+    segPending.push(pending);
+    segDone.push(done);
+    return segBase + segFile.length - 1;
+  };
+
+  const sendWithRetry = async (buf: BatchBuffer): Promise<void> => {
+    const w = Math.floor(buf.slot / o.buckets);
+    const batch = { window: windows[w]!, bucket: buf.slot % o.buckets, count: buf.count, keys: buf.keys, keyOffsets: buf.keyOffs };
+    let ok = false;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const added = await sink!.add(batch);
+        s.newMembers += added;
+        ok = true;
+        break;
+      } catch (err) {
+        lastError = (err as Error)?.message ?? String(err);
+        if (!isTransient(err) || attempt >= o.retries) break;
+        s.retries++;
+        const d = Math.min(o.retryMaxDelayMs, o.retryDelayMs * 2 ** attempt);
+        await sleep(d * (0.5 + Math.random() / 2));
+      }
+    }
+    s.batches++;
+    if (ok) s.loaded += buf.count;
+    else {
+      s.failedBatches++;
+      if (!failedOut) throw new HashGateError(ErrorCodes.STORE, `a batch failed after ${o.retries} retries and no --failed-file is set: ${lastError}`);
+      await failedOut.write(buf.linesAsText());
+      s.failed += buf.count;
+    }
+    const segs = buf.segs;
+    for (let i = 0; i < buf.count; i++) segPending[segs[i]! - segBase]!--;
+    advance();
+  };
+
+  const dispatch = async (buf: BatchBuffer): Promise<void> => {
+    slots[buf.slot] = undefined;
+    active.delete(buf);
+    buffered -= buf.usedBytes;
+    while (inFlight >= o.concurrency) {
+      await new Promise<void>((r) => (wake = r));
+      if (fatal) throw fatal;
+    }
+    inFlight++;
+    sendWithRetry(buf)
+      .catch((err) => (fatal ??= err))
+      .finally(() => {
+        inFlight--;
+        pool.put(buf);
+        const w = wake;
+        wake = undefined;
+        w?.();
+      });
+  };
+
+  const flushWhere = async (pred: (b: BatchBuffer) => boolean): Promise<void> => {
+    for (const b of [...active]) if (b.count > 0 && pred(b)) await dispatch(b);
+  };
+
+  const writeReject = (file: string, line: number, reason: number, content: Uint8Array): void => {
+    s.rejected++;
+    const name = REJECT_NAMES[reason] as RejectName;
+    byReason[name] = (byReason[name] ?? 0) + 1;
+    if (rejectsOut) {
+      const head = content.length > 256 ? content.subarray(0, 256) : content;
+      void rejectsOut
+        .write(Buffer.concat([Buffer.from(`${file}\t${line}\t${name}\t`), head, Buffer.from('\n')]))
+        .catch((err) => (fatal ??= err));
+    }
+  };
+
+  const windowOfRow = (buf: Uint8Array, i: number): number => {
+    if (!coder) return 0;
+    const code = coder(buf, parser.rowWinStart[i]!, parser.rowWinEnd[i]!);
+    if (code < 0) return -1;
+    let w = winByCode.get(code);
+    if (w === undefined) {
+      if (windows.length >= DEFAULTS.maxWindows) return -2;
+      w = windows.length;
+      windows.push(windowIdFromCode(code, o.windowUnit));
+      winByCode.set(code, w);
+      if (slots.length < windows.length * o.buckets) slots = slots.concat(new Array(windows.length * o.buckets - slots.length));
+    }
+    return w;
+  };
+
+  // ---- main loop ----
+  try {
+    for (let fi = 0; fi < files.length && !interrupted() && !fatal; fi++) {
+      const file = files[fi]!;
+      const fp = cp.files[file] as FileProgress;
+      if (fp.done) {
+        s.filesSkipped++;
+        s.filesDone++;
+        s.bytes += sizes[fi]!;
+        continue;
+      }
+      s.bytes += fp.offset;
+      let lineNo = fp.line;
+      const reader = new FileChunkReader(file, o.readBufferBytes, fp.offset);
+      await reader.open();
+      try {
+        for (;;) {
+          if (interrupted() || fatal) break;
+          const r = await reader.next();
+          if (r === null) break;
+          if (isOversize(r)) {
+            lineNo++;
+            s.lines++;
+            writeReject(file, lineNo, R_TOO_LONG, r.head);
+            addSegment(fi, r.next, lineNo, 0, false);
+            s.bytes += r.next - r.offset;
+            advance();
+            continue;
+          }
+          parser.parse(r.buf, r.start, r.end, r.final);
+          const n = parser.count;
+          s.lines += parser.lines;
+          for (let j = 0; j < parser.rejReason.length; j++) {
+            writeReject(file, lineNo + parser.rejLine[j]! + 1, parser.rejReason[j]!, r.buf.subarray(parser.rejStart[j]!, parser.rejEnd[j]!));
+          }
+          const buckets = hasher.buckets(n, o.buckets);
+          deps.onKeys?.(hasher.keyBytes, hasher.keyOffsets, n);
+          const ko = hasher.keyOffsets;
+          const kb = hasher.keyBytes;
+          const seg = addSegment(fi, r.offset + r.end, lineNo + parser.lines, o.dryRun ? 0 : n, false);
+          let accepted = 0;
+          if (o.dryRun) {
+            for (let i = 0; i < n; i++) {
+              if (coder) {
+                const w = windowOfRow(r.buf, i);
+                if (w < 0) {
+                  writeReject(file, lineNo + parser.rowLine[i]! + 1, R_WINDOW, r.buf.subarray(parser.rowStart[i]!, parser.rowEnd[i]!));
+                  continue;
+                }
+              }
+              bucketRows[buckets[i]!]!++;
+              accepted++;
+            }
+          } else {
+            for (let i = 0; i < n; i++) {
+              const w = windowOfRow(r.buf, i);
+              if (w < 0) {
+                writeReject(file, lineNo + parser.rowLine[i]! + 1, R_WINDOW, r.buf.subarray(parser.rowStart[i]!, parser.rowEnd[i]!));
+                segPending[seg - segBase]!--;
+                continue;
+              }
+              const bk = buckets[i]!;
+              bucketRows[bk]!++;
+              accepted++;
+              const slot = w * o.buckets + bk;
+              let b = slots[slot];
+              if (b === undefined) {
+                b = pool.get();
+                b.slot = slot;
+                slots[slot] = b;
+                active.add(b);
+              }
+              const before = b.usedBytes;
+              const full = b.append(kb, ko[i]!, ko[i + 1]!, r.buf, parser.rowStart[i]!, parser.rowEnd[i]!, seg);
+              buffered += b.usedBytes - before;
+              if (full) await dispatch(b);
+            }
+          }
+          s.rows += accepted;
+          lineNo += parser.lines;
+          s.bytes += r.end - r.start;
+          if (!o.dryRun) {
+            // global cap: flush every bucket, fullest first (big batches are the cheap ones)
+            if (buffered > o.maxBufferedBytes) {
+              const list = [...active].sort((a, b) => b.count - a.count);
+              for (const b of list) {
+                await dispatch(b);
+                if (buffered <= o.maxBufferedBytes / 2) break;
+              }
+            }
+            // a rarely-hit bucket must not pin the checkpoint forever
+            const live = segPending.length - segHead;
+            if (live > DEFAULTS.maxLiveSegments) {
+              const cut = segBase + segHead + (live >> 1);
+              await flushWhere((b) => b.segs[0]! < cut);
+            }
+          }
+          advance();
+          deps.progress?.update(snapshot());
+        }
+      } finally {
+        await reader.close();
+      }
+      if (!interrupted() && !fatal) {
+        addSegment(fi, sizes[fi]!, lineNo, 0, true);
+        advance();
+        s.filesDone++;
+      }
+    }
+    if (!interrupted() && !fatal && !o.dryRun) await flushWhere(() => true);
+    while (inFlight > 0) await new Promise<void>((r) => (wake = r));
+    if (fatal) throw fatal;
+  } finally {
+    // on any exit: wait for acknowledgements in flight, then record what they covered
+    while (inFlight > 0) await new Promise<void>((r) => (wake = r));
+    advance();
+    await saveCheckpoint(true).catch((err) => (fatal ??= err));
+    await failedOut?.close();
+    await rejectsOut?.close();
+    deps.progress?.stop(snapshot());
+  }
+  void cpDirty;
+  if (fatal) throw fatal;
+
+  const elapsedMs = performance.now() - t0;
+  let min = Infinity;
+  let max = 0;
+  let sum = 0;
+  for (let i = 0; i < o.buckets; i++) {
+    const v = bucketRows[i]!;
+    if (v < min) min = v;
+    if (v > max) max = v;
+    sum += v;
+  }
+  return {
+    ok: s.failed === 0 && !interrupted(),
+    interrupted: interrupted(),
+    dryRun: o.dryRun,
+    files: files.length,
+    filesSkipped: s.filesSkipped,
+    bytes: s.bytes,
+    lines: s.lines,
+    rows: s.rows,
+    rejected: s.rejected,
+    rejectedByReason: byReason,
+    loaded: s.loaded,
+    failed: s.failed,
+    newMembers: s.newMembers,
+    batches: s.batches,
+    failedBatches: s.failedBatches,
+    retries: s.retries,
+    windows,
+    buckets: o.buckets,
+    bucketRows: { min: sum === 0 ? 0 : min, max, mean: sum / o.buckets },
+    fieldCount: parser.fieldCount,
+    elapsedMs,
+    rowsPerSec: elapsedMs > 0 ? (s.rows * 1000) / elapsedMs : 0,
+    peakRssBytes: peakRss(),
+    failedFile: failedPath,
+    rejectsFile: rejectsPath,
+    checkpointFile: cpPath,
+    lastError,
+  };
+}

@@ -1,0 +1,232 @@
+// Byte-level line parser for export files: turns a region of complete lines into packed keys
+// (written straight into the hashing kernel's memory) plus per-row line positions, without
+// creating a JS string per row. Rejected lines are collected separately and never stop a load.
+import { isUtf8 } from 'node:buffer';
+
+export const NL = 10;
+export const CR = 13;
+
+/** Why a line was rejected; the names are what the rejects file and the summary show. */
+export const REJECT_NAMES = ['', 'empty', 'field-count', 'invalid-utf8', 'too-long', 'bad-window'] as const;
+export const R_EMPTY = 1;
+export const R_FIELDS = 2;
+export const R_UTF8 = 3;
+export const R_TOO_LONG = 4;
+export const R_WINDOW = 5;
+export type RejectName = Exclude<(typeof REJECT_NAMES)[number], ''>;
+
+/** More fields than this on one line is treated as a wrong field count (bounded scratch space). */
+export const MAX_FIELDS = 256;
+
+export interface ParseSpec {
+  /** Field delimiter byte ('|' for Hive exports written with `fields terminated BY '|'`). */
+  delimiter: number;
+  /** Which fields form the key, in order; null = all fields concatenated (the seed's name+idNo). */
+  fields: readonly number[] | null;
+  /** Expected fields per line; 0 = take it from the first well-formed line of the load. */
+  fieldCount: number;
+  /** Longest accepted line in bytes, without its line ending. */
+  maxLineBytes: number;
+  /** Field holding the row's date when windows come from the data; -1 = fixed window. */
+  windowField: number;
+}
+
+export interface ParseOutput {
+  /** Key bytes, key i = keyBytes[keyOffsets[i] .. keyOffsets[i+1]). */
+  keyBytes: Uint8Array;
+  keyOffsets: Uint32Array;
+}
+
+/**
+ * Parses one buffer region at a time. Outputs are overwritten by every `parse` call; the caller
+ * consumes them (hash, bucket, copy) before parsing the next region.
+ */
+export class ChunkParser {
+  fieldCount: number;
+  readonly keyBytes: Uint8Array;
+  readonly keyOffsets: Uint32Array;
+  /** Per accepted row: line start/end (end excludes CR/LF) relative to the parsed buffer. */
+  readonly rowStart: Uint32Array;
+  readonly rowEnd: Uint32Array;
+  /** Per accepted row: 0-based line index inside the parsed region. */
+  readonly rowLine: Uint32Array;
+  /** Per accepted row: window field position (only filled when spec.windowField >= 0). */
+  readonly rowWinStart: Uint32Array;
+  readonly rowWinEnd: Uint32Array;
+  count = 0;
+  /** Lines seen in the last region (accepted + rejected). */
+  lines = 0;
+  /** Rejects of the last region: line index, start, end, reason code. Rare, so plain arrays. */
+  rejLine: number[] = [];
+  rejStart: number[] = [];
+  rejEnd: number[] = [];
+  rejReason: number[] = [];
+
+  private readonly spec: ParseSpec;
+  private readonly fieldStart = new Int32Array(MAX_FIELDS + 1);
+  private readonly maxField: number;
+
+  constructor(spec: ParseSpec, out: ParseOutput, maxRows: number) {
+    this.spec = spec;
+    this.fieldCount = spec.fieldCount;
+    this.keyBytes = out.keyBytes;
+    this.keyOffsets = out.keyOffsets;
+    this.rowStart = new Uint32Array(maxRows);
+    this.rowEnd = new Uint32Array(maxRows);
+    this.rowLine = new Uint32Array(maxRows);
+    const win = spec.windowField >= 0;
+    this.rowWinStart = new Uint32Array(win ? maxRows : 0);
+    this.rowWinEnd = new Uint32Array(win ? maxRows : 0);
+    let mf = spec.windowField;
+    for (const f of spec.fields ?? []) mf = Math.max(mf, f);
+    this.maxField = mf;
+  }
+
+  /**
+   * Parses the lines in buf[start, end). Every line must end with LF except, when `final` is
+   * true, the last one (a file without a final newline). Key bytes must fit in keyBytes: the
+   * caller sizes it to at least `end - start`.
+   */
+  parse(buf: Uint8Array, start: number, end: number, final: boolean): void {
+    this.count = 0;
+    this.lines = 0;
+    this.rejLine.length = 0;
+    this.rejStart.length = 0;
+    this.rejEnd.length = 0;
+    this.rejReason.length = 0;
+    this.keyOffsets[0] = 0;
+    if (end <= start) return;
+    // One native validation of the whole region; per-line checks only when it has bad bytes.
+    const checkLines = !isUtf8(buf.subarray(start, end));
+    if (this.spec.fields === null && this.spec.windowField < 0) this.parseAll(buf, start, end, final, checkLines);
+    else this.parseSelected(buf, start, end, final, checkLines);
+  }
+
+  private reject(line: number, s: number, e: number, reason: number): void {
+    this.rejLine.push(line);
+    this.rejStart.push(s);
+    this.rejEnd.push(e);
+    this.rejReason.push(reason);
+  }
+
+  /** Fast path: key = the line without its delimiters (all fields concatenated, in order). */
+  private parseAll(buf: Uint8Array, start: number, end: number, final: boolean, checkLines: boolean): void {
+    const delim = this.spec.delimiter;
+    const maxLen = this.spec.maxLineBytes;
+    const kb = this.keyBytes;
+    const ko = this.keyOffsets;
+    let kp = 0;
+    let ls = start;
+    let nd = 0;
+    let line = 0;
+    let rows = 0;
+    const stop = final && buf[end - 1] !== NL ? end + 1 : end;
+    for (let i = start; i < stop; i++) {
+      const b = i < end ? buf[i]! : NL;
+      if (b !== NL) {
+        if (b === delim) nd++;
+        else kb[kp++] = b;
+        continue;
+      }
+      let le = i;
+      const kStart = ko[rows]!;
+      if (le > ls && buf[le - 1] === CR) {
+        le--;
+        if (delim !== CR) kp--;
+      }
+      let reason = 0;
+      if (le === ls) reason = R_EMPTY;
+      else if (le - ls > maxLen) reason = R_TOO_LONG;
+      else if (checkLines && !isUtf8(buf.subarray(ls, le))) reason = R_UTF8;
+      else if (this.fieldCount === 0) this.fieldCount = nd + 1;
+      if (reason === 0 && nd + 1 !== this.fieldCount) reason = R_FIELDS;
+      if (reason === 0 && kp === kStart) reason = R_EMPTY;
+      if (reason !== 0) {
+        this.reject(line, ls, le, reason);
+        kp = kStart;
+      } else {
+        this.rowStart[rows] = ls;
+        this.rowEnd[rows] = le;
+        this.rowLine[rows] = line;
+        rows++;
+        ko[rows] = kp;
+      }
+      line++;
+      nd = 0;
+      ls = i + 1;
+    }
+    this.count = rows;
+    this.lines = line;
+  }
+
+  /** General path: record field boundaries, then copy the selected fields in the given order. */
+  private parseSelected(buf: Uint8Array, start: number, end: number, final: boolean, checkLines: boolean): void {
+    const delim = this.spec.delimiter;
+    const maxLen = this.spec.maxLineBytes;
+    const fields = this.spec.fields;
+    const wf = this.spec.windowField;
+    const fs = this.fieldStart;
+    const kb = this.keyBytes;
+    const ko = this.keyOffsets;
+    let kp = 0;
+    let ls = start;
+    let nd = 0;
+    let line = 0;
+    let rows = 0;
+    fs[0] = start;
+    const stop = final && buf[end - 1] !== NL ? end + 1 : end;
+    for (let i = start; i < stop; i++) {
+      const b = i < end ? buf[i]! : NL;
+      if (b !== NL) {
+        if (b === delim) {
+          nd++;
+          if (nd <= MAX_FIELDS) fs[nd] = i + 1;
+        }
+        continue;
+      }
+      let le = i;
+      if (le > ls && buf[le - 1] === CR) le--;
+      const nf = nd + 1;
+      let reason = 0;
+      if (le === ls) reason = R_EMPTY;
+      else if (le - ls > maxLen) reason = R_TOO_LONG;
+      else if (nf > MAX_FIELDS || nf <= this.maxField) reason = R_FIELDS;
+      else if (checkLines && !isUtf8(buf.subarray(ls, le))) reason = R_UTF8;
+      else if (this.fieldCount === 0) this.fieldCount = nf;
+      if (reason === 0 && nf !== this.fieldCount) reason = R_FIELDS;
+      const kStart = kp;
+      if (reason === 0) {
+        fs[nf] = le + 1; // sentinel so field f ends at fs[f+1]-1
+        if (fields === null) {
+          for (let f = 0; f < nf; f++) for (let p = fs[f]!, e = fs[f + 1]! - 1; p < e; p++) kb[kp++] = buf[p]!;
+        } else {
+          for (let j = 0; j < fields.length; j++) {
+            const f = fields[j]!;
+            for (let p = fs[f]!, e = fs[f + 1]! - 1; p < e; p++) kb[kp++] = buf[p]!;
+          }
+        }
+        if (kp === kStart) reason = R_EMPTY;
+      }
+      if (reason !== 0) {
+        this.reject(line, ls, le, reason);
+        kp = kStart;
+      } else {
+        this.rowStart[rows] = ls;
+        this.rowEnd[rows] = le;
+        this.rowLine[rows] = line;
+        if (wf >= 0) {
+          this.rowWinStart[rows] = fs[wf]!;
+          this.rowWinEnd[rows] = fs[wf + 1]! - 1;
+        }
+        rows++;
+        ko[rows] = kp;
+      }
+      line++;
+      nd = 0;
+      ls = i + 1;
+      fs[0] = ls;
+    }
+    this.count = rows;
+    this.lines = line;
+  }
+}
