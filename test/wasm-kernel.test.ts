@@ -1,6 +1,8 @@
+import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { createKernelMemory, instantiateKernel, kernelModule, KERNEL_RESERVED_BYTES } from '../src/hash/kernel.js';
 import { refMurmur3x64_128Bytes, refMurmur3x86_32 } from '../src/hash/reference.js';
+import { hashBatch, packKeys } from '../src/hash/index.js';
 
 const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
 
@@ -34,5 +36,49 @@ describe('wasm kernel (raw exports)', () => {
       expect(BigInt.asUintN(64, k.mmH1.value as bigint)).toBe(new DataView(u8.slice(80_000, 80_008).buffer).getBigUint64(0, true));
       expect(k.mm32One(70_000, len, 0x9747b28c) >>> 0).toBe(refMurmur3x86_32(d, 0x9747b28c));
     }
+  });
+
+  it('memory growth keeps earlier data and results right (views rebuilt)', () => {
+    const mem = createKernelMemory(2, 64);
+    const k = instantiateKernel(mem);
+    const keys = packKeys(['a', '王伟110101199003074518', 'x'.repeat(100)]);
+    const lay = (base: number): void => {
+      const u8 = new Uint8Array(mem.buffer);
+      u8.set(keys.bytes, base);
+      new Uint32Array(mem.buffer).set(keys.offsets, (base + 4096) >>> 2);
+      k.mm128Batch(base, base + 4096, keys.count, 9, base + 8192);
+    };
+    lay(70_000);
+    const before = new Uint8Array(mem.buffer).slice(70_000 + 8192, 70_000 + 8192 + 48);
+    const old = new Uint8Array(mem.buffer);
+    mem.grow(10);
+    expect(old.byteLength).toBe(2 * 65536); // stale view keeps its length
+    expect(mem.buffer.byteLength).toBe(12 * 65536);
+    lay(11 * 65536);
+    const after = new Uint8Array(mem.buffer).slice(11 * 65536 + 8192, 11 * 65536 + 8192 + 48);
+    expect(after).toEqual(before);
+    expect(before).toEqual(hashBatch(keys, { seed: 9 }));
+    expect(new Uint8Array(mem.buffer).slice(70_000 + 8192, 70_000 + 8192 + 48)).toEqual(before);
+  });
+
+  it('a worker thread instantiates the same Module on the same shared memory', async () => {
+    const mem = createKernelMemory(4);
+    const keys = packKeys(Array.from({ length: 100 }, (_, i) => `用户-${i}`));
+    new Uint8Array(mem.buffer).set(keys.bytes, 100_000);
+    new Uint32Array(mem.buffer).set(keys.offsets, 150_000 >>> 2);
+    const src = `
+      const { parentPort, workerData } = require('node:worker_threads');
+      const { module, memory } = workerData;
+      const k = new WebAssembly.Instance(module, { env: { memory } }).exports;
+      k.mm128Batch(100000, 150000, 100, 3, 200000);
+      parentPort.postMessage('done');`;
+    const w = new Worker(src, { eval: true, workerData: { module: kernelModule(), memory: mem } });
+    const msg = await new Promise((resolve, reject) => {
+      w.once('message', resolve);
+      w.once('error', reject);
+    });
+    await w.terminate();
+    expect(msg).toBe('done');
+    expect(new Uint8Array(mem.buffer).slice(200_000, 200_000 + 1600)).toEqual(hashBatch(keys, { seed: 3 }));
   });
 });

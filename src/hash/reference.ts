@@ -126,3 +126,19 @@ export function refMurmur3x86_32(data: Uint8Array, seed: number): number {
   h1 ^= h1 >>> 16;
   return h1 >>> 0;
 }
+
+/**
+ * Guava Hashing.consistentHash(long, int) (Lamping & Veach jump hash with Guava's LCG and double
+ * division), BigInt for the 64-bit state. Oracle for the kernel's jump.
+ */
+export function refJumpConsistentHash(input: bigint, buckets: number): number {
+  let state = input & M64;
+  let candidate = 0;
+  for (;;) {
+    state = (2862933555777941757n * state + 1n) & M64;
+    const nextDouble = (Number(state >> 33n) + 1) / 0x80000000;
+    const next = Math.trunc((candidate + 1) / nextDouble);
+    if (next >= 0 && next < buckets) candidate = next;
+    else return candidate;
+  }
+}
