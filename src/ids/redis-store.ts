@@ -1,0 +1,226 @@
+// Redis IdStore. One Lua script per upsert makes check-and-insert atomic against every other
+// client, so two processes upserting the same record see exactly one 'new'. Standalone Redis
+// (or one Cluster slot via a `{tag}` in keyPrefix): the script touches the config, bucket, doc
+// and collision keys together.
+//
+// Keys (P = keyPrefix):
+//   P:b:<lid>  hash physicalId -> canonical raw   ('!r' field = redirected to SHA-256 by repair)
+//   P:d:<pid>  hash lid, alg, c(created), u(updated), x(collision 0/1), w(collision with)
+//   P:a:<pid>  alias: physical id merged into another by repair
+//   P:col      hash collisionId -> JSON CollisionRecord;  P:collided  set of logical ids
+//   P:stats    hash docs, collisions;                     P:cfg  hash epoch, active
+import type { Redis } from 'ioredis';
+import { HashGateError, ErrorCodes } from '../errors.js';
+import type { CollisionRecord, IdStore, IdStoreConfig, IdStoreStats, StoredDoc, UpsertOutcome, UpsertPlan } from './types.js';
+
+const UPSERT = `
+local P = ARGV[1]
+local epoch = redis.call('HGET', P .. ':cfg', 'epoch') or '0'
+if epoch ~= ARGV[2] then
+  return { 'stale', epoch, redis.call('HGET', P .. ':cfg', 'active') or '' }
+end
+local raw, pid, colId, alg, now = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local n = tonumber(ARGV[8])
+for i = 1, n do
+  local lid = ARGV[8 + i]
+  local all = redis.call('HGETALL', P .. ':b:' .. lid)
+  for j = 1, #all, 2 do
+    if all[j + 1] == raw and all[j] ~= '!r' then
+      redis.call('HSET', P .. ':d:' .. all[j], 'u', now)
+      return { 'duplicate', all[j], lid }
+    end
+  end
+end
+local lid = ARGV[9]
+local bk = P .. ':b:' .. lid
+if redis.call('HEXISTS', bk, '!r') == 1 then return { 'redirect' } end
+local first = nil
+local all = redis.call('HGETALL', bk)
+for j = 1, #all, 2 do
+  if all[j] ~= '!r' then first = { all[j], all[j + 1] } break end
+end
+redis.call('HSET', bk, pid, raw)
+redis.call('HINCRBY', P .. ':stats', 'docs', 1)
+if not first then
+  redis.call('HSET', P .. ':d:' .. pid, 'lid', lid, 'alg', alg, 'c', now, 'u', now, 'x', '0')
+  return { 'new', pid, lid }
+end
+redis.call('HSET', P .. ':d:' .. pid, 'lid', lid, 'alg', alg, 'c', now, 'u', now, 'x', '1', 'w', first[1])
+local rec = cjson.encode({
+  id = colId, hashId = lid, algorithm = alg, doc1Id = first[1], doc2Id = pid,
+  doc1Snapshot = first[2], doc2Snapshot = raw, detectedAt = tonumber(now),
+  status = 'pending', resolvedAt = cjson.null,
+})
+redis.call('HSET', P .. ':col', colId, rec)
+redis.call('SADD', P .. ':collided', lid)
+redis.call('HINCRBY', P .. ':stats', 'collisions', 1)
+return { 'collision', pid, lid, rec }
+`;
+
+// ARGV: P, lid, keep, drop...
+const MERGE = `
+local P, lid, keep = ARGV[1], ARGV[2], ARGV[3]
+for i = 4, #ARGV do
+  local pid = ARGV[i]
+  if pid ~= keep then
+    redis.call('HDEL', P .. ':b:' .. lid, pid)
+    if redis.call('DEL', P .. ':d:' .. pid) == 1 then redis.call('HINCRBY', P .. ':stats', 'docs', -1) end
+    redis.call('SET', P .. ':a:' .. pid, keep)
+  end
+end
+return 1
+`;
+
+// ARGV: P, lid, pid, newLid, raw, alg
+const MOVE = `
+local P, lid, pid, newLid, raw, alg = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+redis.call('HSET', P .. ':b:' .. lid, '!r', '1')
+local dk = P .. ':d:' .. pid
+local cur = redis.call('HGET', dk, 'lid')
+if not cur or cur == newLid then return 0 end
+redis.call('HDEL', P .. ':b:' .. lid, pid)
+redis.call('HSET', P .. ':b:' .. newLid, pid, raw)
+redis.call('HSET', dk, 'lid', newLid, 'alg', alg, 'x', '0')
+redis.call('HDEL', dk, 'w')
+return 1
+`;
+
+const ESCALATE = `
+local k = ARGV[1] .. ':cfg'
+local active = redis.call('HGET', k, 'active') or ''
+if active ~= ARGV[2] then
+  redis.call('HSET', k, 'active', ARGV[2])
+  redis.call('HINCRBY', k, 'epoch', 1)
+end
+return { redis.call('HGET', k, 'epoch'), redis.call('HGET', k, 'active') }
+`;
+
+type Scripted = Record<'hgIdsUpsert' | 'hgIdsMerge' | 'hgIdsMove' | 'hgIdsEscalate', (...a: string[]) => Promise<unknown>>;
+
+export interface RedisIdStoreOptions {
+  client: Redis;
+  keyPrefix: string;
+}
+
+export class RedisIdStore implements IdStore {
+  readonly kind = 'redis';
+  private readonly r: Redis;
+  private readonly s: Scripted;
+  private readonly P: string;
+
+  constructor(opts: RedisIdStoreOptions) {
+    this.r = opts.client;
+    this.P = opts.keyPrefix;
+    const c = this.r as unknown as { hgIdsUpsert?: unknown };
+    if (!c.hgIdsUpsert) {
+      this.r.defineCommand('hgIdsUpsert', { lua: UPSERT, numberOfKeys: 0 });
+      this.r.defineCommand('hgIdsMerge', { lua: MERGE, numberOfKeys: 0 });
+      this.r.defineCommand('hgIdsMove', { lua: MOVE, numberOfKeys: 0 });
+      this.r.defineCommand('hgIdsEscalate', { lua: ESCALATE, numberOfKeys: 0 });
+    }
+    this.s = this.r as unknown as Scripted;
+  }
+
+  private async call<T>(op: string, f: () => Promise<T>): Promise<T> {
+    try {
+      return await f();
+    } catch (e) {
+      throw new HashGateError(ErrorCodes.STORE, `ids ${op} failed: ${(e as Error).message}`, { cause: e });
+    }
+  }
+
+  async upsert(p: UpsertPlan): Promise<UpsertOutcome> {
+    const out = (await this.call('upsert', () =>
+      this.s.hgIdsUpsert(this.P, String(p.epoch), p.raw, p.physicalId, p.collisionId, p.algorithm, String(p.now), String(p.lids.length), ...p.lids),
+    )) as string[];
+    const [status, a, b, rec] = out;
+    if (status === 'stale') return { status, epoch: Number(a), active: b ?? '' };
+    if (status === 'redirect') return { status };
+    const o: UpsertOutcome = { status: status as 'new' | 'duplicate' | 'collision', physicalId: a as string, logicalId: b as string };
+    if (rec) o.record = JSON.parse(rec) as CollisionRecord;
+    return o;
+  }
+
+  private toDoc(pid: string, h: Record<string, string>, raw: string): StoredDoc {
+    const d: StoredDoc = {
+      physicalId: pid, logicalId: h.lid ?? '', raw, algorithm: h.alg ?? '',
+      createdAt: Number(h.c), updatedAt: Number(h.u), collision: h.x === '1',
+    };
+    if (h.w) d.collisionWith = h.w;
+    return d;
+  }
+
+  async getDoc(physicalId: string): Promise<StoredDoc | undefined> {
+    return this.call('get', async () => {
+      const pid = (await this.r.get(`${this.P}:a:${physicalId}`)) ?? physicalId;
+      const h = await this.r.hgetall(`${this.P}:d:${pid}`);
+      if (!h.lid) return undefined;
+      const raw = await this.r.hget(`${this.P}:b:${h.lid}`, pid);
+      return raw === null ? undefined : this.toDoc(pid, h, raw);
+    });
+  }
+
+  async bucket(lid: string): Promise<{ docs: StoredDoc[]; redirect: boolean }> {
+    return this.call('bucket', async () => {
+      const all = await this.r.hgetall(`${this.P}:b:${lid}`);
+      const pids = Object.keys(all).filter((k) => k !== '!r');
+      const pipe = this.r.pipeline();
+      for (const p of pids) pipe.hgetall(`${this.P}:d:${p}`);
+      const metas = pids.length ? ((await pipe.exec()) ?? []) : [];
+      const docs = pids.map((p, i) => this.toDoc(p, (metas[i]?.[1] ?? {}) as Record<string, string>, all[p] as string));
+      return { docs, redirect: all['!r'] === '1' };
+    });
+  }
+
+  async collisions(): Promise<CollisionRecord[]> {
+    return this.call('collisions', async () => Object.values(await this.r.hgetall(`${this.P}:col`)).map((j) => JSON.parse(j) as CollisionRecord));
+  }
+
+  async collidedLogicalIds(): Promise<string[]> {
+    return this.call('collided', () => this.r.smembers(`${this.P}:collided`));
+  }
+
+  async merge(lid: string, keep: string, drop: string[]): Promise<void> {
+    await this.call('merge', () => this.s.hgIdsMerge(this.P, lid, keep, ...drop));
+  }
+
+  async move(lid: string, physicalId: string, newLid: string, raw: string, algorithm: string): Promise<void> {
+    await this.call('move', () => this.s.hgIdsMove(this.P, lid, physicalId, newLid, raw, algorithm));
+  }
+
+  async resolveCollisions(lid: string, update: (r: CollisionRecord) => CollisionRecord | undefined): Promise<number> {
+    let n = 0;
+    for (const r of await this.collisions()) {
+      if (r.hashId !== lid || r.status !== 'pending') continue;
+      const u = update(r);
+      if (u) {
+        await this.call('resolve', () => this.r.hset(`${this.P}:col`, r.id, JSON.stringify(u)));
+        n++;
+      }
+    }
+    return n;
+  }
+
+  async clearCollided(lid: string): Promise<void> {
+    await this.call('clear', () => this.r.srem(`${this.P}:collided`, lid));
+  }
+
+  async stats(): Promise<IdStoreStats> {
+    const h = await this.call('stats', () => this.r.hgetall(`${this.P}:stats`));
+    return { docs: Number(h.docs ?? 0), collisions: Number(h.collisions ?? 0) };
+  }
+
+  async config(): Promise<IdStoreConfig> {
+    const h = await this.call('config', () => this.r.hgetall(`${this.P}:cfg`));
+    return { epoch: Number(h.epoch ?? 0), active: h.active ?? '' };
+  }
+
+  async escalate(active: string): Promise<IdStoreConfig> {
+    const [e, a] = (await this.call('escalate', () => this.s.hgIdsEscalate(this.P, active))) as string[];
+    return { epoch: Number(e), active: a ?? '' };
+  }
+
+  async close(): Promise<void> {
+    // the client belongs to the caller
+  }
+}

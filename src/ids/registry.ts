@@ -1,0 +1,273 @@
+// Collision-safe logical ids (seed 001 §3-§8): documents live under a unique physical id and are
+// found through their logical hash; upsert tells new / duplicate / collision apart by comparing
+// the canonical raw, never by trusting the hash.
+import { EventEmitter } from 'node:events';
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { canonicalJson } from '../hash/index.js';
+import { checkInt, checkNumber, invalidType, HashGateError, ErrorCodes } from '../errors.js';
+import { algorithmName, checkAlgorithm, hashCanonical, type IdAlgorithm } from './logical-id.js';
+import { MemoryIdStore } from './memory-store.js';
+import { RedisIdStore } from './redis-store.js';
+import type { CollisionRecord, IdStore, StoredDoc, UpsertStatus } from './types.js';
+
+export const DEFAULTS = {
+  algorithm: 'murmur3_128' as IdAlgorithm,
+  keyPrefix: 'ids',
+  escalation: { threshold: 1e-6, minDocuments: 1000 },
+  /** Bounded retries when another process escalated or repaired between our hash and our write. */
+  maxRetries: 4,
+} as const;
+
+export interface IdRegistryOptions {
+  /** Storage: an IdStore instance; omitted = `redis` if given, else embedded memory. */
+  store?: IdStore;
+  redis?: Redis;
+  keyPrefix?: string;
+  /** Logical-id hash: 'murmur3_128' (default), 'murmur3_128+len', 'sha256' or { name, hash }. */
+  algorithm?: IdAlgorithm;
+  /**
+   * Move new writes to SHA-256 once collisions/documents exceeds `threshold` (seed 001 §8.3), with
+   * at least `minDocuments` stored. Old documents stay findable: lookups also probe the old id.
+   * false (default) = never escalate.
+   */
+  escalation?: false | { threshold?: number; minDocuments?: number };
+  /** Canonical serializer; default src/hash canonicalJson. */
+  canonicalize?: (value: unknown) => string;
+  now?: () => number;
+  /** Physical id generator; must be unique across processes (default randomUUID). */
+  newId?: () => string;
+}
+
+export interface UpsertResult {
+  /** Logical id the document is stored under. */
+  id: string;
+  physicalId: string;
+  status: UpsertStatus;
+  algorithm: string;
+  /** Present when status is 'collision'. */
+  collision?: CollisionRecord;
+}
+
+export interface RepairReport {
+  logicalIds: number;
+  merged: number;
+  rehashed: number;
+  resolvedRecords: number;
+}
+
+export interface IdRegistryStats {
+  docs: number;
+  collisions: number;
+  collisionRate: number;
+  activeAlgorithm: string;
+}
+
+export interface IdRegistryEvents {
+  collision: [CollisionRecord];
+  escalated: [{ from: string; to: string; collisionRate: number }];
+}
+
+export class IdRegistry extends EventEmitter<IdRegistryEvents> {
+  readonly store: IdStore;
+  private readonly algorithm: IdAlgorithm;
+  private readonly canonicalize: (v: unknown) => string;
+  private readonly now: () => number;
+  private readonly newId: () => string;
+  private readonly escalation: { threshold: number; minDocuments: number } | undefined;
+  private epoch = 0;
+  private escalated = false;
+  private loaded: Promise<void> | undefined;
+
+  constructor(options: IdRegistryOptions = {}) {
+    super();
+    if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options);
+    this.algorithm = checkAlgorithm('ids.algorithm', options.algorithm ?? DEFAULTS.algorithm);
+    if (options.store) this.store = options.store;
+    else if (options.redis) this.store = new RedisIdStore({ client: options.redis, keyPrefix: options.keyPrefix ?? DEFAULTS.keyPrefix });
+    else this.store = new MemoryIdStore();
+    if (options.canonicalize !== undefined && typeof options.canonicalize !== 'function') throw invalidType('ids.canonicalize', 'a function', options.canonicalize);
+    this.canonicalize = options.canonicalize ?? canonicalJson;
+    if (options.now !== undefined && typeof options.now !== 'function') throw invalidType('ids.now', 'a function', options.now);
+    this.now = options.now ?? Date.now;
+    if (options.newId !== undefined && typeof options.newId !== 'function') throw invalidType('ids.newId', 'a function', options.newId);
+    this.newId = options.newId ?? randomUUID;
+    const e = options.escalation;
+    if (e !== undefined && e !== false) {
+      if (e === null || typeof e !== 'object') throw invalidType('ids.escalation', 'false or { threshold, minDocuments }', e);
+      this.escalation = {
+        threshold: checkNumber('ids.escalation.threshold', e.threshold ?? DEFAULTS.escalation.threshold, 0, 1),
+        minDocuments: checkInt('ids.escalation.minDocuments', e.minDocuments ?? DEFAULTS.escalation.minDocuments, 0),
+      };
+    }
+  }
+
+  get activeAlgorithm(): string {
+    return this.escalated ? 'sha256' : algorithmName(this.algorithm);
+  }
+
+  /** Logical id under the configured (pre-escalation) algorithm. */
+  logicalId(record: unknown): string {
+    return hashCanonical(this.canonicalize(record), this.algorithm);
+  }
+
+  private async ensureConfig(): Promise<void> {
+    this.loaded ??= this.store.config().then((c) => this.applyConfig(c.epoch, c.active));
+    await this.loaded;
+  }
+
+  private applyConfig(epoch: number, active: string): void {
+    this.epoch = epoch;
+    this.escalated = active === 'sha256' && algorithmName(this.algorithm) !== 'sha256';
+  }
+
+  private lidsFor(canonical: string): string[] {
+    const base = hashCanonical(canonical, this.algorithm);
+    return this.escalated ? [hashCanonical(canonical, 'sha256'), base] : [base];
+  }
+
+  async upsert(record: unknown): Promise<UpsertResult> {
+    const raw = this.canonicalize(record);
+    await this.ensureConfig();
+    let lids = this.lidsFor(raw);
+    let algorithm = this.activeAlgorithm;
+    for (let attempt = 0; attempt <= DEFAULTS.maxRetries; attempt++) {
+      const out = await this.store.upsert({
+        lids, raw, physicalId: this.newId(), collisionId: this.newId(), algorithm, now: this.now(), epoch: this.epoch,
+      });
+      if (out.status === 'stale') {
+        this.applyConfig(out.epoch, out.active);
+        lids = this.lidsFor(raw);
+        algorithm = this.activeAlgorithm;
+        continue;
+      }
+      if (out.status === 'redirect') {
+        // repairCollisions re-id'd this logical id: its documents now live under SHA-256
+        const strong = hashCanonical(raw, 'sha256');
+        lids = [strong, ...lids.filter((l) => l !== strong)];
+        algorithm = 'sha256';
+        continue;
+      }
+      const res: UpsertResult = { id: out.logicalId, physicalId: out.physicalId, status: out.status, algorithm };
+      if (out.status === 'collision' && out.record) {
+        res.collision = out.record;
+        this.emit('collision', out.record);
+        await this.maybeEscalate();
+      }
+      return res;
+    }
+    throw new HashGateError(ErrorCodes.STORE, `ids.upsert: gave up after ${DEFAULTS.maxRetries} config/redirect retries`);
+  }
+
+  private async maybeEscalate(): Promise<void> {
+    if (!this.escalation || this.escalated) return;
+    const s = await this.store.stats();
+    const rate = s.docs === 0 ? 0 : s.collisions / s.docs;
+    if (s.docs >= this.escalation.minDocuments && rate > this.escalation.threshold) {
+      const from = this.activeAlgorithm;
+      const c = await this.store.escalate('sha256');
+      this.applyConfig(c.epoch, c.active);
+      this.emit('escalated', { from, to: 'sha256', collisionRate: rate });
+    }
+  }
+
+  /** The stored document whose canonical raw equals `record`'s, wherever its id lives. */
+  async find(record: unknown): Promise<StoredDoc | undefined> {
+    const raw = this.canonicalize(record);
+    await this.ensureConfig();
+    const lids = this.lidsFor(raw);
+    for (let i = 0; i < lids.length; i++) {
+      const b = await this.store.bucket(lids[i] as string);
+      const d = b.docs.find((x) => x.raw === raw);
+      if (d) return d;
+      if (b.redirect && i === lids.length - 1) lids.push(hashCanonical(raw, 'sha256'));
+    }
+    return undefined;
+  }
+
+  /** All documents sharing a logical id (more than one = collision, seed 001 §5.2 get_by_hash). */
+  async byLogicalId(id: string): Promise<StoredDoc[]> {
+    return (await this.store.bucket(id)).docs;
+  }
+
+  /** Document by physical id; ids merged away by repair resolve to the kept document. */
+  async get(physicalId: string): Promise<StoredDoc | undefined> {
+    return this.store.getDoc(physicalId);
+  }
+
+  async collisions(status?: 'pending' | 'resolved'): Promise<CollisionRecord[]> {
+    const all = await this.store.collisions();
+    return (status ? all.filter((r) => r.status === status) : all).sort((a, b) => a.detectedAt - b.detectedAt || (a.id < b.id ? -1 : 1));
+  }
+
+  async stats(): Promise<IdRegistryStats> {
+    await this.ensureConfig();
+    const s = await this.store.stats();
+    return { ...s, collisionRate: s.docs === 0 ? 0 : s.collisions / s.docs, activeAlgorithm: this.activeAlgorithm };
+  }
+
+  /**
+   * The seed 001 background job: for every logical id holding more than one document, merge
+   * documents with the same canonical raw (pseudo-collisions) and move true collisions to
+   * SHA-256 ids. Idempotent: a second run finds nothing to do. Run it from one process at a time.
+   */
+  async repairCollisions(): Promise<RepairReport> {
+    const report: RepairReport = { logicalIds: 0, merged: 0, rehashed: 0, resolvedRecords: 0 };
+    for (const lid of await this.store.collidedLogicalIds()) {
+      report.logicalIds++;
+      const { docs } = await this.store.bucket(lid);
+      // re-canonicalize: documents written with an older/other serializer compare equal here
+      const groups = new Map<string, StoredDoc[]>();
+      for (const d of docs.sort((a, b) => a.createdAt - b.createdAt || (a.physicalId < b.physicalId ? -1 : 1))) {
+        const c = this.canonicalize(JSON.parse(d.raw));
+        const g = groups.get(c);
+        if (g) g.push(d);
+        else groups.set(c, [d]);
+      }
+      const newIds: Record<string, string> = {};
+      const mergedInto: Record<string, string> = {};
+      for (const [, g] of groups) {
+        const keep = g[0] as StoredDoc;
+        if (g.length > 1) {
+          const drop = g.slice(1).map((d) => d.physicalId);
+          await this.store.merge(lid, keep.physicalId, drop);
+          for (const p of drop) mergedInto[p] = keep.physicalId;
+          report.merged += drop.length;
+        }
+      }
+      if (groups.size > 1) {
+        for (const [c, g] of groups) {
+          const keep = g[0] as StoredDoc;
+          const strong = hashCanonical(c, 'sha256');
+          const there = (await this.store.bucket(strong)).docs.find((d) => d.raw === c && d.physicalId !== keep.physicalId);
+          if (there) {
+            await this.store.merge(lid, there.physicalId, [keep.physicalId]);
+            mergedInto[keep.physicalId] = there.physicalId;
+            report.merged++;
+          } else {
+            await this.store.move(lid, keep.physicalId, strong, c, 'sha256');
+            newIds[keep.physicalId] = strong;
+            report.rehashed++;
+          }
+        }
+      }
+      const now = this.now();
+      report.resolvedRecords += await this.store.resolveCollisions(lid, (r) => {
+        const same = this.canonicalize(JSON.parse(r.doc1Snapshot)) === this.canonicalize(JSON.parse(r.doc2Snapshot));
+        const ids: Record<string, string> = {};
+        for (const p of [r.doc1Id, r.doc2Id]) {
+          const target = mergedInto[p] ?? p;
+          const l = newIds[target];
+          if (l) ids[p] = l;
+        }
+        return { ...r, status: 'resolved', resolvedAt: now, resolution: same ? 'merged' : 'rehashed', newIds: ids };
+      });
+      await this.store.clearCollided(lid);
+    }
+    return report;
+  }
+
+  async close(): Promise<void> {
+    await this.store.close();
+  }
+}

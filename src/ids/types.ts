@@ -1,0 +1,84 @@
+export type UpsertStatus = 'new' | 'duplicate' | 'collision';
+
+/** One stored document. `raw` is its canonical JSON; the physical id is unique and never a hash. */
+export interface StoredDoc {
+  physicalId: string;
+  logicalId: string;
+  raw: string;
+  algorithm: string;
+  createdAt: number;
+  updatedAt: number;
+  /** Stored while another document with a different raw already held this logical id. */
+  collision: boolean;
+  collisionWith?: string;
+}
+
+/** Field names follow seed 001 §5.1's collision_record. Snapshots are the canonical JSON strings. */
+export interface CollisionRecord {
+  id: string;
+  hashId: string;
+  algorithm: string;
+  doc1Id: string;
+  doc2Id: string;
+  doc1Snapshot: string;
+  doc2Snapshot: string;
+  detectedAt: number;
+  status: 'pending' | 'resolved';
+  resolvedAt: number | null;
+  /** 'merged' = same canonical raw (pseudo-collision); 'rehashed' = re-id'd with SHA-256. */
+  resolution?: 'merged' | 'rehashed';
+  /** physical id -> logical id after repair. */
+  newIds?: Record<string, string>;
+}
+
+export interface UpsertPlan {
+  /** Logical ids to look in: [0] is where a new document goes, the rest are legacy (pre-escalation) ids. */
+  lids: string[];
+  raw: string;
+  physicalId: string;
+  collisionId: string;
+  algorithm: string;
+  now: number;
+  /** Config epoch the caller computed `lids` under; a store that knows a newer one answers 'stale'. */
+  epoch: number;
+}
+
+export type UpsertOutcome =
+  | { status: UpsertStatus; physicalId: string; logicalId: string; record?: CollisionRecord }
+  | { status: 'redirect' }
+  | { status: 'stale'; epoch: number; active: string };
+
+export interface IdStoreStats {
+  docs: number;
+  collisions: number;
+}
+
+export interface IdStoreConfig {
+  epoch: number;
+  /** '' = the registry's configured algorithm; 'sha256' once escalated. */
+  active: string;
+}
+
+/**
+ * Storage behind IdRegistry. `upsert` must be atomic against concurrent upserts from other
+ * processes (exactly one 'new' per raw per logical id). The repair primitives are idempotent.
+ */
+export interface IdStore {
+  readonly kind: string;
+  upsert(plan: UpsertPlan): Promise<UpsertOutcome>;
+  getDoc(physicalId: string): Promise<StoredDoc | undefined>;
+  bucket(lid: string): Promise<{ docs: StoredDoc[]; redirect: boolean }>;
+  collisions(): Promise<CollisionRecord[]>;
+  collidedLogicalIds(): Promise<string[]>;
+  /** Drops `drop` from bucket `lid`; their physical ids resolve to `keep` afterwards. */
+  merge(lid: string, keep: string, drop: string[]): Promise<void>;
+  /** Moves a document to `newLid` (raw replaced by `raw`), leaving a redirect mark on `lid`. */
+  move(lid: string, physicalId: string, newLid: string, raw: string, algorithm: string): Promise<void>;
+  resolveCollisions(lid: string, update: (r: CollisionRecord) => CollisionRecord | undefined): Promise<number>;
+  clearCollided(lid: string): Promise<void>;
+  stats(): Promise<IdStoreStats>;
+  config(): Promise<IdStoreConfig>;
+  /** Sets active algorithm and bumps the epoch, unless already at `active`. */
+  escalate(active: string): Promise<IdStoreConfig>;
+  close(): Promise<void>;
+}
