@@ -1,0 +1,280 @@
+// Where a key lives in Redis. Shared by DedupService.firstSeen and the bulk loader (issue 5), so
+// both write exactly the same keys and members.
+//
+// Digests: every key is hashed once per batch with murmur3_128 (hashBatch), or, in the compact
+// layout with a `secret`, with HMAC-SHA-256(secret, key) truncated to its first 16 bytes.
+//
+// Layout 'sets' (seed compatible, readable/writable by the Java service):
+//   key    `${prefix}:${window}:${bucket}`, bucket = bucketOf(key, buckets)
+//          = (digest bytes 0..7 as unsigned 64-bit little endian) mod buckets (Guava asLong),
+//   member the raw key bytes (UTF-8 of a string key). SADD / SISMEMBER semantics.
+//
+// Layout 'compact' (default; raw keys never reach Redis):
+//   key    `${prefix}:${window}:c:${bucket}`, bucket = (digest bytes 8..15 as unsigned 64-bit LE)
+//          mod buckets,
+//   member digest bytes 0..7 as a signed 64-bit integer in decimal ("-4242..."). Redis stores a
+//          set whose members are all integers as an intset: 8 bytes per member, binary-searched,
+//          kept while the set has <= set-max-intset-entries (512 by default) members. The bucket
+//          id carries log2(buckets) further independent digest bits, so a key is identified by
+//          64 + log2(buckets) bits.
+//   Sizing: aim at ~256 keys per bucket on average (buckets = nextPow2(expectedKeys / 256));
+//          the Poisson tail then stays far below 512 so no bucket converts to a hashtable. With
+//          `set-max-intset-entries 4096` in redis.conf, 8x fewer buckets work (inserts memmove at
+//          most 32 KiB). Memory ~ 8 B/key * jemalloc rounding + ~80 B per bucket key.
+//   Collisions: two different keys collide only if all 64 + log2(buckets) bits match. Expected
+//          colliding pairs ~ n^2 / 2^(65 + log2(buckets)):
+//            n = 1e9,  buckets = 2^22 (the 1e9 sizing):   1e18 / 2^87 ~ 6.5e-9
+//            n = 1e10, buckets = 2^26 (the 1e10 sizing):  1e20 / 2^91 ~ 4.0e-8
+//            with the default 65_536 buckets: 1e9 -> 4.1e-7, 1e10 -> 4.1e-5 (size your buckets!)
+//          (a collision would answer a new key as a duplicate; the probabilities above are per
+//          window, i.e. per year).
+//
+// Bucket counts are fixed per window: the first writer records them in the hash
+// `${prefix}:${window}:meta` (field `${layout}.buckets`, HSETNX) and every later writer uses the
+// recorded value, so changing `buckets` in the config takes effect at the next window (year) and
+// cannot silently split a window's keys over two bucketings. To resize inside a window, run the
+// bulk loader into a new prefix and switch prefixes.
+//
+// Other keys: `${prefix}:${window}:hll` / `${prefix}:${window}:c:hll` (HyperLogLog of members per
+// layout, stats().approximate).
+import { Redis, Cluster } from 'ioredis';
+import { createHmac } from 'node:crypto';
+import { hashBatch, type PackedKeys } from '../hash/index.js';
+import type { Layout } from './options.js';
+
+export type RedisClient = Redis | Cluster;
+export type Member = string | Buffer;
+
+export interface LayoutSpec {
+  layout: Layout;
+  prefix: string;
+  buckets: number;
+  /** Compact layout only. */
+  secret?: Uint8Array | undefined;
+}
+
+export const bucketKey = (spec: Pick<LayoutSpec, 'layout' | 'prefix'>, window: string, bucket: number): string =>
+  spec.layout === 'sets' ? `${spec.prefix}:${window}:${bucket}` : `${spec.prefix}:${window}:c:${bucket}`;
+export const hllKey = (prefix: string, window: string, layout: Layout = 'sets'): string =>
+  layout === 'sets' ? `${prefix}:${window}:hll` : `${prefix}:${window}:c:hll`;
+export const metaKey = (prefix: string, window: string): string => `${prefix}:${window}:meta`;
+export const metaField = (layout: Layout): string => `${layout}.buckets`;
+/** Glob matching every key of a window (both layouts, hll and meta), glob characters escaped. */
+export const windowPattern = (prefix: string, window: string): string => `${prefix.replace(/[*?[\]\\]/g, '\\$&')}:${window}:*`;
+
+export const keyCount = (keys: ReadonlyArray<string | Uint8Array> | PackedKeys): number =>
+  Array.isArray(keys) ? keys.length : (keys as PackedKeys).count;
+
+/** 16-byte digest per key, back to back. */
+export function digestKeys(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, secret?: Uint8Array): Uint8Array {
+  if (secret === undefined) return hashBatch(keys);
+  const n = keyCount(keys);
+  const out = new Uint8Array(n * 16);
+  const packed = Array.isArray(keys) ? undefined : (keys as PackedKeys);
+  for (let i = 0; i < n; i++) {
+    const k = packed ? packed.bytes.subarray(packed.offsets[i], packed.offsets[i + 1]) : (keys as ReadonlyArray<string | Uint8Array>)[i]!;
+    const h = createHmac('sha256', secret).update(k).digest();
+    out.set(h.subarray(0, 16), i * 16);
+  }
+  return out;
+}
+
+const TWO32 = 4294967296;
+
+/**
+ * Bucket of every digest. 'sets': digest bytes 0..7 (so it equals bucketOf(key, buckets));
+ * 'compact': bytes 8..15. Exact integer arithmetic without BigInt up to 2^21 buckets.
+ */
+export function bucketsOfDigests(digests: Uint8Array, layout: Layout, buckets: number, out?: Uint32Array): Uint32Array {
+  const n = digests.length >>> 4;
+  const res = out ?? new Uint32Array(n);
+  const dv = new DataView(digests.buffer, digests.byteOffset, digests.byteLength);
+  const base = layout === 'sets' ? 0 : 8;
+  if (buckets <= 2 ** 21) {
+    const m = TWO32 % buckets;
+    for (let i = 0; i < n; i++) {
+      const o = (i << 4) + base;
+      const lo = dv.getUint32(o, true);
+      const hi = dv.getUint32(o + 4, true);
+      res[i] = (((hi % buckets) * m) % buckets + (lo % buckets)) % buckets;
+    }
+  } else {
+    const b = BigInt(buckets);
+    for (let i = 0; i < n; i++) res[i] = Number(dv.getBigUint64((i << 4) + base, true) % b);
+  }
+  return res;
+}
+
+/** Compact member of digest i: bytes 0..7 as a signed 64-bit decimal (canonical, intset-able). */
+export function compactMember(digests: Uint8Array, i: number, dv = new DataView(digests.buffer, digests.byteOffset, digests.byteLength)): string {
+  return dv.getBigInt64(i << 4, true).toString();
+}
+
+/** Member of key i in the 'sets' layout: the raw key (string as is, bytes as a Buffer view). */
+export function setsMember(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, i: number): Member {
+  if (Array.isArray(keys)) {
+    const k = (keys as ReadonlyArray<string | Uint8Array>)[i]!;
+    return typeof k === 'string' ? k : Buffer.from(k.buffer, k.byteOffset, k.byteLength);
+  }
+  const p = keys as PackedKeys;
+  const s = p.offsets[i]!;
+  return Buffer.from(p.bytes.buffer, p.bytes.byteOffset + s, p.offsets[i + 1]! - s);
+}
+
+export interface EncodedKeys {
+  digests: Uint8Array;
+  buckets: Uint32Array;
+  members: Member[];
+}
+
+/** Everything needed to write `keys`: digest, bucket and member per key. */
+export function encodeKeys(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, spec: LayoutSpec): EncodedKeys {
+  const digests = digestKeys(keys, spec.layout === 'compact' ? spec.secret : undefined);
+  const buckets = bucketsOfDigests(digests, spec.layout, spec.buckets);
+  const n = buckets.length;
+  const members: Member[] = new Array(n);
+  if (spec.layout === 'compact') {
+    const dv = new DataView(digests.buffer, digests.byteOffset, digests.byteLength);
+    for (let i = 0; i < n; i++) members[i] = compactMember(digests, i, dv);
+  } else {
+    for (let i = 0; i < n; i++) members[i] = setsMember(keys, i);
+  }
+  return { digests, buckets, members };
+}
+
+/**
+ * Positions 0..n-1 of `buckets` (or of the subset `idx`) ordered by bucket, stable. Sorting one
+ * Float64Array of bucket * 2^22 + position avoids a comparator call per key.
+ */
+export function orderByBucket(buckets: Uint32Array, n = buckets.length): Uint32Array {
+  const order = new Uint32Array(n);
+  let maxB = 0;
+  for (let i = 0; i < n; i++) if (buckets[i]! > maxB) maxB = buckets[i]!;
+  if (n <= 4_000_000 && maxB < 2 ** 31) {
+    const k = new Float64Array(n);
+    for (let i = 0; i < n; i++) k[i] = buckets[i]! * 4194304 + i;
+    k.sort();
+    for (let i = 0; i < n; i++) order[i] = k[i]! % 4194304;
+  } else {
+    for (let i = 0; i < n; i++) order[i] = i;
+    order.sort((a, b) => buckets[a]! - buckets[b]! || a - b);
+  }
+  return order;
+}
+
+export interface AddMembersOptions extends LayoutSpec {
+  /** Keys per pipeline; each batch succeeds or fails as a unit in the result. Default 20_000. */
+  batchKeys?: number;
+  /** Also PFADD members to the window's HyperLogLog. Default true. */
+  hll?: boolean;
+}
+
+export interface AddBatchResult {
+  /** Key positions [start, end) in the input. */
+  start: number;
+  end: number;
+  ok: boolean;
+  /** Members newly added (SADD reply sum); 0 when !ok. */
+  added: number;
+  error?: Error;
+}
+
+/**
+ * Idempotent bulk add for loaders: SADD grouped by bucket, one pipeline per batch (Cluster: one
+ * auto-pipeline per node), bucket count recorded in the window's meta hash (HSETNX). Never
+ * throws for Redis errors: each batch reports ok/error so failed key ranges can be re-queued.
+ */
+export async function addMembers(
+  redis: RedisClient,
+  window: string,
+  keys: ReadonlyArray<string | Uint8Array> | PackedKeys,
+  options: AddMembersOptions,
+): Promise<AddBatchResult[]> {
+  const n = keyCount(keys);
+  const batchKeys = options.batchKeys ?? 20_000;
+  const hll = options.hll ?? true;
+  const results: AddBatchResult[] = [];
+  const cluster = redis instanceof Cluster;
+  const enc = encodeKeys(keys, options);
+  for (let start = 0; start < n; start += batchKeys) {
+    const end = Math.min(n, start + batchKeys);
+    const groups = groupMembers(enc, start, end, options, window);
+    try {
+      const added = await writeGroups(redis, cluster, window, groups, options, hll);
+      results.push({ start, end, ok: true, added });
+    } catch (error) {
+      results.push({ start, end, ok: false, added: 0, error: error as Error });
+    }
+  }
+  return results;
+}
+
+export interface MemberGroup {
+  key: string;
+  members: Member[];
+}
+
+export function groupMembers(enc: EncodedKeys, start: number, end: number, spec: LayoutSpec, window: string): MemberGroup[] {
+  const len = end - start;
+  const sub = enc.buckets.subarray(start, end);
+  const order = orderByBucket(sub, len);
+  const groups: MemberGroup[] = [];
+  let cur = -1;
+  let g: MemberGroup | undefined;
+  for (let j = 0; j < len; j++) {
+    const p = order[j]!;
+    const b = sub[p]!;
+    if (b !== cur || g === undefined) {
+      cur = b;
+      g = { key: bucketKey(spec, window, b), members: [] };
+      groups.push(g);
+    }
+    g.members.push(enc.members[start + p]!);
+  }
+  return groups;
+}
+
+const SADD_CHUNK = 10_000;
+
+/** SADD every group (chunked), PFADD and meta; returns the number of newly added members. */
+export async function writeGroups(
+  redis: RedisClient,
+  cluster: boolean,
+  window: string,
+  groups: MemberGroup[],
+  spec: LayoutSpec,
+  hll: boolean,
+): Promise<number> {
+  const mk = metaKey(spec.prefix, window);
+  const hk = hllKey(spec.prefix, window, spec.layout);
+  if (!cluster) {
+    const pl = (redis as Redis).pipeline();
+    pl.hsetnx(mk, metaField(spec.layout), String(spec.buckets));
+    for (const g of groups) {
+      for (let s = 0; s < g.members.length; s += SADD_CHUNK) {
+        const chunk = g.members.slice(s, s + SADD_CHUNK);
+        pl.sadd(g.key, ...chunk);
+        if (hll) pl.pfadd(hk, ...chunk);
+      }
+    }
+    const res = (await pl.exec()) ?? [];
+    let added = 0;
+    for (let i = 0; i < res.length; i++) {
+      const [err, v] = res[i]!;
+      if (err) throw err;
+      if (i > 0 && typeof v === 'number' && (!hll || i % 2 === 1)) added += v;
+    }
+    return added;
+  }
+  const ps: Promise<unknown>[] = [redis.hsetnx(mk, metaField(spec.layout), String(spec.buckets))];
+  const adds: Promise<number>[] = [];
+  for (const g of groups) {
+    for (let s = 0; s < g.members.length; s += SADD_CHUNK) {
+      const chunk = g.members.slice(s, s + SADD_CHUNK);
+      adds.push(redis.sadd(g.key, ...chunk));
+      if (hll) ps.push(redis.pfadd(hk, ...chunk));
+    }
+  }
+  const [counts] = await Promise.all([Promise.all(adds), Promise.all(ps)]);
+  return counts.reduce((a, b) => a + b, 0);
+}

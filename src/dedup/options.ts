@@ -1,0 +1,194 @@
+// Options of the dedup service, validated once. Names match the public API exactly
+// (`dedup.layout`, `dedup.buckets`, ...); errors name the option as the user wrote it.
+import type { RedisOptions } from 'ioredis';
+import { checkInt, checkOneOf, invalidType, HashGateTypeError, ErrorCodes } from '../errors.js';
+import { checkTimeZone, type WindowSpec } from './window.js';
+
+export type Layout = 'compact' | 'sets';
+export type OnStoreError = 'fail-open' | 'fail-closed';
+
+export interface ClusterNode {
+  host: string;
+  port: number;
+}
+
+export type RedisConfig = string | RedisOptions | { cluster: Array<ClusterNode | string>; options?: Record<string, unknown> };
+
+export interface DedupOptions {
+  /** 'compact' (default): 64-bit digest suffixes in intset buckets; 'sets': the seed's raw-key sets. */
+  layout?: Layout;
+  /** Buckets per window. Default: 1000 for 'sets' (seed), derived from expectedKeys for 'compact'. */
+  buckets?: number;
+  /** Compact layout sizing hint when `buckets` is not given: buckets = nextPow2(expectedKeys / 256). */
+  expectedKeys?: number;
+  /** Redis key prefix. Default 'hg:dedup'. */
+  prefix?: string;
+  window?: WindowSpec;
+  timeZone?: string;
+  onStoreError?: OnStoreError;
+  /** Directory of the fail-open journal. Default './hashgate-journal'. */
+  journalDir?: string;
+  /** Compact layout only: HMAC-SHA-256 key; digests become HMAC(secret, key) truncated to 128 bits. */
+  secret?: string | Uint8Array;
+  /** Background replay period; 0 disables. Default 3_600_000 (hourly, as in the seed). */
+  replayIntervalMs?: number;
+  /** Seen-key cache bounds (entries and approximate bytes). 0 entries disables the cache. */
+  cacheMaxEntries?: number;
+  cacheMaxBytes?: number;
+  /** Largest key accepted, in UTF-8 bytes. Default 1024. */
+  maxKeyBytes?: number;
+  /** Largest batch accepted by one firstSeen call. Default 200_000. */
+  maxBatchKeys?: number;
+  /** Redis command timeout used when hashgate builds the client. Default 2000. */
+  commandTimeoutMs?: number;
+  /** Journal segment size bound and total journal bound. */
+  journalSegmentBytes?: number;
+  journalMaxBytes?: number;
+  /** Recover lock TTL (refreshed while replaying). Default 60_000. */
+  lockTtlMs?: number;
+  /** Maintain the HyperLogLog used by stats().approximate. Default true. */
+  hll?: boolean;
+  /** Embedded store bound (keys over all windows). Default 50_000_000. */
+  memoryMaxKeys?: number;
+}
+
+export const DEFAULTS = {
+  layout: 'compact' as Layout,
+  setsBuckets: 1000,
+  compactBuckets: 65_536,
+  prefix: 'hg:dedup',
+  window: 'year' as WindowSpec,
+  timeZone: 'Asia/Shanghai',
+  onStoreError: 'fail-open' as OnStoreError,
+  journalDir: './hashgate-journal',
+  replayIntervalMs: 3_600_000,
+  cacheMaxEntries: 1_000_000,
+  cacheMaxBytes: 128 * 1024 * 1024,
+  maxKeyBytes: 1024,
+  maxBatchKeys: 200_000,
+  commandTimeoutMs: 2000,
+  journalSegmentBytes: 64 * 1024 * 1024,
+  journalMaxBytes: 4 * 1024 * 1024 * 1024,
+  lockTtlMs: 60_000,
+  hll: true,
+  memoryMaxKeys: 50_000_000,
+  /** Keys per compact bucket the default sizing aims at (Redis' set-max-intset-entries is 512). */
+  compactTargetLoad: 256,
+} as const;
+
+export interface ResolvedDedupOptions {
+  layout: Layout;
+  buckets: number;
+  prefix: string;
+  window: WindowSpec;
+  timeZone: string;
+  onStoreError: OnStoreError;
+  journalDir: string;
+  secret: Uint8Array | undefined;
+  replayIntervalMs: number;
+  cacheMaxEntries: number;
+  cacheMaxBytes: number;
+  maxKeyBytes: number;
+  maxBatchKeys: number;
+  commandTimeoutMs: number;
+  journalSegmentBytes: number;
+  journalMaxBytes: number;
+  lockTtlMs: number;
+  hll: boolean;
+  memoryMaxKeys: number;
+}
+
+const KNOWN = new Set([
+  'layout', 'buckets', 'expectedKeys', 'prefix', 'window', 'timeZone', 'onStoreError', 'journalDir', 'secret',
+  'replayIntervalMs', 'cacheMaxEntries', 'cacheMaxBytes', 'maxKeyBytes', 'maxBatchKeys', 'commandTimeoutMs',
+  'journalSegmentBytes', 'journalMaxBytes', 'lockTtlMs', 'hll', 'memoryMaxKeys',
+]);
+
+const nextPow2 = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, n)));
+
+export function parseDedupOptions(input: unknown, name = 'dedup'): ResolvedDedupOptions {
+  if (input === undefined || input === null) input = {};
+  if (typeof input !== 'object') throw invalidType(name, 'an object', input);
+  const o = input as Record<string, unknown>;
+  for (const k of Object.keys(o)) {
+    if (!KNOWN.has(k)) {
+      throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `${name}.${k} is not a known option`, { name: `${name}.${k}` });
+    }
+  }
+  const opt = <T>(k: string, parse: (n: string, v: unknown) => T, dflt: T): T =>
+    o[k] === undefined ? dflt : parse(`${name}.${k}`, o[k]);
+
+  const layout = opt('layout', (n, v) => checkOneOf(n, v, ['compact', 'sets'] as const), DEFAULTS.layout);
+  const expectedKeys = opt('expectedKeys', (n, v) => checkInt(n, v, 1), 0);
+  const dfltBuckets =
+    layout === 'sets'
+      ? DEFAULTS.setsBuckets
+      : expectedKeys > 0
+        ? Math.min(2 ** 30, nextPow2(expectedKeys / DEFAULTS.compactTargetLoad))
+        : DEFAULTS.compactBuckets;
+  const buckets = opt('buckets', (n, v) => checkInt(n, v, 1, 2 ** 30), dfltBuckets);
+  const prefix = opt(
+    'prefix',
+    (n, v) => {
+      if (typeof v !== 'string' || v === '' || v.length > 128) throw invalidType(n, 'a non-empty string of at most 128 characters', v);
+      return v;
+    },
+    DEFAULTS.prefix,
+  );
+  const window = opt(
+    'window',
+    (n, v): WindowSpec => {
+      if (typeof v === 'function') return v as WindowSpec;
+      return checkOneOf(n, v, ['year', 'month', 'day'] as const);
+    },
+    DEFAULTS.window,
+  );
+  const timeZone = opt('timeZone', (n, v) => checkTimeZone(v, n), DEFAULTS.timeZone);
+  const onStoreError = opt('onStoreError', (n, v) => checkOneOf(n, v, ['fail-open', 'fail-closed'] as const), DEFAULTS.onStoreError);
+  const journalDir = opt(
+    'journalDir',
+    (n, v) => {
+      if (typeof v !== 'string' || v === '') throw invalidType(n, 'a directory path', v);
+      return v;
+    },
+    DEFAULTS.journalDir,
+  );
+  const secret = opt(
+    'secret',
+    (n, v): Uint8Array | undefined => {
+      if (typeof v === 'string' && v !== '') return new TextEncoder().encode(v);
+      if (v instanceof Uint8Array && v.length > 0) return v;
+      throw invalidType(n, 'a non-empty string or Uint8Array', v);
+    },
+    undefined,
+  );
+  if (secret !== undefined && layout !== 'compact') {
+    throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `${name}.secret needs ${name}.layout 'compact' (the 'sets' layout stores raw keys)`, { name: `${name}.secret` });
+  }
+  const int = (k: keyof typeof DEFAULTS & string, min: number, max?: number): number =>
+    opt(k, (n, v) => checkInt(n, v, min, max), DEFAULTS[k] as number);
+  return {
+    layout,
+    buckets,
+    prefix,
+    window,
+    timeZone,
+    onStoreError,
+    journalDir,
+    secret,
+    replayIntervalMs: int('replayIntervalMs', 0, 2 ** 31 - 1),
+    cacheMaxEntries: int('cacheMaxEntries', 0, 2 ** 28),
+    cacheMaxBytes: int('cacheMaxBytes', 0),
+    maxKeyBytes: int('maxKeyBytes', 1, 512 * 1024 * 1024),
+    maxBatchKeys: int('maxBatchKeys', 1, 10_000_000),
+    commandTimeoutMs: int('commandTimeoutMs', 1),
+    journalSegmentBytes: int('journalSegmentBytes', 4096),
+    journalMaxBytes: int('journalMaxBytes', 4096),
+    lockTtlMs: int('lockTtlMs', 1000),
+    hll: opt('hll', (n, v) => {
+      if (typeof v !== 'boolean') throw invalidType(n, 'a boolean', v);
+      return v;
+    }, DEFAULTS.hll),
+    memoryMaxKeys: int('memoryMaxKeys', 1),
+  };
+}

@@ -1,0 +1,110 @@
+// The storage behind DedupService: one interface, an embedded in-memory implementation (default
+// when no Redis is configured) and a Redis one (redis-store.ts).
+import { ErrorCodes, HashGateError } from '../errors.js';
+import type { Layout } from './options.js';
+import type { Member } from './layout.js';
+
+/** Pending keys of one firstSeen call, already grouped: group g = members[starts[g]..starts[g+1]). */
+export interface StoreBatch {
+  window: string;
+  layout: Layout;
+  buckets: number;
+  /** Bucket of each group. */
+  groupBuckets: number[];
+  groupKeys: string[];
+  starts: Uint32Array;
+  members: Member[];
+}
+
+/**
+ * A store error with what is known about the batch: `done[g]` = 1 when group g was applied and
+ * `answers` (per member, 1 = new) holds its answers; groups with done 0 were not acknowledged
+ * (they may or may not have been applied).
+ */
+export class StoreBatchError extends HashGateError {
+  constructor(
+    message: string,
+    readonly done: Uint8Array,
+    readonly answers: Uint8Array,
+    cause: unknown,
+  ) {
+    super(ErrorCodes.STORE_UNAVAILABLE, message, { cause });
+    this.name = 'StoreBatchError';
+  }
+}
+
+export interface DedupStore {
+  readonly kind: 'memory' | 'redis';
+  /** Bucket count recorded for the window (first writer wins), or `configured` if none yet. */
+  resolveBuckets(window: string, layout: Layout, configured: number): Promise<number>;
+  /** Atomically add every member; answers[j] = 1 when member j was not in its bucket before. */
+  addBatch(batch: StoreBatch, answers: Uint8Array): Promise<void>;
+  count(window: string, layout: Layout, buckets: number): Promise<{ exact: number; approximate: number }>;
+  purge(window: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+const memberString = (m: Member): string => (typeof m === 'string' ? Buffer.from(m, 'utf8') : m).toString('latin1');
+
+/** Embedded store: a Set per (window, bucket key). Bounded by `maxKeys` over all windows. */
+export class MemoryStore implements DedupStore {
+  readonly kind = 'memory' as const;
+  private readonly sets = new Map<string, Map<string, Set<string>>>();
+  private readonly meta = new Map<string, number>();
+  private total = 0;
+
+  constructor(private readonly maxKeys: number) {}
+
+  async resolveBuckets(window: string, layout: Layout, configured: number): Promise<number> {
+    const k = `${window}\u0000${layout}`;
+    const b = this.meta.get(k);
+    if (b !== undefined) return b;
+    this.meta.set(k, configured);
+    return configured;
+  }
+
+  async addBatch(batch: StoreBatch, answers: Uint8Array): Promise<void> {
+    if (this.total + batch.members.length > this.maxKeys) {
+      throw new HashGateError(ErrorCodes.CAPACITY, `embedded dedup store is full (dedup.memoryMaxKeys = ${this.maxKeys})`, {
+        details: { maxKeys: this.maxKeys },
+      });
+    }
+    let w = this.sets.get(batch.window);
+    if (w === undefined) this.sets.set(batch.window, (w = new Map()));
+    for (let g = 0; g < batch.groupKeys.length; g++) {
+      const key = batch.groupKeys[g]!;
+      let s = w.get(key);
+      if (s === undefined) w.set(key, (s = new Set()));
+      for (let j = batch.starts[g]!; j < batch.starts[g + 1]!; j++) {
+        const m = memberString(batch.members[j]!);
+        if (s.has(m)) answers[j] = 0;
+        else {
+          s.add(m);
+          answers[j] = 1;
+          this.total++;
+        }
+      }
+    }
+  }
+
+  async count(window: string): Promise<{ exact: number; approximate: number }> {
+    let n = 0;
+    for (const s of this.sets.get(window)?.values() ?? []) n += s.size;
+    return { exact: n, approximate: n };
+  }
+
+  async purge(window: string): Promise<number> {
+    const w = this.sets.get(window);
+    if (w === undefined) return 0;
+    let n = 0;
+    for (const s of w.values()) n += s.size;
+    this.total -= n;
+    this.sets.delete(window);
+    for (const k of [...this.meta.keys()]) if (k.startsWith(`${window}\u0000`)) this.meta.delete(k);
+    return w.size;
+  }
+
+  async close(): Promise<void> {
+    this.sets.clear();
+  }
+}

@@ -1,0 +1,219 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { mkdtempSync, rmSync, truncateSync, statSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DedupService, DEFAULTS, parseDedupOptions, windowId, WindowClock, Journal } from '../src/dedup/index.js';
+import { bucketsOfDigests, bucketKey, compactMember, digestKeys, encodeKeys, orderByBucket } from '../src/dedup/layout.js';
+import { bucketOf, packKeys } from '../src/hash/index.js';
+import { ErrorCodes } from '../src/errors.js';
+
+describe('windows', () => {
+  it('natural year flips at local midnight of 1 Jan in Asia/Shanghai (UTC+8)', () => {
+    expect(windowId(Date.parse('2025-12-31T15:59:59.999Z'))).toBe('2025');
+    expect(windowId(Date.parse('2025-12-31T16:00:00.000Z'))).toBe('2026');
+    expect(windowId(Date.parse('2025-12-31T16:00:00.000Z'), 'year', 'UTC')).toBe('2025');
+    expect(windowId(new Date('2026-03-07T20:00:00Z'), 'month')).toBe('2026-03');
+    expect(windowId(new Date('2026-03-07T20:00:00Z'), 'day')).toBe('2026-03-08');
+    expect(windowId(new Date('2026-03-07T20:00:00Z'), 'day', 'America/New_York')).toBe('2026-03-07');
+    expect(windowId(0, (d) => `w${d.getUTCFullYear()}`)).toBe('w1970');
+  });
+
+  it('rejects unknown zones and bad custom ids', () => {
+    expect(() => windowId(0, 'year', 'Mars/Olympus')).toThrow(TypeError);
+    expect(() => windowId(0, () => 'a:b')).toThrow(/dedup.window/);
+  });
+
+  it('WindowClock agrees with windowId on any instant, across DST zones', () => {
+    const clocks = ['year', 'month', 'day'].flatMap((w) =>
+      ['Asia/Shanghai', 'America/New_York', 'Europe/London', 'Australia/Lord_Howe'].map((tz) => ({ w, tz, c: new WindowClock(w as 'year', tz) })),
+    );
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 4_102_444_800_000 }), { minLength: 1, maxLength: 30 }), fc.integer({ min: 0, max: 3 * 86_400_000 }), (starts, step) => {
+        for (const { w, tz, c } of clocks) {
+          for (const s of starts) {
+            for (const t of [s, s + step, s + 2 * step]) expect(c.idAt(t)).toBe(windowId(t, w as 'year', tz));
+          }
+        }
+      }),
+      { numRuns: 60 },
+    );
+  });
+});
+
+describe('options', () => {
+  it('has documented defaults', () => {
+    const o = parseDedupOptions(undefined);
+    expect(o.layout).toBe('compact');
+    expect(o.buckets).toBe(DEFAULTS.compactBuckets);
+    expect(o.timeZone).toBe('Asia/Shanghai');
+    expect(o.onStoreError).toBe('fail-open');
+    expect(o.replayIntervalMs).toBe(3_600_000);
+    expect(parseDedupOptions({ layout: 'sets' }).buckets).toBe(1000);
+    expect(parseDedupOptions({ expectedKeys: 1e9 }).buckets).toBe(2 ** 22);
+  });
+
+  it('names the bad option as written', () => {
+    expect(() => parseDedupOptions({ layout: 'hash' })).toThrow(/dedup\.layout/);
+    expect(() => parseDedupOptions({ buckets: 0 })).toThrow(RangeError);
+    expect(() => parseDedupOptions({ buckets: 1.5 })).toThrow(/dedup\.buckets/);
+    expect(() => parseDedupOptions({ onStoreError: 'ignore' })).toThrow(/dedup\.onStoreError/);
+    expect(() => parseDedupOptions({ timeZone: 'Nowhere/X' })).toThrow(/dedup\.timeZone/);
+    expect(() => parseDedupOptions({ bucket: 3 })).toThrow(/dedup\.bucket is not a known option/);
+    expect(() => parseDedupOptions({ layout: 'sets', secret: 's' })).toThrow(/dedup\.secret/);
+    expect(() => new DedupService({ dedup: { replayIntervalMs: -1 } })).toThrow(/dedup\.replayIntervalMs/);
+  });
+});
+
+describe('layout', () => {
+  it('sets-layout buckets equal bucketOf(key, buckets) (the seed/Java scheme), for any bucket count', () => {
+    fc.assert(
+      fc.property(fc.array(fc.string({ minLength: 1, maxLength: 40 }), { minLength: 1, maxLength: 50 }), fc.integer({ min: 1, max: 2 ** 30 }), (keys, buckets) => {
+        const d = digestKeys(keys);
+        const b = bucketsOfDigests(d, 'sets', buckets);
+        keys.forEach((k, i) => expect(b[i]).toBe(bucketOf(k, buckets)));
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('compact members are canonical signed 64-bit integers from digest bytes 0..7; buckets from bytes 8..15', () => {
+    const d = digestKeys(['张三110101199003071234', 'b', 'c']);
+    const dv = new DataView(d.buffer);
+    for (let i = 0; i < 3; i++) {
+      const m = compactMember(d, i);
+      expect(m).toMatch(/^-?[1-9][0-9]*$|^0$/);
+      expect(BigInt(m)).toBe(dv.getBigInt64(i * 16, true));
+      expect(bucketsOfDigests(d, 'compact', 1000)[i]).toBe(Number(dv.getBigUint64(i * 16 + 8, true) % 1000n));
+    }
+    expect(bucketKey({ layout: 'sets', prefix: 'p' }, '2026', 7)).toBe('p:2026:7');
+    expect(bucketKey({ layout: 'compact', prefix: 'p' }, '2026', 7)).toBe('p:2026:c:7');
+  });
+
+  it('HMAC secret changes compact members and never exposes the raw key', () => {
+    const a = encodeKeys(['k1'], { layout: 'compact', prefix: 'p', buckets: 10 });
+    const b = encodeKeys(['k1'], { layout: 'compact', prefix: 'p', buckets: 10, secret: new TextEncoder().encode('s3cret') });
+    expect(a.members[0]).not.toBe(b.members[0]);
+    expect(encodeKeys(['k1'], { layout: 'sets', prefix: 'p', buckets: 10 }).members[0]).toBe('k1');
+  });
+
+  it('orderByBucket is a stable sort by bucket', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 2 ** 32 - 1 }), { maxLength: 300 }), (arr) => {
+        const b = Uint32Array.from(arr);
+        const o = [...orderByBucket(b)];
+        const want = arr.map((_, i) => i).sort((x, y) => arr[x]! - arr[y]! || x - y);
+        expect(o).toEqual(want);
+      }),
+    );
+  });
+});
+
+describe('DedupService (embedded store)', () => {
+  it('answers 1 once per window, duplicates in one batch: first 1, rest 0', async () => {
+    let now = Date.parse('2026-06-01T00:00:00Z');
+    const s = new DedupService({ now: () => now });
+    expect([...(await s.firstSeen(['a', 'b', 'a', 'c', 'b']))]).toEqual([1, 1, 0, 1, 0]);
+    expect([...(await s.firstSeen(['a', 'd']))]).toEqual([0, 1]);
+    // the same keys in the next natural year are new again, and the old year is unaffected
+    now = Date.parse('2026-12-31T16:00:00Z');
+    expect([...(await s.firstSeen(['a', 'd']))]).toEqual([1, 1]);
+    expect([...(await s.firstSeen(['a', 'e'], { at: new Date('2026-03-01T00:00:00Z') }))]).toEqual([0, 1]);
+    expect((await s.stats('2026')).exact).toBe(5);
+    expect((await s.stats()).window).toBe('2027');
+    expect((await s.stats()).exact).toBe(2);
+    expect(await s.purgeWindow('2026')).toBeGreaterThan(0);
+    expect((await s.stats('2026')).exact).toBe(0);
+    expect([...(await s.firstSeen(['a'], { at: new Date('2026-03-01T00:00:00Z') }))]).toEqual([1]);
+    await s.close();
+    await expect(s.firstSeen(['a'])).rejects.toMatchObject({ code: ErrorCodes.CLOSED });
+  });
+
+  it('strings, Uint8Arrays and PackedKeys name the same keys', async () => {
+    for (const layout of ['compact', 'sets'] as const) {
+      const s = new DedupService({ dedup: { layout, cacheMaxEntries: 0 } });
+      const keys = ['李四', 'x', 'yy'];
+      expect([...(await s.firstSeen(keys.map((k) => new TextEncoder().encode(k))))]).toEqual([1, 1, 1]);
+      expect([...(await s.firstSeen(packKeys(keys)))]).toEqual([0, 0, 0]);
+      expect([...(await s.firstSeen([...keys, 'z']))]).toEqual([0, 0, 0, 1]);
+      await s.close();
+    }
+  });
+
+  it('the seen-cache never turns a new key into a duplicate (property vs a model)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.array(fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'), { maxLength: 10 }), { maxLength: 12 }),
+        fc.integer({ min: 0, max: 4 }),
+        async (batches, cacheMaxEntries) => {
+          const s = new DedupService({ dedup: { cacheMaxEntries } });
+          const seen = new Set<string>();
+          for (const b of batches) {
+            const got = [...(await s.firstSeen(b))];
+            const want = b.map((k) => (seen.has(k) ? 0 : (seen.add(k), 1)));
+            expect(got).toEqual(want);
+          }
+          await s.close();
+        },
+      ),
+      { numRuns: 100 },
+    );
+  });
+
+  it('bad input rejects with a typed error naming the index, and writes nothing', async () => {
+    const s = new DedupService({ dedup: { maxKeyBytes: 8 } });
+    await expect(s.firstSeen(['ok', 42 as unknown as string])).rejects.toMatchObject({ code: ErrorCodes.INVALID_ARG, details: { index: 1 } });
+    await expect(s.firstSeen(['ok', 'x', ''])).rejects.toMatchObject({ code: ErrorCodes.EMPTY_KEY, details: { index: 2 } });
+    await expect(s.firstSeen(['ok', '123456789'])).rejects.toMatchObject({ code: ErrorCodes.KEY_TOO_LONG, details: { index: 1 } });
+    await expect(s.firstSeen(['ok', '一二三'])).rejects.toMatchObject({ code: ErrorCodes.KEY_TOO_LONG, details: { index: 1 } });
+    await expect(s.firstSeen(['ok', 'x'], { at: new Date(NaN) })).rejects.toThrow(TypeError);
+    await expect(s.firstSeen('ok' as unknown as string[])).rejects.toThrow(TypeError);
+    expect((await s.stats()).exact).toBe(0);
+    expect([...(await s.firstSeen(['ok']))]).toEqual([1]);
+    await s.close();
+  });
+});
+
+describe('journal', () => {
+  const rec = (i: number) => ({ v: 1 as const, t: i, w: '2026', mk: 'm', mf: 'compact.buckets', b: 4, hk: '', g: [[`k${i}`, [`${i}`, `${i + 1}`]]] as Array<[string, string[]]> });
+
+  it('round-trips records, rotates size-bounded segments, detects a torn tail and skips a corrupt record', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hg-journal-'));
+    try {
+      const j = new Journal(dir, 4096, 1 << 20);
+      for (let i = 0; i < 3; i++) j.append(rec(i));
+      j.seal();
+      const files = j.replayable();
+      expect(files).toHaveLength(1);
+      const r = Journal.read(files[0]!);
+      expect(r.records.map((x) => x.t)).toEqual([0, 1, 2]);
+      expect(r.tornAt).toBeUndefined();
+      // torn tail: cut the last record in half
+      truncateSync(files[0]!, statSync(files[0]!).size - 5);
+      const t = Journal.read(files[0]!);
+      expect(t.records.map((x) => x.t)).toEqual([0, 1]);
+      expect(t.tornAt).toBeGreaterThan(0);
+      // rotation: big records spill into several segments
+      const big = { ...rec(9), g: [['k', Array.from({ length: 400 }, (_, i) => `${i}`)]] as Array<[string, string[]]> };
+      for (let i = 0; i < 5; i++) j.append(big);
+      j.seal();
+      expect(readdirSync(dir).filter((f) => f.endsWith('.hgj')).length).toBeGreaterThan(2);
+      expect(j.pendingBytes()).toBeGreaterThan(5 * 1000);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses to grow past journalMaxBytes with HG_ERR_JOURNAL', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hg-journal-'));
+    try {
+      const j = new Journal(dir, 4096, 4096);
+      expect(() => {
+        for (let i = 0; i < 1000; i++) j.append(rec(i));
+      }).toThrow(expect.objectContaining({ code: ErrorCodes.JOURNAL }));
+      j.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
