@@ -16,12 +16,13 @@ import {
 } from '../errors.js';
 import type { PackedKeys } from '../hash/index.js';
 import { murmur3_128 } from '../hash/index.js';
-import { kernelFor, type BloomKernel } from './kernel.js';
+import type { BloomKernel } from './kernel.js';
+import { attach, detach, initHeader, BATCH_KEYS, SCRATCH_PAGES, type Scratch } from './attach.js';
 import { probeIndexes } from './indexes.js';
 import { checkPacked, encodeUtf8, isPacked, keyBytes, type Key, type KeyBatch } from './keys.js';
 import {
   bloomShape,
-  KERNEL_RESERVED_BYTES,
+  BITS_OFFSET,
   MAX_BIT_SIZE,
   SCRATCH_HEADROOM_BYTES,
   shapeFor,
@@ -31,13 +32,12 @@ import {
 export const DEFAULTS = {
   seed: 0,
   /** Keys per kernel call: bounds the scratch region and the result staging. */
-  batchKeys: 4096,
+  batchKeys: BATCH_KEYS,
   /** Scratch region per attached thread, in 64 KiB pages. */
-  scratchPages: 6,
+  scratchPages: SCRATCH_PAGES,
 } as const;
 
 const PAGE = 65536;
-const BITS_OFFSET = KERNEL_RESERVED_BYTES;
 /** Guava's BloomFilterStrategies ordinal of MURMUR128_MITZ_64: the only strategy we write. */
 export const GUAVA_STRATEGY_MITZ_64 = 1;
 
@@ -66,44 +66,8 @@ export interface BloomSharedDescriptor {
   readonly hashFunctions: number;
   readonly seed: number;
   readonly strategy: 'MURMUR128_MITZ_64';
-}
-
-interface Scratch {
-  u8: Uint8Array;
-  offsetsPtr: number;
-  offsets: Uint32Array;
-  outPtr: number;
-  keysPtr: number;
-  keysCap: number;
-}
-
-/** One scratch region per (thread, memory); JS is single-threaded per isolate, so no locking. */
-const scratchByMemory = new WeakMap<WebAssembly.Memory, Scratch>();
-
-function claimScratch(memory: WebAssembly.Memory): Scratch {
-  let s = scratchByMemory.get(memory);
-  if (s !== undefined) return s;
-  let oldPages: number;
-  try {
-    oldPages = memory.grow(DEFAULTS.scratchPages);
-  } catch (cause) {
-    throw new HashGateError(ErrorCodes.CAPACITY, 'bloom: no room left in the shared memory for another thread scratch region', { cause });
-  }
-  const base = oldPages * PAGE;
-  const u8 = new Uint8Array(memory.buffer);
-  const offsetsPtr = base;
-  const outPtr = offsetsPtr + (DEFAULTS.batchKeys + 1) * 4;
-  const keysPtr = outPtr + DEFAULTS.batchKeys;
-  s = {
-    u8,
-    offsetsPtr,
-    offsets: new Uint32Array(memory.buffer, offsetsPtr, DEFAULTS.batchKeys + 1),
-    outPtr,
-    keysPtr,
-    keysCap: base + DEFAULTS.scratchPages * PAGE - keysPtr,
-  };
-  scratchByMemory.set(memory, s);
-  return s;
+  /** Informational: the id stamped in the memory header (the header is what attach trusts). */
+  readonly id: string;
 }
 
 function shapeError(msg: string, details: Record<string, unknown>): HashGateError {
@@ -120,7 +84,9 @@ export class BloomFilter {
   readonly #kernel: BloomKernel | null;
   readonly #bits8: Uint8Array;
   readonly #bits32: Int32Array;
-  #scratch: Scratch | undefined;
+  readonly #scratch: Scratch;
+  /** Random id stamped in the memory's header; equal on every thread attached to the same bits. */
+  readonly id: string;
   readonly #idx: Float64Array;
 
   private constructor(
@@ -134,7 +100,10 @@ export class BloomFilter {
     this.#words = bitSize / 64;
     this.#bits8 = new Uint8Array(memory.buffer, bitsOffset, bitSize / 8);
     this.#bits32 = new Int32Array(memory.buffer, bitsOffset, bitSize / 32);
-    this.#kernel = engine === 'js' ? null : kernelFor(memory);
+    const a = attach(memory, engine !== 'js');
+    this.id = a.id;
+    this.#kernel = a.kernel;
+    this.#scratch = a.scratch;
     this.#idx = new Float64Array(k);
   }
 
@@ -159,6 +128,7 @@ export class BloomFilter {
     } catch (cause) {
       throw new HashGateError(ErrorCodes.CAPACITY, `bloom: could not allocate ${bytes} bytes of shared memory`, { cause, details: { bitSize: s.bitSize } });
     }
+    initHeader(memory);
     return new BloomFilter(memory, BITS_OFFSET, s.bitSize, s.hashFunctions, checkUint32('seed', seed), engine);
   }
 
@@ -174,6 +144,14 @@ export class BloomFilter {
     return new BloomFilter(d.memory, d.bitsOffset, d.bitSize, d.hashFunctions, checkUint32('descriptor.seed', d.seed));
   }
 
+  /**
+   * Releases this thread's scratch slot in the shared memory (long-lived threads need not call
+   * it; a thread re-attaching always gets its own slot back). Do not use this object afterwards.
+   */
+  detach(): void {
+    detach(this.memory);
+  }
+
   toShared(): BloomSharedDescriptor {
     return {
       kind: 'hashgate.bloom',
@@ -184,6 +162,7 @@ export class BloomFilter {
       hashFunctions: this.hashFunctions,
       seed: this.seed,
       strategy: 'MURMUR128_MITZ_64',
+      id: this.id,
     };
   }
 
@@ -311,7 +290,7 @@ export class BloomFilter {
   }
 
   #one(key: Key, add: boolean): number {
-    const s = (this.#scratch ??= claimScratch(this.memory));
+    const s = this.#scratch;
     let len: number;
     if (typeof key === 'string') {
       if (key.length * 3 > s.keysCap) return this.#oneSlow(keyBytes(key, 'key'), add);
@@ -349,7 +328,7 @@ export class BloomFilter {
   }
 
   #batch(keys: KeyBatch, add: boolean, out: Uint8Array | undefined): number {
-    const s = (this.#scratch ??= claimScratch(this.memory));
+    const s = this.#scratch;
     if (isPacked(keys)) return this.#batchPacked(keys, add, out, s);
     if (!Array.isArray(keys)) throw invalidType('keys', 'an array of keys or PackedKeys', keys);
     const u8 = s.u8;

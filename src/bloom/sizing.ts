@@ -7,6 +7,10 @@ const SQUARED_LOG_TWO = LOG_TWO * LOG_TWO;
 
 /** Bytes below this offset of a filter's memory belong to the wasm kernel (statics, scratch). */
 export const KERNEL_RESERVED_BYTES = 65536;
+/** Bloom header after the kernel area: id + per-thread scratch slot table (see attach.ts). */
+export const HEADER_BYTES = 4096;
+/** Byte offset of the bits in a filter's memory. */
+export const BITS_OFFSET = KERNEL_RESERVED_BYTES + HEADER_BYTES;
 /** Room kept at the top of the 4 GiB wasm32 memory for per-thread key scratch regions. */
 export const SCRATCH_HEADROOM_BYTES = 64 * 1024 * 1024;
 const WASM_MAX_BYTES = 65536 * 65536;
@@ -15,7 +19,7 @@ const WASM_MAX_BYTES = 65536 * 65536;
  * Largest bit array a filter can hold: the bits share one wasm32 memory (4 GiB) with the kernel
  * statics and every attached thread's scratch. 2^35 - 1.1 Gbit, about 3.93 GiB of bits.
  */
-export const MAX_BIT_SIZE = (WASM_MAX_BYTES - KERNEL_RESERVED_BYTES - SCRATCH_HEADROOM_BYTES) * 8;
+export const MAX_BIT_SIZE = (WASM_MAX_BYTES - BITS_OFFSET - SCRATCH_HEADROOM_BYTES) * 8;
 
 /** Guava optimalNumOfBits: (long) (-n * Math.log(p) / (Math.log(2) * Math.log(2))). */
 export function optimalNumOfBits(n: number, p: number): number {
