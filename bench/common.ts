@@ -501,8 +501,8 @@ export function printSummary(result: SuiteResult): void {
   if (table.length) console.table(table);
   for (const t of result.targets) {
     const mark = t.met === null ? 'NOT MEASURED' : t.met ? 'met' : 'MISSED';
-    const actual = typeof t.actual === 'number' ? t.actual.toFixed(3) : String(t.actual);
-    console.log(`  target ${t.name}: ${t.comparator ?? ''} ${t.target}${t.unit ?? ''}, actual ${actual}${t.unit ?? ''} -> ${mark}`);
+    const actual = t.actual === null ? 'n/a' : typeof t.actual === 'number' ? `${t.actual.toFixed(3)}${t.unit ?? ''}` : t.actual;
+    console.log(`  target ${t.name}: ${t.comparator ?? ''} ${t.target}${t.unit ?? ''}, actual ${actual} -> ${mark}`);
   }
 }
 
