@@ -1,0 +1,191 @@
+// Dedup against a real private redis-server: layouts, seed compatibility, meta, loader path,
+// stats/purge, fail-open journal + recover, fail-closed, torn journal tail, lock, bad input.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { mkdtempSync, readdirSync, rmSync, statSync, truncateSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
+import { DedupService, addMembers, type DedupOptions } from '../../src/dedup/index.js';
+import { bucketOf } from '../../src/hash/index.js';
+import { ErrorCodes } from '../../src/errors.js';
+
+const has = requireRedisOrSkip('dedup integration');
+const NOW = Date.parse('2026-06-01T00:00:00Z');
+
+describe.skipIf(!has)('dedup on Redis', () => {
+  let srv: RedisServer;
+  let r: Redis;
+  let dir: string;
+  let n = 0;
+  const open = (dedup: DedupOptions = {}, extra: { now?: () => number } = {}) =>
+    new DedupService({ redis: srv.url, dedup: { journalDir: dir, prefix: `t${n}`, replayIntervalMs: 0, commandTimeoutMs: 500, ...dedup }, now: () => NOW, ...extra });
+
+  beforeAll(async () => {
+    srv = await startRedis();
+    r = new Redis(srv.url);
+    dir = mkdtempSync(join(tmpdir(), 'hg-dedup-it-'));
+  });
+  afterAll(async () => {
+    r?.disconnect();
+    await srv?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  for (const layout of ['compact', 'sets'] as const) {
+    it(`${layout}: exact answers, batch duplicates, second service sees the first's keys`, async () => {
+      n++;
+      const a = open({ layout, buckets: 64 });
+      const b = open({ layout, buckets: 64 });
+      const keys = Array.from({ length: 5000 }, (_, i) => `name${i % 3000}|1101${i % 3000}`);
+      const got = await a.firstSeen(keys);
+      expect(got.reduce((x, y) => x + y, 0)).toBe(3000);
+      expect([...got.subarray(0, 3)]).toEqual([1, 1, 1]);
+      expect(got[3000]).toBe(0);
+      expect([...(await b.firstSeen(['name1|11011', 'new-one']))]).toEqual([0, 1]);
+      const st = await a.stats('2026');
+      expect(st.exact).toBe(3001);
+      expect(Math.abs(st.approximate - 3001)).toBeLessThan(3001 * 0.05);
+      await a.close();
+      await b.close();
+    });
+  }
+
+  it('sets layout reads and writes the seed/Java sets: {prefix}:{year}:{bucketOf(key,1000)} with raw members', async () => {
+    const s = new DedupService({ redis: srv.url, dedup: { layout: 'sets', prefix: 'tianyu', journalDir: dir, replayIntervalMs: 0 }, now: () => NOW });
+    const key = '张三110101199003071234';
+    await r.sadd(`tianyu:2026:${bucketOf('李四110101199003075678', 1000)}`, '李四110101199003075678'); // written by "Java"
+    expect([...(await s.firstSeen(['李四110101199003075678', key]))]).toEqual([0, 1]);
+    expect(await r.sismember(`tianyu:2026:${bucketOf(key, 1000)}`, key)).toBe(1);
+    await s.close();
+  });
+
+  it('compact layout keeps intsets, never stores raw keys, and records the bucket count per window', async () => {
+    n++;
+    const s = open({ layout: 'compact', buckets: 16 });
+    await s.firstSeen(Array.from({ length: 2000 }, (_, i) => `secret-id-${i}`));
+    const keys = await r.keys(`t${n}:2026:c:*`);
+    const buckets = keys.filter((k) => /:c:\d+$/.test(k));
+    expect(buckets.length).toBe(16);
+    for (const k of buckets) expect(await r.object('ENCODING', k)).toBe('intset');
+    const members = await r.smembers(buckets[0]!);
+    expect(members.every((m) => /^-?\d+$/.test(m))).toBe(true);
+    expect(await r.hget(`t${n}:2026:meta`, 'compact.buckets')).toBe('16');
+    // a later instance configured differently keeps using the window's recorded count
+    const t = open({ layout: 'compact', buckets: 1000 });
+    expect((await t.firstSeen(['secret-id-5']))[0]).toBe(0);
+    expect((await t.stats('2026')).buckets).toBe(16);
+    await s.close();
+    await t.close();
+  });
+
+  it('addMembers (bulk loader path) writes the same keys/members firstSeen reads, idempotently', async () => {
+    for (const layout of ['compact', 'sets'] as const) {
+      n++;
+      const keys = Array.from({ length: 3000 }, (_, i) => `loaded-${i}`);
+      const res = await addMembers(r, '2026', keys, { layout, prefix: `t${n}`, buckets: 32, batchKeys: 1000 });
+      expect(res.map((x) => [x.start, x.end, x.ok])).toEqual([[0, 1000, true], [1000, 2000, true], [2000, 3000, true]]);
+      expect(res.reduce((a, x) => a + x.added, 0)).toBe(3000);
+      const again = await addMembers(r, '2026', keys, { layout, prefix: `t${n}`, buckets: 32 });
+      expect(again[0]!.added).toBe(0);
+      const s = open({ layout, buckets: 32 });
+      expect([...(await s.firstSeen(['loaded-7', 'loaded-2999', 'fresh']))]).toEqual([0, 0, 1]);
+      await s.close();
+    }
+  });
+
+  it('purgeWindow deletes only that window with SCAN + UNLINK', async () => {
+    n++;
+    let now = Date.parse('2025-06-01T00:00:00Z');
+    const s = open({ buckets: 8 }, { now: () => now });
+    await s.firstSeen(['a', 'b', 'c']);
+    now = NOW;
+    await s.firstSeen(['a', 'b']);
+    expect(await s.purgeWindow('2025')).toBeGreaterThanOrEqual(3);
+    expect((await r.keys(`t${n}:2025:*`)).length).toBe(0);
+    expect((await s.stats('2026')).exact).toBe(2);
+    await s.close();
+  });
+
+  it('bad input rejects with the index and writes nothing', async () => {
+    n++;
+    const s = open({ maxKeyBytes: 16 });
+    const before = await r.dbsize();
+    await expect(s.firstSeen(['good', 'good2', 7 as unknown as string])).rejects.toMatchObject({ code: ErrorCodes.INVALID_ARG, details: { index: 2 } });
+    await expect(s.firstSeen(['good', ''])).rejects.toMatchObject({ code: ErrorCodes.EMPTY_KEY, details: { index: 1 } });
+    await expect(s.firstSeen(['good', 'x'.repeat(17)])).rejects.toMatchObject({ code: ErrorCodes.KEY_TOO_LONG, details: { index: 1 } });
+    expect(await r.dbsize()).toBe(before);
+    await s.close();
+  });
+
+  it('fail-open: answers 1 and journals while Redis is down; recover() replays idempotently under the lock', async () => {
+    n++;
+    const jdir = mkdtempSync(join(tmpdir(), 'hg-dedup-fo-'));
+    const s = open({ journalDir: jdir, buckets: 8 });
+    expect([...(await s.firstSeen(['before-1', 'before-2']))]).toEqual([1, 1]);
+    await srv.kill('SIGKILL');
+    const down = await s.firstSeen(['before-1', 'during-1', 'during-2', 'during-1']);
+    expect([...down]).toEqual([0, 1, 1, 0]); // 'before-1' from the seen-cache
+    expect(s.counters.journaledKeys).toBe(2);
+    expect((await s.stats('2026').catch(() => null))).toBeNull();
+    await srv.restart(); // --save '' --appendonly no: the server comes back EMPTY
+    const t = open({ journalDir: jdir, buckets: 8 });
+    // a replay lock held by someone else: nothing happens
+    await r.set(`t${n}:lock:recover`, 'other', 'PX', 10_000);
+    const blocked = await s.recover();
+    expect(blocked.lockHeld).toBe(true);
+    expect(await r.get(`t${n}:lock:recover`)).toBe('other');
+    await r.del(`t${n}:lock:recover`);
+    // another live instance never takes s's active segment; s's own recover() seals and replays it
+    expect((await t.recover()).segments).toBe(0);
+    const rep = await s.recover();
+    expect(rep).toMatchObject({ lockHeld: false, segments: 1, records: 1, keys: 2, added: 2, failed: [] });
+    expect(await r.exists(`t${n}:lock:recover`)).toBe(0);
+    expect([...(await t.firstSeen(['during-1', 'during-2', 'new']))]).toEqual([0, 0, 1]);
+    const again = await t.recover();
+    expect(again).toMatchObject({ segments: 0, keys: 0 });
+    expect(readdirSync(jdir)).toEqual([]);
+    await s.close();
+    await t.close();
+    rmSync(jdir, { recursive: true, force: true });
+  });
+
+  it('fail-closed: rejects with HG_ERR_STORE_UNAVAILABLE and writes nothing', async () => {
+    n++;
+    const jdir = mkdtempSync(join(tmpdir(), 'hg-dedup-fc-'));
+    const s = open({ journalDir: jdir, onStoreError: 'fail-closed', buckets: 8 });
+    await srv.kill('SIGKILL');
+    const err = await s.firstSeen(['x1', 'x2']).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: ErrorCodes.STORE_UNAVAILABLE });
+    expect([...((err as { details: { answers: Uint8Array } }).details.answers)]).toEqual([255, 255]);
+    await srv.restart();
+    expect(await r.dbsize()).toBe(0);
+    expect(readdirSync(jdir)).toEqual([]);
+    expect([...(await s.firstSeen(['x1', 'x2']))]).toEqual([1, 1]);
+    await s.close();
+    rmSync(jdir, { recursive: true, force: true });
+  });
+
+  it('torn journal tail: replay reports it and replays the rest', async () => {
+    n++;
+    const jdir = mkdtempSync(join(tmpdir(), 'hg-dedup-torn-'));
+    const s = open({ journalDir: jdir, buckets: 4, cacheMaxEntries: 0 });
+    await s.firstSeen(['warm']);
+    await srv.kill('SIGKILL');
+    await s.firstSeen(['t1', 't2']);
+    await s.firstSeen(['t3']);
+    await s.close(); // seals the segment
+    const seg = readdirSync(jdir).map((f) => join(jdir, f));
+    expect(seg).toHaveLength(1);
+    truncateSync(seg[0]!, statSync(seg[0]!).size - 3);
+    await srv.restart();
+    const t = open({ journalDir: jdir, buckets: 4 });
+    const rep = await t.recover();
+    expect(rep.tornTails).toHaveLength(1);
+    expect(rep).toMatchObject({ records: 1, keys: 2, segments: 1 });
+    expect([...(await t.firstSeen(['t1', 't2', 't3']))]).toEqual([0, 0, 1]);
+    expect(readdirSync(jdir)).toEqual([]);
+    await t.close();
+    rmSync(jdir, { recursive: true, force: true });
+  });
+});
