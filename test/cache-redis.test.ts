@@ -20,6 +20,7 @@ describe.skipIf(!has)('TieredCache + HotColdStore on a real redis-server', () =>
   beforeAll(async () => {
     srv = await startRedis();
     admin = new Redis(srv.url, { maxRetriesPerRequest: 1 });
+    admin.on('error', () => undefined); // the Redis-down case kills the server under it
   });
   afterAll(async () => {
     admin?.disconnect();
@@ -99,6 +100,7 @@ describe.skipIf(!has)('TieredCache + HotColdStore on a real redis-server', () =>
     await cache.close();
     admin.disconnect();
     admin = new Redis(srv.url, { maxRetriesPerRequest: 1 });
+    admin.on('error', () => undefined); // the Redis-down case kills the server under it
   });
 
   it('100 concurrent lookups of one key -> one Redis MGET and one cold read', async () => {

@@ -16,7 +16,7 @@ import { RemoteTierStats, type CacheStats, type TierError } from './stats.js';
 import type { BloomLike, CacheValue, ColdCell, ColdStore } from './types.js';
 
 export const CACHE_DEFAULTS = {
-  local: { maxEntries: 100_000, maxBytes: 64 * 1024 * 1024, ttlMs: 60_000 },
+  local: { maxEntries: 100_000, maxBytes: 64 * 1024 * 1024, ttlMs: 60_000, maxTables: 64 },
   negativeTtlMs: 5_000,
   redis: {
     /** TTL of values copied up from the cold tier (the writer's 7-day TTL lives in src/tiering). */
@@ -53,7 +53,8 @@ export interface ColdTierOptions {
 export type BloomOption = BloomLike | false | ((table: string) => BloomLike | undefined);
 
 export interface TieredCacheOptions {
-  local?: { maxEntries?: number; maxBytes?: number; ttlMs?: number };
+  /** Limits are per table (see TableState); maxTables (default 64) bounds the number of tables. */
+  local?: { maxEntries?: number; maxBytes?: number; ttlMs?: number; maxTables?: number };
   negativeTtlMs?: number;
   redis?: RedisTierOptions;
   cold?: ColdStore;
@@ -73,9 +74,9 @@ export interface LookupResult {
   degraded: boolean;
 }
 
-const SEP = '\u0000';
 const NEGATIVE: object = Object.freeze({ negative: true });
 const ENTRY_OVERHEAD = 64;
+const BLOOM_BATCH_MIN = 8;
 const noop = (): void => undefined;
 
 type Slot = CacheValue | undefined;
@@ -84,21 +85,23 @@ const MISSING = 0;
 const FOUND = 1;
 const UNKNOWN = 2;
 
-interface Deferred {
-  promise: Promise<Slot>;
-  resolve(v: Slot): void;
-  reject(e: unknown): void;
+/** One batch load below the local tier; every key it covers points at it with its index. */
+interface Flight {
+  p: Promise<Slot[]>;
+}
+interface FlightRef {
+  f: Flight;
+  j: number;
 }
 
-function deferred(): Deferred {
-  let resolve!: (v: Slot) => void;
-  let reject!: (e: unknown) => void;
-  const promise = new Promise<Slot>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  promise.catch(noop); // a leader failure with no followers must not become an unhandled rejection
-  return { promise, resolve, reject };
+/**
+ * Per-table state. One LRU per table keeps the hot path free of composite-key strings (a concat
+ * per key would be flattened and rehashed on every get); the limits therefore apply per table and
+ * `local.maxTables` bounds how many tables there can be.
+ */
+interface TableState {
+  lru: LRUCache<string, object>;
+  inflight: Map<string, FlightRef>;
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -122,7 +125,9 @@ export function checkTable(table: unknown, name = 'table'): string {
 }
 
 export class TieredCache {
-  readonly #lru: LRUCache<string, object>;
+  readonly #tables = new Map<string, TableState>();
+  readonly #lruOptions: LRUCache.Options<string, object, unknown>;
+  readonly #maxTables: number;
   readonly #negativeTtlMs: number;
   readonly #redis: Redis | undefined;
   readonly #ownsRedis: boolean;
@@ -138,7 +143,6 @@ export class TieredCache {
   readonly #breakerCooldownMs: number;
   readonly #maxKeys: number;
   readonly #now: () => number;
-  readonly #inflight = new Map<string, Promise<Slot>>();
   readonly #redisStats = new RemoteTierStats();
   readonly #coldStats = new RemoteTierStats();
   #closed = false;
@@ -161,13 +165,14 @@ export class TieredCache {
     this.#negativeTtlMs = checkInt('negativeTtlMs', opts.negativeTtlMs ?? D.negativeTtlMs, 0);
     this.#now = opts.now ?? Date.now;
     if (typeof this.#now !== 'function') throw invalidType('now', 'a function', opts.now);
-    this.#lru = new LRUCache<string, object>({
+    this.#maxTables = checkInt('local.maxTables', l.maxTables ?? D.local.maxTables, 1);
+    this.#lruOptions = {
       max: maxEntries,
       maxSize: maxBytes,
       ttl: ttlMs,
       // lru-cache memoises "now" for ttlResolution ms of real time; an injected clock must be exact
       ...(opts.now ? { perf: { now: opts.now }, ttlResolution: 0 } : {}),
-    });
+    };
 
     const r = opts.redis;
     if (r !== undefined) {
@@ -243,17 +248,24 @@ export class TieredCache {
 
   /** Drop local copies (positive and negative), e.g. after a write. Remote tiers are untouched. */
   invalidate(table: string, keys: readonly string[]): void {
-    for (const k of keys) this.#lru.delete(table + SEP + k);
+    const t = this.#tables.get(table);
+    if (t) for (const k of keys) t.lru.delete(k);
   }
 
   clearLocal(): void {
-    this.#lru.clear();
+    for (const t of this.#tables.values()) t.lru.clear();
   }
 
   stats(): CacheStats {
     const now = this.#now();
     const redis = this.#redis ? this.#redisStats.snapshot(now) : undefined;
     const cold = this.#cold ? this.#coldStats.snapshot(now) : undefined;
+    let entries = 0;
+    let bytes = 0;
+    for (const t of this.#tables.values()) {
+      entries += t.lru.size;
+      bytes += t.lru.calculatedSize;
+    }
     return {
       lookups: this.#lookups,
       keys: this.#keys,
@@ -262,8 +274,8 @@ export class TieredCache {
         hits: this.#localHits,
         misses: this.#localMisses,
         negativeHits: this.#negativeHits,
-        entries: this.#lru.size,
-        bytes: this.#lru.calculatedSize,
+        entries,
+        bytes,
       },
       singleFlight: { shared: this.#shared, loads: this.#loads },
       redis,
@@ -275,7 +287,7 @@ export class TieredCache {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#lru.clear();
+    this.clearLocal();
     if (this.#ownsRedis && this.#redis) {
       try {
         await this.#redis.quit();
@@ -283,6 +295,18 @@ export class TieredCache {
         this.#redis.disconnect();
       }
     }
+  }
+
+  #tableState(table: string): TableState {
+    let t = this.#tables.get(table);
+    if (t === undefined) {
+      if (this.#tables.size >= this.#maxTables) {
+        throw new HashGateError(ErrorCodes.CAPACITY, `more than local.maxTables (${this.#maxTables}) tables looked up`);
+      }
+      t = { lru: new LRUCache<string, object>(this.#lruOptions), inflight: new Map() };
+      this.#tables.set(table, t);
+    }
+    return t;
   }
 
   #bloomFor(table: string): BloomLike | undefined {
@@ -294,7 +318,11 @@ export class TieredCache {
 
   async #lookup(table: string, keys: readonly string[], errors: TierError[] | undefined): Promise<Slot[]> {
     if (this.#closed) throw new HashGateError(ErrorCodes.CLOSED, 'TieredCache is closed');
-    checkTable(table);
+    let ts = this.#tables.get(table);
+    if (ts === undefined) {
+      checkTable(table);
+      ts = this.#tableState(table);
+    }
     if (!Array.isArray(keys)) throw invalidType('keys', 'an array of strings', keys);
     const n = keys.length;
     if (n > this.#maxKeys) throw outOfRange('keys.length', `at most maxKeysPerLookup (${this.#maxKeys})`, n);
@@ -302,19 +330,26 @@ export class TieredCache {
     this.#keys += n;
     const out: Slot[] = new Array<Slot>(n);
     const bloom = this.#bloomFor(table);
-    const lru = this.#lru;
-    let missIdx: number[] | undefined;
+    const lru = ts.lru;
     for (let i = 0; i < n; i++) {
       const key = keys[i];
       if (typeof key !== 'string' || key.length === 0) {
         throw key === '' ? new HashGateError(ErrorCodes.EMPTY_KEY, `keys[${i}] is empty`) : invalidType(`keys[${i}]`, 'a string', key);
       }
+    }
+    // one kernel call for the whole batch when the filter offers it
+    const gate = bloom !== undefined && n >= BLOOM_BATCH_MIN && typeof bloom.mightContainAll === 'function'
+      ? bloom.mightContainAll(keys as string[])
+      : undefined;
+    let missIdx: number[] | undefined;
+    for (let i = 0; i < n; i++) {
+      const key = keys[i]!;
       out[i] = undefined;
-      if (bloom !== undefined && !bloom.mightContain(key)) {
+      if (gate !== undefined ? gate[i] === 0 : bloom !== undefined && !bloom.mightContain(key)) {
         this.#bloomRejected++;
         continue;
       }
-      const v = lru.get(table + SEP + key);
+      const v = lru.get(key);
       if (v !== undefined) {
         if (v === NEGATIVE) this.#negativeHits++;
         else {
@@ -328,50 +363,60 @@ export class TieredCache {
     }
     if (missIdx === undefined) return out;
 
-    // Register as loader for every key nobody is loading yet before the first await, so lookups
-    // that start while this one is in flight find the entry and wait on it instead of loading.
-    let waits: Promise<void>[] | undefined;
+    // Claim every key nobody is loading yet before the first await, so lookups that start while
+    // this one is in flight (or duplicates later in this batch) wait on this load instead of
+    // starting their own.
+    const inflight = ts.inflight;
+    let follow: number[] | undefined;
+    let followRefs: FlightRef[] | undefined;
+    const flight: Flight = { p: undefined as unknown as Promise<Slot[]> };
     const leadIdx: number[] = [];
     const leadKeys: string[] = [];
-    const leadDeferred: Deferred[] = [];
     for (const i of missIdx) {
       const key = keys[i]!;
-      const lk = table + SEP + key;
-      const p = this.#inflight.get(lk);
-      if (p !== undefined) {
+      const ref = inflight.get(key);
+      if (ref !== undefined) {
         this.#shared++;
-        (waits ??= []).push(p.then((v) => void (out[i] = v)));
+        (follow ??= []).push(i);
+        (followRefs ??= []).push(ref);
         continue;
       }
-      const d = deferred();
-      this.#inflight.set(lk, d.promise);
+      inflight.set(key, { f: flight, j: leadKeys.length });
       leadIdx.push(i);
       leadKeys.push(key);
-      leadDeferred.push(d);
     }
 
+    let waits: Promise<void> | undefined;
     if (leadKeys.length > 0) {
       this.#loads++;
-      let vals: Slot[] | undefined;
+      flight.p = this.#load(table, ts.lru, leadKeys, errors);
+      flight.p.catch(noop); // followers see the failure through their own await
+    }
+    if (follow !== undefined) {
+      const fi = follow;
+      const fr = followRefs!;
+      waits = Promise.all(fr.map((r) => r.f.p)).then((loaded) => {
+        for (let q = 0; q < fi.length; q++) out[fi[q]!] = loaded[q]![fr[q]!.j];
+      });
+    }
+    if (leadKeys.length > 0) {
       try {
-        vals = await this.#load(table, leadKeys, errors);
-      } catch (e) {
-        for (const d of leadDeferred) d.reject(e);
-        throw e;
+        const vals = await flight.p;
+        for (let j = 0; j < leadKeys.length; j++) out[leadIdx[j]!] = vals[j];
       } finally {
-        for (const k of leadKeys) this.#inflight.delete(table + SEP + k);
-      }
-      for (let j = 0; j < leadKeys.length; j++) {
-        out[leadIdx[j]!] = vals[j];
-        leadDeferred[j]!.resolve(vals[j]);
+        for (const k of leadKeys) if (inflight.get(k)?.f === flight) inflight.delete(k);
       }
     }
-    if (waits !== undefined) await Promise.all(waits);
+    if (waits !== undefined) await waits;
     return out;
   }
-
   /** Loads keys below the local tier, backfills upper tiers and caches definite misses. */
-  async #load(table: string, keys: string[], errors: TierError[] | undefined): Promise<Slot[]> {
+  async #load(
+    table: string,
+    lru: LRUCache<string, object>,
+    keys: string[],
+    errors: TierError[] | undefined,
+  ): Promise<Slot[]> {
     const n = keys.length;
     const vals: Slot[] = new Array<Slot>(n).fill(undefined);
     const sizes = new Uint32Array(n);
@@ -427,13 +472,12 @@ export class TieredCache {
       if (miss.length > 0) await this.#loadCold(cold, table, keys, miss, vals, sizes, state, errors);
     }
 
-    const lru = this.#lru;
     for (let j = 0; j < n; j++) {
-      const lk = table + SEP + keys[j];
+      const k = keys[j]!;
       const s = state[j];
-      if (s === FOUND) lru.set(lk, vals[j] as object, { size: sizes[j]! + lk.length * 2 + ENTRY_OVERHEAD });
+      if (s === FOUND) lru.set(k, vals[j] as object, { size: sizes[j]! + k.length * 2 + ENTRY_OVERHEAD });
       else if (s === MISSING && this.#negativeTtlMs > 0) {
-        lru.set(lk, NEGATIVE, { size: lk.length * 2 + ENTRY_OVERHEAD, ttl: this.#negativeTtlMs });
+        lru.set(k, NEGATIVE, { size: k.length * 2 + ENTRY_OVERHEAD, ttl: this.#negativeTtlMs });
       }
     }
     return vals;

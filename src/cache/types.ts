@@ -31,6 +31,8 @@ export interface ColdStore {
 /** The slice of src/bloom's BloomFilter the gate needs. */
 export interface BloomLike {
   mightContain(key: string): boolean;
+  /** Batch form (src/bloom's BloomFilter has it): one byte per key, 0 = definitely absent. */
+  mightContainAll?(keys: string[]): Uint8Array;
 }
 
 export interface BloomWritable extends BloomLike {

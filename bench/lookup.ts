@@ -1,0 +1,264 @@
+// Lookups/s through the tiered cache, tier by tier, against the same tier used directly:
+// Bloom-gated absent keys, local LRU hits, batched Redis hits, batched HBase hits (when HBase is
+// reachable), vs lru-cache alone, raw MGET, and one awaited GET per key.
+import { LRUCache } from 'lru-cache';
+import { Redis } from 'ioredis';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Suite, makeKeys, size, type SuiteOptions, type SuiteResult } from './common.js';
+import { TieredCache, MemoryColdStore, encodeValue, type ColdStore } from '../src/cache/index.js';
+import { HotColdStore } from '../src/tiering/index.js';
+import { BloomFilter } from '../src/bloom/index.js';
+
+const TABLE = 'bench';
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
+    });
+  });
+}
+
+/** A private redis-server for the run (never the shared 6379), or undefined when not installed. */
+async function startRedis(): Promise<{ url: string; stop(): Promise<void> } | undefined> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'hashgate-bench-redis-'));
+  let child: ChildProcess;
+  try {
+    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
+      stdio: 'ignore',
+    });
+  } catch {
+    return undefined;
+  }
+  const failed = await new Promise<boolean>((resolve) => {
+    child.once('error', () => resolve(true));
+    const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    probe.on('error', () => undefined);
+    const deadline = Date.now() + 10_000;
+    const tryPing = (): void => {
+      probe
+        .connect()
+        .then(() => probe.ping())
+        .then(() => {
+          probe.disconnect();
+          resolve(false);
+        })
+        .catch(() => {
+          probe.disconnect();
+          if (Date.now() > deadline) resolve(true);
+          else setTimeout(tryPing, 50);
+        });
+    };
+    tryPing();
+  });
+  if (failed) {
+    child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+    return undefined;
+  }
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    stop: async () => {
+      await new Promise<void>((r) => {
+        child.once('exit', () => r());
+        child.kill('SIGTERM');
+      });
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Optional HBase cold store: loaded only when the HBase service says where it is. */
+async function openHBaseCold(): Promise<{ cold: ColdStore; getPerKey: (keys: string[]) => Promise<number>; close(): Promise<void> } | undefined> {
+  if (!process.env.HASHGATE_HBASE_ZK && !process.env.HBASE_ZK) return undefined;
+  try {
+    const spec = '../src/cache/hbase-cold.js'; // loaded lazily: it pulls in the HBase client
+    const mod = (await import(spec)) as {
+      openBenchColdStore?: () => Promise<{ cold: ColdStore; getPerKey: (keys: string[]) => Promise<number>; close(): Promise<void> }>;
+    };
+    return mod.openBenchColdStore ? await mod.openBenchColdStore() : undefined;
+  } catch (e) {
+    console.warn(`[lookup] HBase rows skipped: ${e instanceof Error ? e.message : String(e)}`);
+    return undefined;
+  }
+}
+
+function batches(keys: string[], b: number): string[][] {
+  const out: string[][] = [];
+  for (let i = 0; i + b <= keys.length; i += b) out.push(keys.slice(i, i + b));
+  return out;
+}
+
+export async function run(opts: SuiteOptions): Promise<SuiteResult> {
+  const s = new Suite('lookup', opts);
+  const N = size(opts, 100_000, 4_000);
+  const B = size(opts, 1_000, 200);
+  const present = makeKeys(N, 'B', 11);
+  const absent = makeKeys(N, 'B', 12);
+  const presentBatches = batches(present, B);
+  const absentBatches = batches(absent, B);
+  const value = { level: 3, reason: 'bench', updateTime: 1_700_000_000_000 };
+  const runs = opts.quick ? 2 : 5;
+
+  const expectAll = (vals: unknown[], want: 'present' | 'absent'): boolean | string =>
+    vals.every((v) => (want === 'absent' ? v === undefined : (v as { level?: number })?.level === 3)) || `wrong ${want} answers`;
+
+  // --- Bloom-gated absent keys (no I/O) vs lru-cache alone missing the same keys
+  const bloom = BloomFilter.create({ expectedItems: N, fpp: 0.001 });
+  for (const k of present) bloom.add(k);
+  const gated = new TieredCache({ bloom, local: { maxEntries: N * 2 }, negativeTtlMs: 0 });
+  await s.sample({
+    name: 'absent keys (Bloom gate)', impl: 'hashgate TieredCache', runs, extra: { batch: B },
+    check: async () => {
+      const r = await gated.lookup(TABLE, absentBatches[0]!);
+      return expectAll(r, 'absent') === true && gated.stats().local.misses < B / 10 ? true : 'gate let keys through';
+    },
+    fn: async () => {
+      for (const b of absentBatches) await gated.lookup(TABLE, b);
+      return absentBatches.length * B;
+    },
+  });
+  const lruAbsent = new LRUCache<string, object>({ max: N * 2 });
+  await s.sample({
+    name: 'absent keys (Bloom gate)', impl: 'lru-cache get (miss)', role: 'peer', runs,
+    fn: () => {
+      let miss = 0;
+      for (const k of absent) if (lruAbsent.get(k) === undefined) miss++;
+      return miss;
+    },
+  });
+
+  // --- local LRU hits vs lru-cache alone
+  const cold = new MemoryColdStore();
+  await cold.mput(TABLE, present.map((key) => ({ key, value: encodeValue(value), ts: 1 })));
+  const local = new TieredCache({ cold, local: { maxEntries: N * 2, maxBytes: 512 * 1024 * 1024, ttlMs: 3_600_000 } });
+  for (const b of presentBatches) await local.lookup(TABLE, b);
+  await s.sample({
+    name: 'LRU hits', impl: 'hashgate TieredCache', runs, extra: { batch: B },
+    check: async () => {
+      const before = cold.counters.mgetCalls;
+      const r = await local.lookup(TABLE, presentBatches[0]!);
+      return cold.counters.mgetCalls === before ? expectAll(r, 'present') : 'reached the cold tier';
+    },
+    fn: async () => {
+      for (const b of presentBatches) await local.lookup(TABLE, b);
+      return presentBatches.length * B;
+    },
+  });
+  const lru = new LRUCache<string, object>({ max: N * 2, ttl: 3_600_000 });
+  for (const k of present) lru.set(k, value);
+  await s.sample({
+    name: 'LRU hits', impl: 'lru-cache get', role: 'peer', runs,
+    fn: () => {
+      let hit = 0;
+      for (const k of present) if (lru.get(k) !== undefined) hit++;
+      return hit;
+    },
+  });
+  const lruHits = s.find('LRU hits', 'hashgate TieredCache')?.opsPerSec;
+  s.target('LRU hits', '>=', 3_000_000, lruHits, ' lookups/s');
+
+  // --- Redis hits (batched)
+  const srv = await startRedis();
+  if (!srv) {
+    s.note('redis-server not available: Redis rows not measured');
+    s.target('batched Redis hits', '>=', 100_000, null, ' lookups/s', 'redis-server not installed');
+  } else {
+    const admin = new Redis(srv.url);
+    try {
+      const hot = new HotColdStore({ redis: admin });
+      for (let i = 0; i < present.length; i += 5_000) {
+        await hot.write(TABLE, present.slice(i, i + 5_000).map((key) => ({ key, value })));
+      }
+      // local tier of one entry: every key below it is a Redis hit (and pays its backfill)
+      const viaRedis = new TieredCache({ redis: { url: srv.url, batchSize: B }, local: { maxEntries: 1 } });
+      await viaRedis.ready();
+      await s.sample({
+        name: `Redis hits (batch ${B})`, impl: 'hashgate TieredCache', runs, extra: { batch: B },
+        check: async () => {
+          const r = await viaRedis.lookup(TABLE, presentBatches[1]!);
+          return viaRedis.stats().redis!.hits >= B ? expectAll(r, 'present') : 'not served by Redis';
+        },
+        fn: async () => {
+          for (const b of presentBatches) await viaRedis.lookup(TABLE, b);
+          return presentBatches.length * B;
+        },
+      });
+      const rkeys = presentBatches.map((b) => b.map((k) => `hg:v:${TABLE}:${k}`));
+      await s.sample({
+        name: `Redis hits (batch ${B})`, impl: 'ioredis MGET (raw bytes, no decode)', role: 'peer', runs,
+        fn: async () => {
+          let n = 0;
+          for (const b of rkeys) n += (await admin.mgetBuffer(...b)).length;
+          return n;
+        },
+      });
+      const few = rkeys.slice(0, opts.quick ? 1 : 5).flat();
+      await s.sample({
+        name: `Redis hits (batch ${B})`, impl: 'ioredis GET per key (awaited)', role: 'baseline', runs,
+        fn: async () => {
+          for (const k of few) await admin.getBuffer(k);
+          return few.length;
+        },
+      });
+      s.target('batched Redis hits', '>=', 100_000, s.find(`Redis hits (batch ${B})`, 'hashgate TieredCache')?.opsPerSec, ' lookups/s');
+      await viaRedis.close();
+    } finally {
+      admin.disconnect();
+      await srv.stop();
+    }
+  }
+
+  // --- HBase hits (batched mget), only when the HBase service is reachable
+  const hb = await openHBaseCold();
+  if (!hb) {
+    s.note('HBase not reachable (HASHGATE_HBASE_ZK unset): HBase rows not measured');
+  } else {
+    try {
+      const nH = opts.quick ? 500 : 5_000;
+      const keysH = present.slice(0, nH);
+      for (let i = 0; i < nH; i += 500) {
+        await hb.cold.mput(TABLE, keysH.slice(i, i + 500).map((key) => ({ key, value: encodeValue(value), ts: Date.now() })));
+      }
+      for (const bs of opts.quick ? [100] : [10, 100, 500]) {
+        const viaHBase = new TieredCache({ cold: hb.cold, coldOptions: { batchSize: bs, timeoutMs: 30_000 }, local: { maxEntries: 1 } });
+        const bb = batches(keysH, bs);
+        await s.sample({
+          name: `HBase hits (batch ${bs})`, impl: 'hashgate TieredCache', runs: opts.quick ? 1 : 3, extra: { batch: bs },
+          check: async () => expectAll(await viaHBase.lookup(TABLE, bb[0]!), 'present'),
+          fn: async () => {
+            for (const b of bb) await viaHBase.lookup(TABLE, b);
+            return bb.length * bs;
+          },
+        });
+        await viaHBase.close();
+      }
+      const fewH = keysH.slice(0, opts.quick ? 50 : 500);
+      await s.sample({
+        name: 'HBase hits (batch 100)', impl: 'HBase get per key (awaited)', role: 'peer', runs: opts.quick ? 1 : 3,
+        fn: () => hb.getPerKey(fewH),
+      });
+    } finally {
+      await hb.close();
+    }
+  }
+  await gated.close();
+  await local.close();
+  return s.finish();
+}
+
+const isMain = process.argv[1] !== undefined && import.meta.url === new URL(`file://${process.argv[1]}`).href;
+if (isMain) {
+  run({ quick: process.argv.includes('--quick') }).catch((e) => {
+    console.error(e);
+    process.exit(1);
+  });
+}
