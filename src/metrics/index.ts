@@ -13,6 +13,7 @@
 //   duplicates_skipped_total              counter    answered already-seen (the seed's DUPLICATES_SKIPPED)
 //   dedup_rate                            gauge      duplicates / checked since start
 //   dedup_fail_open_total                 counter    answered first-seen because the store failed (journaled)
+//   dedup_store_errors_total              counter    failed dedup store calls (from DedupService.counters)
 //   id_upserts_total{status}              counter    logical-id upserts: new | duplicate | collision
 //   documents_hashed_total{hash_function} counter    documents given a logical id
 //   hash_collisions_total{hash_function}  counter    collisions (the seed's COLLISION_TOTAL)
@@ -48,11 +49,13 @@ import type { MetricsOptions } from './prom.js';
 import { noopMetrics } from './noop.js';
 import type { Metrics } from './types.js';
 
-export type { Metrics, Tier, BloomStats, PoolStats, JournalStats } from './types.js';
+export type { Metrics, Tier, BloomStats, PoolStats, JournalStats, DedupCountersView } from './types.js';
 export type { MetricsOptions } from './prom.js';
 export { PromMetrics, DEFAULTS as METRICS_DEFAULTS } from './prom.js';
 export { NoopMetrics, noopMetrics } from './noop.js';
 export { metricsHandler, serveMetrics } from './http.js';
+export { bloomStats, piscinaStats, journalDirStats } from './adapters.js';
+export type { BloomLike, PiscinaLike } from './adapters.js';
 export type { MetricsServer, ServeOptions, MetricsSource } from './http.js';
 export {
   CHANNEL_BATCH_START,

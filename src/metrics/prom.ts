@@ -6,7 +6,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { Metric } from 'prom-client';
 import { publishBatchEnd, publishBatchStart, publishStoreError } from './channels.js';
 import type { BatchOp } from './channels.js';
-import type { BloomStats, JournalStats, Metrics, PoolStats, Tier } from './types.js';
+import type { BloomStats, DedupCountersView, JournalStats, Metrics, PoolStats, Tier } from './types.js';
 import { invalidType } from '../errors.js';
 
 export const DEFAULTS = {
@@ -57,10 +57,6 @@ export class PromMetrics implements Metrics {
   private readonly batchDuration: Histogram<'op'>;
   private readonly batchKeys: Counter<'op'>;
   private readonly batchErrors: Counter<'op'>;
-  private readonly dedupChecked: Counter;
-  private readonly dedupFirst: Counter;
-  private readonly dedupDup: Counter;
-  private readonly dedupFailOpenC: Counter;
   private readonly idUpserts: Counter<'status'>;
   private readonly docsHashed: Counter<'hash_function'>;
   private readonly collisions: Counter<'hash_function'>;
@@ -80,8 +76,8 @@ export class PromMetrics implements Metrics {
   private readonly bloomFalsePos: Counter<'filter'>;
 
   // Plain numbers beside the counters so ratio gauges are computed on scrape, not per batch.
-  private checked = 0;
-  private duplicates = 0;
+  // Dedup totals pushed by dedup()/dedupFailOpen() plus what closed sources last reported.
+  private readonly dedupBase = { keys: 0, firstSeen: 0, failOpen: 0, storeErrors: 0 };
   private readonly docsBy = new Map<string, number>();
   private readonly collisionsBy = new Map<string, number>();
   private readonly bloomSampleBy = new Map<string, { absent: number; fp: number }>();
@@ -90,6 +86,7 @@ export class PromMetrics implements Metrics {
   private readonly blooms: Sources<BloomStats> = new Map();
   private readonly pools: Sources<PoolStats> = new Map();
   private readonly journals: Sources<JournalStats> = new Map();
+  private readonly dedups: Sources<DedupCountersView> = new Map();
 
   // Cached label children: per-batch calls then cost a Map lookup, not a label-object hash.
   private readonly opChildren = new Map<string, { d: { observe(v: number): void }; k: { inc(v: number): void } }>();
@@ -121,12 +118,28 @@ export class PromMetrics implements Metrics {
     this.batchKeys = counter('batch_keys_total', 'Keys processed in batches, by operation', ['op']);
     this.batchErrors = counter('batch_errors_total', 'Batches that failed, by operation', ['op']);
 
-    this.dedupChecked = counter('dedup_keys_checked_total', 'Keys checked by firstSeen');
-    this.dedupFirst = counter('dedup_first_seen_total', 'Keys answered first-seen in their window');
-    this.dedupDup = counter('duplicates_skipped_total', 'Keys answered already-seen (duplicates skipped)');
-    this.dedupFailOpenC = counter('dedup_fail_open_total', 'Keys answered first-seen because the store failed (fail-open) and journaled');
+    // Dedup counters are totals computed on scrape (pushed + sources), so the per-batch call is
+    // three additions and a service's own counters can be wired with no per-batch call at all.
+    const dedupCounter = (name: string, help: string, pick: (t: DedupTotals) => number) =>
+      reuse(registry, p + name, () =>
+        new Counter({
+          name: p + name,
+          help,
+          registers: reg,
+          collect(this: Counter) {
+            this.reset();
+            this.inc(pick(self.dedupTotals()));
+          },
+        }),
+      );
+    dedupCounter('dedup_keys_checked_total', 'Keys checked by firstSeen', (t) => t.keys);
+    dedupCounter('dedup_first_seen_total', 'Keys answered first-seen in their window', (t) => t.firstSeen);
+    dedupCounter('duplicates_skipped_total', 'Keys answered already-seen (duplicates skipped)', (t) => t.keys - t.firstSeen);
+    dedupCounter('dedup_fail_open_total', 'Keys answered first-seen because the store failed (fail-open) and journaled', (t) => t.failOpen);
+    dedupCounter('dedup_store_errors_total', 'Dedup store calls that failed (any kind; see store_errors_total for kinds)', (t) => t.storeErrors);
     gauge('dedup_rate', 'Duplicates / keys checked since start (dedup efficiency)', [], (g) => {
-      g.set(self.checked > 0 ? self.duplicates / self.checked : 0);
+      const t = self.dedupTotals();
+      g.set(t.keys > 0 ? (t.keys - t.firstSeen) / t.keys : 0);
     });
 
     this.idUpserts = counter('id_upserts_total', 'Logical-id upserts by status (new, duplicate, collision)', ['status']);
@@ -153,7 +166,8 @@ export class PromMetrics implements Metrics {
       if (self.directBacklog.set) g.set({ journal: 'default' }, self.directBacklog[field]);
       for (const [name, read] of self.journals) {
         const s = safeRead(read);
-        if (s) g.set({ journal: name }, s[field]);
+        const v = s?.[field];
+        if (v !== undefined) g.set({ journal: name }, v);
       }
     };
     gauge('journal_backlog_records', 'Journaled records not yet replayed (alert: > 0 for more than 1 h)', ['journal'], backlog('records'));
@@ -249,15 +263,33 @@ export class PromMetrics implements Metrics {
   }
 
   dedup(firstSeen: number, duplicates: number): void {
-    this.checked += firstSeen + duplicates;
-    this.duplicates += duplicates;
-    this.dedupChecked.inc(firstSeen + duplicates);
-    if (firstSeen) this.dedupFirst.inc(firstSeen);
-    if (duplicates) this.dedupDup.inc(duplicates);
+    this.dedupBase.keys += firstSeen + duplicates;
+    this.dedupBase.firstSeen += firstSeen;
   }
 
   dedupFailOpen(keys: number): void {
-    if (keys) this.dedupFailOpenC.inc(keys);
+    this.dedupBase.failOpen += keys;
+  }
+
+  private dedupTotals(): DedupTotals {
+    const t = { ...this.dedupBase };
+    for (const read of this.dedups.values()) {
+      const s = safeRead(read);
+      if (s) addView(t, s);
+    }
+    return t;
+  }
+
+  dedupSource(name: string, read: () => DedupCountersView): () => void {
+    const off = addSource(this.dedups, 'name', name, read);
+    return () => {
+      // Fold the final reading into the base so the counters never go backwards on close.
+      if (this.dedups.get(name) === read) {
+        const s = safeRead(read);
+        if (s) addView(this.dedupBase, s);
+      }
+      off();
+    };
   }
 
   ids(hashFunction: string, created: number, duplicates: number, collisions: number): void {
@@ -344,6 +376,20 @@ export class PromMetrics implements Metrics {
   get contentType(): string {
     return this.registry.contentType;
   }
+}
+
+interface DedupTotals {
+  keys: number;
+  firstSeen: number;
+  failOpen: number;
+  storeErrors: number;
+}
+
+function addView(t: DedupTotals, s: DedupCountersView): void {
+  t.keys += s.keys;
+  t.firstSeen += s.firstSeen;
+  t.failOpen += s.journaledKeys ?? 0;
+  t.storeErrors += s.storeErrors ?? 0;
 }
 
 function addSource<T>(map: Sources<T>, what: string, name: string, read: () => T): () => void {

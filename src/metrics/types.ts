@@ -29,12 +29,27 @@ export interface PoolStats {
 }
 
 export interface JournalStats {
-  /** Records journaled and not yet acknowledged by the store. */
-  records: number;
+  /** Records (keys) journaled and not yet acknowledged by the store, if the journal knows. */
+  records?: number;
   bytes: number;
   segments?: number;
   /** Age of the oldest unreplayed record; alert when > 3600 for long. */
   oldestAgeSeconds?: number;
+}
+
+/**
+ * Cumulative dedup counters a service already keeps (DedupService.counters has this shape):
+ * read on scrape and added to what `dedup()` pushed, so wiring costs nothing per batch.
+ */
+export interface DedupCountersView {
+  /** Keys checked. */
+  keys: number;
+  /** Keys answered first-seen. */
+  firstSeen: number;
+  /** Keys answered first-seen because the store failed (fail-open, journaled). */
+  journaledKeys?: number;
+  /** Failed store calls (batches), whatever the kind. */
+  storeErrors?: number;
 }
 
 export interface Metrics {
@@ -83,4 +98,6 @@ export interface Metrics {
   bloomSource(filter: string, read: () => BloomStats): () => void;
   poolSource(pool: string, read: () => PoolStats): () => void;
   journalSource(journal: string, read: () => JournalStats): () => void;
+  /** Dedup counters read on scrape (alternative to calling `dedup()` per batch). */
+  dedupSource(name: string, read: () => DedupCountersView): () => void;
 }

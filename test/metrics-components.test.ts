@@ -1,0 +1,92 @@
+// Metrics fed by real components (embedded dedup store, a real Bloom filter), not just the API.
+import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createMetrics, bloomStats, journalDirStats, piscinaStats, noopMetrics } from '../src/metrics/index.js';
+import { DedupService } from '../src/dedup/index.js';
+import { BloomFilter } from '../src/bloom/index.js';
+import { parseExposition, sampleValue } from './helpers/exposition.js';
+
+const NOW = Date.parse('2026-06-01T00:00:00Z');
+
+describe('metrics from real components', () => {
+  it('a known number of duplicates through the in-memory dedup store', async () => {
+    const m = createMetrics();
+    const svc = new DedupService({ now: () => NOW });
+    const off = m.dedupSource('main', () => svc.counters);
+    const unique = Array.from({ length: 300 }, (_, i) => `张三${String(i).padStart(18, '0')}`);
+    // 300 new, then 120 repeats across batches, plus 5 repeats inside one batch
+    const a = await svc.firstSeen(unique);
+    const b = await svc.firstSeen([...unique.slice(0, 120), 'x1', 'x2', 'x3', 'x4', 'x5', 'x1', 'x2', 'x3', 'x4', 'x5']);
+    const expectFirst = [...a, ...b].reduce((s, v) => s + v, 0);
+    expect(expectFirst).toBe(305);
+    let f = parseExposition(await m.text());
+    expect(sampleValue(f, 'hashgate_dedup_keys_checked_total')).toBe(430);
+    expect(sampleValue(f, 'hashgate_dedup_first_seen_total')).toBe(305);
+    expect(sampleValue(f, 'hashgate_duplicates_skipped_total')).toBe(125);
+    expect(sampleValue(f, 'hashgate_dedup_rate')).toBeCloseTo(125 / 430, 12);
+    // per-batch pushes from another component add to the source
+    m.dedup(10, 5);
+    f = parseExposition(await m.text());
+    expect(sampleValue(f, 'hashgate_duplicates_skipped_total')).toBe(130);
+    // closing the service: the last reading is kept, the counter never goes backwards
+    off();
+    await svc.close();
+    f = parseExposition(await m.text());
+    expect(sampleValue(f, 'hashgate_dedup_keys_checked_total')).toBe(445);
+    expect(sampleValue(f, 'hashgate_duplicates_skipped_total')).toBe(130);
+  });
+
+  it('Bloom gauges and measured FPP from a real filter', async () => {
+    const m = createMetrics();
+    const filter = BloomFilter.create({ expectedItems: 2000, fpp: 0.01 });
+    m.bloomSource('dedup', () => bloomStats(filter));
+    for (let i = 0; i < 1000; i++) filter.add(`present-${i}`);
+    // FPP sample: 20,000 keys known absent (never added); count what the filter lets through
+    let fp = 0;
+    const N = 20_000;
+    for (let i = 0; i < N; i++) if (filter.mightContain(`absent-${i}`)) fp++;
+    m.bloomSample('dedup', N, fp);
+    const f = parseExposition(await m.text());
+    const bits = sampleValue(f, 'hashgate_bloom_bits', { filter: 'dedup' }) as number;
+    const set = sampleValue(f, 'hashgate_bloom_bits_set', { filter: 'dedup' }) as number;
+    expect(bits).toBe(filter.bitSize);
+    expect(set).toBe(filter.bitCount());
+    expect(set).toBeGreaterThan(0);
+    expect(sampleValue(f, 'hashgate_bloom_fill_ratio', { filter: 'dedup' })).toBeCloseTo(set / bits, 12);
+    expect(sampleValue(f, 'hashgate_bloom_hash_functions', { filter: 'dedup' })).toBe(filter.hashFunctions);
+    expect(sampleValue(f, 'hashgate_bloom_expected_fpp', { filter: 'dedup' })).toBeCloseTo(filter.expectedFpp(), 12);
+    expect(sampleValue(f, 'hashgate_bloom_measured_fpp', { filter: 'dedup' })).toBeCloseTo(fp / N, 12);
+    expect(sampleValue(f, 'hashgate_bloom_approximate_elements', { filter: 'dedup' })).toBe(filter.approximateElementCount());
+  });
+
+  it('piscinaStats and journalDirStats read what the gauges need', () => {
+    expect(piscinaStats({ threads: [1, 2], queueSize: 3, utilization: 0.5, completed: 9 })).toEqual({ threads: 2, queueDepth: 3, utilization: 0.5, completedTasks: 9 });
+    const dir = mkdtempSync(join(tmpdir(), 'hg-metrics-journal-'));
+    try {
+      expect(journalDirStats(join(dir, 'missing'))).toMatchObject({ bytes: 0, segments: 0 });
+      writeFileSync(join(dir, 'seg-000001.hgj'), Buffer.alloc(100));
+      writeFileSync(join(dir, 'seg-000002.open'), Buffer.alloc(20));
+      writeFileSync(join(dir, 'checkpoint.json'), '{}');
+      const s = journalDirStats(dir, () => Date.now() + 10_000);
+      expect(s.bytes).toBe(120);
+      expect(s.segments).toBe(2);
+      expect(s.oldestAgeSeconds).toBeGreaterThanOrEqual(9);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('NoopMetrics accepts every call and registers nothing', () => {
+    const off = noopMetrics.bloomSource('x', () => {
+      throw new Error('never read');
+    });
+    off();
+    noopMetrics.dedupSource('x', () => ({ keys: 1, firstSeen: 1 }))();
+    noopMetrics.dedup(1, 2);
+    noopMetrics.tier('redis', 1, 1, 1, 0.1);
+    expect(noopMetrics.enabled).toBe(false);
+    expect(noopMetrics.batchStart('hash', 1)).toBeGreaterThan(0);
+  });
+});
