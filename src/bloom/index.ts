@@ -3,3 +3,17 @@ export type { BloomFilterOptions, BloomSharedDescriptor, GuavaHeader } from './b
 export { bloomShape, optimalNumOfBits, optimalNumOfHashFunctions, MAX_BIT_SIZE } from './sizing.js';
 export type { BloomShape, BloomSizeOptions } from './sizing.js';
 export type { Key, KeyBatch } from './keys.js';
+export { CountingBloomFilter } from './counting.js';
+export type { CountingBloomFilterOptions, CountingSharedDescriptor } from './counting.js';
+export {
+  writeSnapshot,
+  readSnapshot,
+  readCountingSnapshot,
+  readSnapshotInfo,
+  SNAPSHOT_MAGIC,
+  SNAPSHOT_VERSION,
+  SNAPSHOT_HEADER_BYTES,
+} from './snapshot.js';
+export type { SnapshotFormat, SnapshotExpect, SnapshotInfo } from './snapshot.js';
+export { SwappableBloom, rebuild, buildBloom, REBUILD_DEFAULTS } from './rebuild.js';
+export type { RebuildOptions, RebuildSource } from './rebuild.js';
