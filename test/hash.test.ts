@@ -13,6 +13,7 @@ import {
   xxh64,
 } from '../src/hash/index.js';
 import { refMurmur3x64_128Bytes, refMurmur3x86_32 } from '../src/hash/reference.js';
+import { BatchKind, HashArena } from '../src/hash/arena.js';
 
 const require = createRequire(import.meta.url);
 // Strings are passed with an explicit 'utf8': murmurhash-native defaults to 'binary' (latin1).
@@ -118,6 +119,11 @@ describe('known answers', () => {
       }
     }
   });
+  it('lone surrogates encode as U+FFFD (EF BF BD) on every path', () => {
+    const fffd = Uint8Array.of(0xef, 0xbf, 0xbd);
+    expect(murmur3_128Hex('\ud800')).toBe(hex(murmur3_128(fffd)));
+    expect(hashBatch(['\udc00x'])).toEqual(murmur3_128(Uint8Array.of(0xef, 0xbf, 0xbd, 0x78)));
+  });
   it('bytes >= 0x80 and Chinese names with 18-digit IDs', () => {
     const hi = new Uint8Array(40).map((_, i) => 0x80 + i * 3);
     expect(hex(murmur3_128(hi))).toBe(nativeHex128(hi, 0));
@@ -182,6 +188,26 @@ describe('known answers', () => {
       expect(xxh64(s, 2n ** 64n - 1n)).toBe(rs.xxh64(Buffer.from(s), 2n ** 64n - 1n));
     }
     expect(xxh64('')).toBe(0xef46db3751d8e999n);
+  });
+  it('kernel XXH64 (batch path) matches @node-rs/xxhash for lengths 0..200 and 64-bit seeds', () => {
+    const rs = require('@node-rs/xxhash') as { xxh64(input: string | Buffer, seed?: bigint): bigint };
+    const a = new HashArena();
+    const keys: Uint8Array[] = [];
+    for (let len = 0; len <= 200; len++) keys.push(new Uint8Array(len).map((_, i) => (i * 59 + len) & 255));
+    for (const seed of [0n, 1n, 0xffffffffn, 0x123456789abcdef0n, 2n ** 64n - 1n]) {
+      const lo = Number(seed & 0xffffffffn);
+      const hi = Number(seed >> 32n);
+      const out = new Uint8Array(keys.length * 8);
+      a.batch(keys, BatchKind.Xxh64, lo, hi, out);
+      const dv = new DataView(out.buffer);
+      keys.forEach((k, i) => {
+        const want = rs.xxh64(Buffer.from(k), seed);
+        expect(dv.getBigUint64(i * 8, true)).toBe(want);
+        expect(a.xxh64(k, lo, hi)).toBe(want);
+      });
+    }
+    const s = '王伟110101199003074518';
+    expect(new DataView(hashBatch([s], { algorithm: 'xxh64', seed: 7 }).buffer).getBigUint64(0, true)).toBe(rs.xxh64(Buffer.from(s), 7n));
   });
 });
 

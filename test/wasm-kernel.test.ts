@@ -15,6 +15,7 @@ describe('wasm kernel (raw exports)', () => {
     for (const n of [
       'RESERVED_BYTES', 'mmH1', 'mmH2', 'mm3x64_128', 'mm128One', 'mm128OneRef', 'mm32One', 'mm86_128One',
       'mm128BucketOne', 'mm128JumpOne', 'mm128Batch', 'mm32Batch', 'mm86_128Batch', 'mm128BucketBatch', 'mm128JumpBatch',
+      'xxh64Batch', 'xxh64One',
     ]) expect(names).toContain(n);
     const mem = createKernelMemory(2);
     expect(mem.buffer).toBeInstanceOf(SharedArrayBuffer);

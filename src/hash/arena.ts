@@ -21,9 +21,10 @@ export const ARENA_DEFAULTS = {
 } as const;
 
 /** Which kernel batch routine to run, and how many output bytes each key gets. */
-export const BatchKind = { Murmur128: 0, Murmur32: 1, Murmur86_128: 2, Bucket: 3, Jump: 4 } as const;
+/** Xxh64 takes the seed's low 32 bits as `seed` and the high 32 bits as `param`. */
+export const BatchKind = { Murmur128: 0, Murmur32: 1, Murmur86_128: 2, Bucket: 3, Jump: 4, Xxh64: 5 } as const;
 export type BatchKind = (typeof BatchKind)[keyof typeof BatchKind];
-const KIND_SIZE = [16, 4, 16, 4, 4] as const;
+const KIND_SIZE = [16, 4, 16, 4, 4, 8] as const;
 
 export type KeyList = ReadonlyArray<string | Uint8Array>;
 
@@ -166,6 +167,13 @@ export class HashArena {
     return this.u8.slice(this.scratch, this.scratch + 16);
   }
 
+  /** XXH64 with a 64-bit seed given as u32 halves, as an unsigned bigint. */
+  xxh64(input: string | Uint8Array, seedLo: number, seedHi: number, name = 'input'): bigint {
+    const len = this.putOne(input, name);
+    this.kernel.xxh64One(this.bytesPtr, len, seedLo, seedHi, this.scratch);
+    return this.buf.readBigUInt64LE(this.scratch);
+  }
+
   bucket(input: string | Uint8Array, buckets: number, seed: number, name = 'key'): number {
     const len = this.putOne(input, name);
     return this.kernel.mm128BucketOne(this.bytesPtr, len, seed, buckets) >>> 0;
@@ -186,6 +194,7 @@ export class HashArena {
       case BatchKind.Murmur86_128: k.mm86_128Batch(base, this.offPtr, count, seed, this.outPtr); break;
       case BatchKind.Bucket: k.mm128BucketBatch(base, this.offPtr, count, seed, param, this.outPtr); break;
       case BatchKind.Jump: k.mm128JumpBatch(base, this.offPtr, count, seed, param, this.outPtr); break;
+      case BatchKind.Xxh64: k.xxh64Batch(base, this.offPtr, count, seed, param, this.outPtr); break;
     }
   }
 

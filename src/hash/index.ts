@@ -83,7 +83,10 @@ function xxSeed(seed: number | bigint): bigint {
   return BigInt(checkUint32('seed', seed));
 }
 
-/** XXH64 (via xxhash-wasm) of the UTF-8 bytes. `seed` is a uint32 number or a uint64 bigint. */
+/**
+ * XXH64 (via xxhash-wasm) of the UTF-8 bytes. `seed` is a uint32 number or a uint64 bigint.
+ * hashBatch({ algorithm: 'xxh64' }) computes the same values in the hashgate kernel.
+ */
 export function xxh64(input: string | Uint8Array, seed: number | bigint = 0): bigint {
   const s = xxSeed(seed);
   if (typeof input === 'string') return xx.h64(input, s);
@@ -145,35 +148,9 @@ export function hashBatch(keys: Keys, options: HashBatchOptions = {}): Uint8Arra
   const seed = checkUint32('options.seed', options.seed ?? 0);
   const n = keyCount(keys, 'keys');
   const out = outBytes(options.out, n * digestSize(algorithm), 'options.out');
-  if (algorithm === 'xxh64') {
-    xxBatch(keys, BigInt(seed), out);
-    return out;
-  }
-  arena().batch(keys, algorithm === 'murmur3_128' ? BatchKind.Murmur128 : BatchKind.Murmur32, seed, 0, out);
+  const kind = algorithm === 'murmur3_128' ? BatchKind.Murmur128 : algorithm === 'murmur3_32' ? BatchKind.Murmur32 : BatchKind.Xxh64;
+  arena().batch(keys, kind, seed, 0, out);
   return out;
-}
-
-function xxBatch(keys: Keys, seed: bigint, out: Uint8Array): void {
-  const dv = new DataView(out.buffer, out.byteOffset, out.byteLength);
-  if (Array.isArray(keys)) {
-    const list = keys as ReadonlyArray<string | Uint8Array>;
-    for (let i = 0; i < list.length; i++) {
-      const k = list[i];
-      let h: bigint;
-      if (typeof k === 'string') h = xx.h64(k, seed);
-      else if (k instanceof Uint8Array) h = xx.h64Raw(k, seed);
-      else throw invalidType(`keys[${i}]`, 'a string or Uint8Array', k);
-      dv.setBigUint64(i * 8, h, true);
-    }
-    return;
-  }
-  const { bytes, offsets, count } = keys as PackedKeys;
-  for (let i = 0; i < count; i++) {
-    const a = offsets[i]!;
-    const b = offsets[i + 1]!;
-    if (b < a) throw outOfRange(`keys.offsets[${i + 1}]`, `>= keys.offsets[${i}] (${a})`, b);
-    dv.setBigUint64(i * 8, xx.h64Raw(bytes.subarray(a, b), seed), true);
-  }
 }
 
 function outU32(out: unknown, n: number, name: string): Uint32Array {

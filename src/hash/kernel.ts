@@ -38,6 +38,9 @@ export interface KernelExports {
   mm86_128Batch(bytes: number, offsets: number, count: number, seed: number, out: number): void;
   mm128BucketBatch(bytes: number, offsets: number, count: number, seed: number, buckets: number, out: number): void;
   mm128JumpBatch(bytes: number, offsets: number, count: number, seed: number, buckets: number, out: number): void;
+  /** XXH64, 8 bytes LE per key; the 64-bit seed as two u32 halves. */
+  xxh64Batch(bytes: number, offsets: number, count: number, seedLo: number, seedHi: number, out: number): void;
+  xxh64One(ptr: number, len: number, seedLo: number, seedHi: number, out: number): void;
   /** Any further exports (the Bloom kernel in wasm/assembly/bloom.ts lives in the same module). */
   readonly [name: string]: unknown;
 }
