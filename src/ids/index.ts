@@ -6,3 +6,5 @@ export { MemoryIdStore } from './memory-store.js';
 export { RedisIdStore } from './redis-store.js';
 export type { RedisIdStoreOptions } from './redis-store.js';
 export type { CollisionRecord, IdStore, IdStoreConfig, IdStoreStats, StoredDoc, UpsertOutcome, UpsertPlan, UpsertStatus } from './types.js';
+export { HBaseIdStore, HBASE_IDS_DEFAULTS } from './hbase-store.js';
+export type { HBaseIdStoreOptions } from './hbase-store.js';

@@ -9,6 +9,8 @@ import { checkInt, checkNumber, invalidType, HashGateError, ErrorCodes } from '.
 import { algorithmName, checkAlgorithm, hashCanonical, type IdAlgorithm } from './logical-id.js';
 import { MemoryIdStore } from './memory-store.js';
 import { RedisIdStore } from './redis-store.js';
+import { HBaseIdStore } from './hbase-store.js';
+import type { HBaseStore } from '../stores/hbase.js';
 import type { CollisionRecord, IdStore, StoredDoc, UpsertStatus } from './types.js';
 
 export const DEFAULTS = {
@@ -23,7 +25,12 @@ export interface IdRegistryOptions {
   /** Storage: an IdStore instance; omitted = `redis` if given, else embedded memory. */
   store?: IdStore;
   redis?: Redis;
+  /** Redis key prefix (default 'ids'). */
   keyPrefix?: string;
+  /** HBase adapter; documents go to table `hbaseTable` (families raw, m). Used when no store/redis. */
+  hbase?: HBaseStore;
+  /** default 'hashgate_ids' */
+  hbaseTable?: string;
   /** Logical-id hash: 'murmur3_128' (default), 'murmur3_128+len', 'sha256' or { name, hash }. */
   algorithm?: IdAlgorithm;
   /**
@@ -85,6 +92,7 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
     this.algorithm = checkAlgorithm('ids.algorithm', options.algorithm ?? DEFAULTS.algorithm);
     if (options.store) this.store = options.store;
     else if (options.redis) this.store = new RedisIdStore({ client: options.redis, keyPrefix: options.keyPrefix ?? DEFAULTS.keyPrefix });
+    else if (options.hbase) this.store = new HBaseIdStore(options.hbaseTable === undefined ? { hbase: options.hbase } : { hbase: options.hbase, table: options.hbaseTable });
     else this.store = new MemoryIdStore();
     if (options.canonicalize !== undefined && typeof options.canonicalize !== 'function') throw invalidType('ids.canonicalize', 'a function', options.canonicalize);
     this.canonicalize = options.canonicalize ?? canonicalJson;
