@@ -1,0 +1,83 @@
+#!/usr/bin/env node
+// `hashgate <command> [flags]`. Each command lives in ./commands/<name>.js and exports
+// run(argv) -> exit code, so commands load lazily and a slow import never taxes the others.
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { HashGateError } from '../errors.js';
+
+const COMMANDS: Record<string, string> = {
+  demo: 'generate name+ID transactions and run first-seen-this-year dedup (embedded, no servers)',
+  hash: 'print MurmurHash3 / xxHash digests of keys (args or stdin lines)',
+  load: 'bulk-load pipe-delimited export files into the dedup store',
+  buckets: 'analyse bucket balance: murmur mod N vs jump hash vs a hash ring',
+  'gen-export': 'write a synthetic pipe-delimited export (for load tests)',
+  stats: 'exact and approximate member counts of a dedup window',
+  recover: 'replay the fail-open journal into Redis',
+  migrate: 'move near-expiry hot keys from Redis to HBase',
+  metrics: 'serve Prometheus metrics over HTTP',
+};
+
+function usage(): string {
+  const width = Math.max(...Object.keys(COMMANDS).map((c) => c.length));
+  return [
+    'usage: hashgate <command> [flags]   (hashgate <command> --help for flags)',
+    '',
+    ...Object.entries(COMMANDS).map(([c, d]) => `  ${c.padEnd(width)}  ${d}`),
+  ].join('\n');
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
+    console.log(usage());
+    return cmd === undefined ? 2 : 0;
+  }
+  if (cmd === '--version' || cmd === '-v') {
+    const { createRequire } = await import('node:module');
+    console.log((createRequire(import.meta.url)('../../../package.json') as { version: string }).version);
+    return 0;
+  }
+  if (!Object.hasOwn(COMMANDS, cmd)) {
+    console.error(`hashgate: unknown command '${cmd}'\n\n${usage()}`);
+    return 2;
+  }
+  let mod: { run(argv: string[]): Promise<number> };
+  try {
+    mod = (await import(`./commands/${cmd}.js`)) as typeof mod;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND') {
+      console.error(`hashgate: command '${cmd}' is not available in this build`);
+      return 2;
+    }
+    throw err;
+  }
+  return mod.run(rest);
+}
+
+function invokedDirectly(): boolean {
+  const script = process.argv[1];
+  if (script === undefined) return false;
+  try {
+    // npm's bin shim is a symlink: compare real paths, not names.
+    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (invokedDirectly()) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      if (err instanceof HashGateError || (err instanceof Error && 'code' in err)) {
+        console.error(`hashgate: ${(err as Error).message} [${(err as { code: string }).code}]`);
+        process.exitCode = 2;
+      } else {
+        console.error(err);
+        process.exitCode = 1;
+      }
+    },
+  );
+}

@@ -1,0 +1,417 @@
+// HashGate: the one object a service opens. It owns the worker pool, the shared Bloom filter,
+// the dedup service and (when configured) the tiered lookup cache, and routes each call to the
+// cheapest place that can answer it.
+import { availableParallelism } from 'node:os';
+import { Redis, Cluster } from 'ioredis';
+import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType } from './errors.js';
+import { hashBatch, bucketsOf, digestSize, type HashAlgorithm, type PackedKeys, checkPackedKeys } from './hash/index.js';
+import { BloomFilter, type BloomFilterOptions } from './bloom/index.js';
+import { DedupService, type DedupServiceOptions, type DedupStats, type RecoverReport } from './dedup/service.js';
+import type { DedupOptions, RedisConfig } from './dedup/options.js';
+import { TieredCache, type TieredCacheOptions } from './cache/index.js';
+import type { CacheValue } from './cache/index.js';
+import { resolveMetrics, type Metrics, type MetricsOptions } from './metrics/index.js';
+import { KernelPool, type PoolStats } from './pool/pool.js';
+import type { KeyInput } from './pool/slots.js';
+
+export type Keys = ReadonlyArray<string | Uint8Array> | PackedKeys;
+
+export interface HashGateOptions {
+  /** Worker threads. Default: availableParallelism() - 1, at least 1. 0 = no pool, all inline. */
+  threads?: number;
+  /**
+   * Most chunks (of `chunkKeys` keys) that may wait for a worker at once. A call that would
+   * exceed it rejects with HG_ERR_QUEUE_FULL instead of queueing without bound. Default 1024.
+   */
+  maxQueue?: number;
+  /** Batches with at most this many keys run on the calling thread. Default 4096. */
+  inlineThreshold?: number;
+  /** Keys per worker task. Default 8192. */
+  chunkKeys?: number;
+  /** Key bytes per worker task (a longer key runs inline). Default 1 MiB. */
+  chunkBytes?: number;
+  /** Shared slots (bounds memory and in-flight tasks). Default 2 * threads + 2. */
+  slots?: number;
+  idleTimeoutMs?: number;
+  /** A Bloom filter in shared memory, sized like Guava's BloomFilter.create(n, p). */
+  bloom?: BloomFilterOptions | BloomFilter | false;
+  /** Redis for dedup (and the lookup cache's hot tier when `cache.redis` is not given). */
+  redis?: RedisConfig | Redis | Cluster;
+  dedup?: DedupOptions;
+  /** Multi-level lookup cache (LRU -> Redis -> cold store). */
+  cache?: TieredCacheOptions;
+  /** Prometheus metrics: true, an options object, or a Metrics instance. Default off. */
+  metrics?: boolean | MetricsOptions | Metrics;
+  /** Clock for windows and TTLs (tests inject a fake one). */
+  now?: () => number;
+  /** Lets tests make a worker throw or die. Never set in production. */
+  testHooks?: boolean;
+}
+
+export const DEFAULTS = {
+  threads: Math.max(1, availableParallelism() - 1),
+  maxQueue: 1024,
+  inlineThreshold: 4096,
+  chunkKeys: 8192,
+  chunkBytes: 1 << 20,
+  idleTimeoutMs: 30_000,
+} as const;
+
+interface Resolved {
+  threads: number;
+  maxQueue: number;
+  inlineThreshold: number;
+  chunkKeys: number;
+  chunkBytes: number;
+  slots: number;
+  idleTimeoutMs: number;
+}
+
+const KNOWN = new Set([
+  'threads', 'maxQueue', 'inlineThreshold', 'chunkKeys', 'chunkBytes', 'slots', 'idleTimeoutMs', 'bloom', 'redis',
+  'dedup', 'cache', 'metrics', 'now', 'testHooks',
+]);
+
+function resolve(o: HashGateOptions): Resolved {
+  if (o === null || typeof o !== 'object') throw invalidType('options', 'an object', o);
+  for (const k of Object.keys(o)) {
+    if (!KNOWN.has(k)) {
+      throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `options.${k} is not a HashGate option`, { name: `options.${k}` });
+    }
+  }
+  const threads = checkInt('options.threads', o.threads ?? DEFAULTS.threads, 0, 256);
+  return {
+    threads,
+    maxQueue: checkInt('options.maxQueue', o.maxQueue ?? DEFAULTS.maxQueue, 1),
+    inlineThreshold: checkInt('options.inlineThreshold', o.inlineThreshold ?? DEFAULTS.inlineThreshold, 0),
+    chunkKeys: checkInt('options.chunkKeys', o.chunkKeys ?? DEFAULTS.chunkKeys, 1, 1 << 20),
+    chunkBytes: checkInt('options.chunkBytes', o.chunkBytes ?? DEFAULTS.chunkBytes, 1024, 1 << 30),
+    slots: checkInt('options.slots', o.slots ?? 2 * threads + 2, 1, 4096),
+    idleTimeoutMs: checkInt('options.idleTimeoutMs', o.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs, 0),
+  };
+}
+
+/** What firstSeen learned about the Bloom filter in front of the exact store. */
+export interface GateDedupCounters {
+  /** Keys answered first-seen while the filter already said "maybe present": false positives. */
+  bloomFalsePositives: number;
+  /** Keys answered first-seen that the filter said were absent. */
+  bloomTrueNegatives: number;
+}
+
+export interface GateStats {
+  pool: PoolStats | undefined;
+  bloom:
+    | { bitSize: number; hashFunctions: number; bitCount: number; expectedFpp: number; measuredFpp: number | undefined; approximateElements: number }
+    | undefined;
+  dedup: GateDedupCounters;
+}
+
+function keyCount(keys: Keys, name: string): number {
+  if (Array.isArray(keys)) return keys.length;
+  return checkPackedKeys(keys, name).count;
+}
+
+export class HashGate {
+  readonly options: Resolved;
+  readonly bloom: BloomFilter | undefined;
+  readonly dedup: DedupService;
+  readonly cache: TieredCache | undefined;
+  readonly metrics: Metrics;
+  private readonly pool: KernelPool | undefined;
+  private readonly unregister: Array<() => void> = [];
+  private readonly counters: GateDedupCounters = { bloomFalsePositives: 0, bloomTrueNegatives: 0 };
+  private closed = false;
+
+  private constructor(options: HashGateOptions) {
+    this.options = resolve(options);
+    this.metrics = resolveMetrics(options.metrics, 'options.metrics');
+    const b = options.bloom;
+    if (b === undefined || b === false) this.bloom = undefined;
+    else if (b instanceof BloomFilter) this.bloom = b;
+    else if (typeof b === 'object' && b !== null) this.bloom = BloomFilter.create(b);
+    else throw invalidType('options.bloom', 'false, a BloomFilter or { expectedItems, fpp }', b);
+
+    const dedupOptions: DedupServiceOptions = {};
+    if (options.redis !== undefined) dedupOptions.redis = options.redis;
+    if (options.dedup !== undefined) dedupOptions.dedup = options.dedup;
+    if (options.now !== undefined) dedupOptions.now = options.now;
+    this.dedup = new DedupService(dedupOptions);
+
+    if (options.cache !== undefined) {
+      const c: TieredCacheOptions = { ...options.cache };
+      if (c.now === undefined && options.now !== undefined) c.now = options.now;
+      this.cache = new TieredCache(c);
+    }
+
+    const o = this.options;
+    if (o.threads > 0) {
+      this.pool = new KernelPool({
+        threads: o.threads,
+        maxQueue: o.maxQueue,
+        layout: { chunkKeys: o.chunkKeys, bytesCap: o.chunkBytes },
+        slots: o.slots,
+        idleTimeoutMs: o.idleTimeoutMs,
+        ...(this.bloom === undefined ? {} : { bloom: this.bloom.toShared() }),
+        ...(options.testHooks === true ? { testHooks: true } : {}),
+      });
+    }
+    if (this.metrics.enabled) this.registerGauges();
+  }
+
+  /** Validates options, starts the pool and connects stores. Rejects on bad options. */
+  static async open(options: HashGateOptions = {}): Promise<HashGate> {
+    return new HashGate(options);
+  }
+
+  private registerGauges(): void {
+    const bloom = this.bloom;
+    if (bloom !== undefined) {
+      this.unregister.push(
+        this.metrics.bloomSource('gate', () => ({
+          bitSize: bloom.bitSize,
+          bitsSet: bloom.bitCount(),
+          hashFunctions: bloom.hashFunctions,
+          expectedFpp: bloom.expectedFpp(),
+          approximateElements: bloom.approximateElementCount(),
+        })),
+      );
+    }
+    const pool = this.pool;
+    if (pool !== undefined) {
+      this.unregister.push(
+        this.metrics.poolSource('kernel', () => {
+          const s = pool.stats();
+          return { threads: s.threads, queueDepth: s.queued, utilization: s.utilization, completedTasks: s.tasks };
+        }),
+      );
+    }
+    this.unregister.push(this.metrics.dedupSource('gate', () => this.dedup.counters));
+  }
+
+  private check(): void {
+    if (this.closed) throw new HashGateError(ErrorCodes.CLOSED, 'HashGate is closed');
+  }
+
+  private usePool(n: number): boolean {
+    return this.pool !== undefined && n > this.options.inlineThreshold;
+  }
+
+  /** Digests back to back, identical to hashBatch() from the package root. */
+  async hashBatch(keys: Keys, options: { algorithm?: HashAlgorithm; seed?: number } = {}): Promise<Uint8Array> {
+    this.check();
+    const n = keyCount(keys, 'keys');
+    const start = this.metrics.batchStart('hash', n);
+    try {
+      if (!this.usePool(n)) {
+        const out = hashBatch(keys, options);
+        this.metrics.batchEnd('hash', n, start);
+        return out;
+      }
+      // Validate options up front (same errors as the inline path) by hashing zero keys.
+      hashBatch([], options);
+      const algorithm = options.algorithm ?? 'murmur3_128';
+      const seed = options.seed ?? 0;
+      const size = digestSize(algorithm);
+      const out = new Uint8Array(n * size);
+      await this.pool!.run(
+        keys as KeyInput,
+        n,
+        { op: 'hash', algorithm, seed },
+        (slot, from, count) => out.set(slot.views.out.subarray(0, count * size), from * size),
+        (from, to) => out.set(hashBatch(sliceKeys(keys, from, to), options), from * size),
+      );
+      this.metrics.batchEnd('hash', n, start);
+      return out;
+    } catch (err) {
+      this.metrics.batchEnd('hash', n, start, err);
+      throw err;
+    }
+  }
+
+  /** Java-compatible buckets (Guava murmur3_128 asLong() mod buckets) for every key. */
+  async bucketsOf(keys: Keys, buckets: number): Promise<Uint32Array> {
+    this.check();
+    const n = keyCount(keys, 'keys');
+    if (!this.usePool(n)) return bucketsOf(keys, buckets);
+    bucketsOf([], buckets);
+    const out = new Uint32Array(n);
+    await this.pool!.run(
+      keys as KeyInput,
+      n,
+      { op: 'buckets', buckets },
+      (slot, from, count) => out.set(new Uint32Array(slot.views.out.buffer, slot.views.out.byteOffset, count), from),
+      (from, to) => out.set(bucketsOf(sliceKeys(keys, from, to), buckets), from),
+    );
+    return out;
+  }
+
+  private requireBloom(method: string): BloomFilter {
+    if (this.bloom === undefined) {
+      throw new HashGateError(ErrorCodes.INVALID_OPTION, `${method} needs a Bloom filter: open the gate with options.bloom`);
+    }
+    return this.bloom;
+  }
+
+  /** Adds keys to the shared filter; resolves to how many keys changed at least one bit. */
+  async bloomAdd(keys: Keys): Promise<number> {
+    this.check();
+    const bloom = this.requireBloom('bloomAdd');
+    const n = keyCount(keys, 'keys');
+    const start = this.metrics.batchStart('bloom_add', n);
+    let changed = 0;
+    if (!this.usePool(n)) {
+      changed = bloom.addAll(keys);
+    } else {
+      await this.pool!.run(
+        keys as KeyInput,
+        n,
+        { op: 'bloomAdd' },
+        (_slot, _from, _count, result) => {
+          changed += result;
+        },
+        (from, to) => {
+          changed += bloom.addAll(sliceKeys(keys, from, to));
+        },
+      );
+    }
+    this.metrics.batchEnd('bloom_add', n, start);
+    return changed;
+  }
+
+  /** 1 = maybe present, 0 = definitely absent, per key. */
+  async bloomCheck(keys: Keys): Promise<Uint8Array> {
+    this.check();
+    const bloom = this.requireBloom('bloomCheck');
+    const n = keyCount(keys, 'keys');
+    const start = this.metrics.batchStart('bloom_check', n);
+    let out: Uint8Array;
+    if (!this.usePool(n)) {
+      out = bloom.mightContainAll(keys);
+    } else {
+      const res = new Uint8Array(n);
+      out = res;
+      await this.pool!.run(
+        keys as KeyInput,
+        n,
+        { op: 'bloomCheck' },
+        (slot, from, count) => res.set(slot.views.out.subarray(0, count), from),
+        (from, to) => res.set(bloom.mightContainAll(sliceKeys(keys, from, to)), from),
+      );
+    }
+    this.metrics.batchEnd('bloom_check', n, start);
+    return out;
+  }
+
+  /**
+   * Exact first-seen per window: 1 = first time in the key's window, 0 = seen before. The Bloom
+   * filter, when configured, is only consulted for statistics and filled afterwards: an exact
+   * answer never depends on it, so it can never turn a new key into a duplicate.
+   */
+  async firstSeen(keys: Keys, options: { at?: Date } = {}): Promise<Uint8Array> {
+    this.check();
+    const n = keyCount(keys, 'keys');
+    const start = this.metrics.batchStart('dedup', n);
+    try {
+      const before = this.bloom === undefined ? undefined : await this.bloomCheck(keys);
+      const answers = await this.dedup.firstSeen(keys, options);
+      let first = 0;
+      for (let i = 0; i < answers.length; i++) first += answers[i]!;
+      if (before !== undefined) {
+        let fp = 0;
+        let tn = 0;
+        for (let i = 0; i < answers.length; i++) {
+          if (answers[i] === 1) {
+            if (before[i] === 1) fp++;
+            else tn++;
+          }
+        }
+        this.counters.bloomFalsePositives += fp;
+        this.counters.bloomTrueNegatives += tn;
+        this.metrics.bloomSample('gate', fp + tn, fp);
+        await this.bloomAdd(keys);
+      }
+      this.metrics.dedup(first, n - first);
+      this.metrics.batchEnd('dedup', n, start);
+      return answers;
+    } catch (err) {
+      this.metrics.batchEnd('dedup', n, start, err);
+      throw err;
+    }
+  }
+
+  /** Replays the fail-open journal into Redis (one instance at a time, under a Redis lock). */
+  async recover(): Promise<RecoverReport> {
+    this.check();
+    return this.dedup.recover();
+  }
+
+  /** Deletes a window's keys (SCAN + UNLINK in batches); resolves to how many keys were removed. */
+  async purgeWindow(window: string): Promise<number> {
+    this.check();
+    return this.dedup.purgeWindow(window);
+  }
+
+  async dedupStats(window?: string): Promise<DedupStats> {
+    this.check();
+    return this.dedup.stats(window);
+  }
+
+  /** Batch lookup through Bloom gate -> local LRU -> Redis -> cold store. */
+  async lookup(table: string, keys: readonly string[]): Promise<(CacheValue | undefined)[]> {
+    this.check();
+    if (this.cache === undefined) {
+      throw new HashGateError(ErrorCodes.INVALID_OPTION, 'lookup needs a cache: open the gate with options.cache');
+    }
+    const start = this.metrics.batchStart('lookup', keys.length);
+    try {
+      const out = await this.cache.lookup(table, keys);
+      this.metrics.batchEnd('lookup', keys.length, start);
+      return out;
+    } catch (err) {
+      this.metrics.batchEnd('lookup', keys.length, start, err);
+      throw err;
+    }
+  }
+
+  stats(): GateStats {
+    const b = this.bloom;
+    const c = this.counters;
+    const sampled = c.bloomFalsePositives + c.bloomTrueNegatives;
+    return {
+      pool: this.pool?.stats(),
+      bloom:
+        b === undefined
+          ? undefined
+          : {
+              bitSize: b.bitSize,
+              hashFunctions: b.hashFunctions,
+              bitCount: b.bitCount(),
+              expectedFpp: b.expectedFpp(),
+              measuredFpp: sampled === 0 ? undefined : c.bloomFalsePositives / sampled,
+              approximateElements: b.approximateElementCount(),
+            },
+      dedup: { ...c },
+    };
+  }
+
+  /** Test-only access to the pool (crash tests). */
+  get _pool(): KernelPool | undefined {
+    return this.pool;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const u of this.unregister) u();
+    await Promise.all([this.pool?.close(), this.dedup.close(), this.cache?.close()]);
+  }
+}
+
+/** keys[from..to) without copying key bytes. */
+function sliceKeys(keys: Keys, from: number, to: number): Keys {
+  if (Array.isArray(keys)) return (keys as ReadonlyArray<string | Uint8Array>).slice(from, to);
+  const pk = keys as PackedKeys;
+  return { bytes: pk.bytes, offsets: pk.offsets.subarray(from, to + 1), count: to - from };
+}
+

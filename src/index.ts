@@ -1,0 +1,22 @@
+// Package root: the facade, the hashing API, the data structures and the errors.
+export { HashGate, DEFAULTS as GATE_DEFAULTS } from './gate.js';
+export type { HashGateOptions, GateStats, GateDedupCounters, Keys } from './gate.js';
+export * from './errors.js';
+export {
+  murmur3_128, murmur3_128Hex, murmur3_32, murmur3_x86_128, murmur3_64, xxh64, hashBatch, bucketsOf, jumpBucketsOf,
+  bucketOf, jumpBucket, canonicalJson, packKeys, packLines, packedKey, digestSize, toBytes,
+} from './hash/index.js';
+export type { PackedKeys, PackLinesOptions, HashAlgorithm, HashBatchOptions, CanonicalJsonOptions } from './hash/index.js';
+export * from './bloom/index.js';
+export { DedupService } from './dedup/service.js';
+export type { DedupServiceOptions, DedupStats, FirstSeenOptions, RecoverReport } from './dedup/service.js';
+export type { DedupOptions, RedisConfig, Layout, OnStoreError } from './dedup/options.js';
+export { windowId } from './dedup/window.js';
+export * from './cache/index.js';
+export * from './index/index.js';
+export * from './ids/index.js';
+export {
+  createMetrics, resolveMetrics, PromMetrics, NoopMetrics, noopMetrics, metricsHandler, serveMetrics,
+  CHANNEL_BATCH_START, CHANNEL_BATCH_END, CHANNEL_STORE_ERROR,
+} from './metrics/index.js';
+export type { Metrics, MetricsOptions } from './metrics/index.js';
