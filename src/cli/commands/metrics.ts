@@ -1,0 +1,140 @@
+// `hashgate metrics --port P`: a Prometheus endpoint for what can be observed from outside a
+// service process: the fail-open journal directory (backlog bytes, segments, oldest age), Redis
+// (up, memory, keys, dedup window sizes are left to `hashgate stats`), and this process. Services
+// that embed hashgate expose their in-process metrics with `metricsHandler()` instead.
+//
+// --once prints the exposition text to stdout and exits (node_exporter textfile collector, cron).
+
+import { parseArgs } from 'node:util';
+import { Gauge } from 'prom-client';
+import { Redis } from 'ioredis';
+import { checkInt } from '../../errors.js';
+import { createMetrics, journalDirStats, serveMetrics } from '../../metrics/index.js';
+import type { MetricsServer, PromMetrics } from '../../metrics/index.js';
+
+export const DEFAULTS = {
+  port: 9464,
+  host: '127.0.0.1',
+  path: '/metrics',
+  redisTimeoutMs: 1000,
+} as const;
+
+const USAGE = `usage: hashgate metrics [--port ${DEFAULTS.port}] [--host ${DEFAULTS.host}] [--path ${DEFAULTS.path}]
+                        [--journal-dir DIR]... [--redis URL] [--prefix hashgate_] [--no-process] [--once]
+  --port P          listen port (0 = any free port; printed on start)
+  --host H          listen address (default loopback; 0.0.0.0 to expose)
+  --journal-dir D   fail-open journal directory to watch (repeatable): journal_backlog_bytes{journal=D}, ...
+  --redis URL       Redis to probe on each scrape: redis_up, redis_used_memory_bytes, redis_keys
+  --no-process      omit process metrics (CPU, memory, event loop)
+  --once            print the metrics once to stdout and exit`;
+
+export interface MetricsCommand {
+  metrics: PromMetrics;
+  server?: MetricsServer;
+  close(): Promise<void>;
+}
+
+/** Parses flags and starts serving (or prepares --once); `run` wraps it with signal handling. */
+export async function start(argv: string[]): Promise<MetricsCommand & { once: boolean; help: boolean }> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      port: { type: 'string' },
+      host: { type: 'string' },
+      path: { type: 'string' },
+      'journal-dir': { type: 'string', multiple: true },
+      redis: { type: 'string' },
+      prefix: { type: 'string' },
+      'no-process': { type: 'boolean' },
+      once: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  const noop = async (): Promise<void> => {};
+  if (values.help) return { metrics: createMetrics(), close: noop, once: false, help: true };
+  const port = values.port === undefined ? DEFAULTS.port : checkInt('--port', Number(values.port), 0, 65535);
+  const path = values.path ?? DEFAULTS.path;
+  if (!path.startsWith('/')) throw new TypeError(`--path must start with '/', got ${JSON.stringify(path)}`);
+  const metrics = createMetrics({ collectDefaultMetrics: !values['no-process'], ...(values.prefix === undefined ? {} : { prefix: values.prefix }) });
+  const closers: (() => Promise<void> | void)[] = [];
+
+  for (const dir of values['journal-dir'] ?? []) metrics.journalSource(dir, () => journalDirStats(dir));
+
+  if (values.redis !== undefined) {
+    const redis = new Redis(values.redis, {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      connectTimeout: DEFAULTS.redisTimeoutMs,
+      commandTimeout: DEFAULTS.redisTimeoutMs,
+      retryStrategy: (times) => Math.min(times * 200, 5000),
+    });
+    redis.on('error', () => {}); // reported as redis_up 0 on the next scrape
+    closers.push(() => redis.disconnect());
+    const p = metrics.prefix;
+    const reg = [metrics.registry];
+    let info: { up: number; used: number; keys: number } = { up: 0, used: NaN, keys: NaN };
+    // Down: memory and keys read NaN (unknown), not 0. One probe per scrape, shared by the three gauges (prom-client collects them in sequence).
+    let probe: Promise<void> | undefined;
+    const refresh = () =>
+      (probe ??= (async () => {
+        try {
+          if (redis.status === 'wait' || redis.status === 'end') await redis.connect().catch(() => undefined);
+          const [mem, keys] = await Promise.all([redis.info('memory'), redis.dbsize()]);
+          const used = /used_memory:(\d+)/.exec(mem);
+          info = { up: 1, used: used ? Number(used[1]) : NaN, keys };
+        } catch {
+          info = { up: 0, used: NaN, keys: NaN };
+        } finally {
+          setImmediate(() => (probe = undefined));
+        }
+      })());
+    new Gauge({ name: `${p}redis_up`, help: 'Whether the probed Redis answered the last scrape', registers: reg, async collect() { await refresh(); this.set(info.up); } });
+    new Gauge({ name: `${p}redis_used_memory_bytes`, help: 'INFO memory used_memory of the probed Redis', registers: reg, async collect() { await refresh(); this.set(info.up ? info.used : NaN); } });
+    new Gauge({ name: `${p}redis_keys`, help: 'DBSIZE of the probed Redis', registers: reg, async collect() { await refresh(); this.set(info.up ? info.keys : NaN); } });
+  }
+
+  const close = async () => {
+    for (const c of closers.splice(0).reverse()) await c();
+  };
+  if (values.once) return { metrics, close, once: true, help: false };
+  const server = await serveMetrics(metrics, { port, host: values.host ?? DEFAULTS.host, path });
+  closers.unshift(() => server.close());
+  return { metrics, server, close, once: false, help: false };
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let cmd: Awaited<ReturnType<typeof start>>;
+  try {
+    cmd = await start(argv);
+  } catch (err) {
+    console.error(`hashgate metrics: ${(err as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  if (cmd.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  if (cmd.once) {
+    try {
+      process.stdout.write(await cmd.metrics.text());
+    } finally {
+      await cmd.close();
+    }
+    return 0;
+  }
+  console.log(`hashgate metrics: serving ${cmd.server!.url} (Ctrl-C to stop)`);
+  await new Promise<void>((resolveStop) => {
+    const stop = () => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolveStop();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+  await cmd.close();
+  return 0;
+}
