@@ -5,3 +5,5 @@ export { encodeValue, decodeValue, wrapEnvelope, readEnvelope, FLAG_ARCHIVED, HE
 export type { Envelope } from './codec.js';
 export type { CacheStats, RemoteTierSnapshot, LatencySnapshot, TierError } from './stats.js';
 export type { CacheValue, ColdCell, ColdEntry, ColdStore, BloomLike, BloomWritable } from './types.js';
+export { HBaseColdStore, HBASE_COLD_DEFAULTS, coldTableDdl } from './hbase-cold.js';
+export type { HBaseColdStoreOptions } from './hbase-cold.js';

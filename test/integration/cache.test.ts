@@ -1,0 +1,173 @@
+// The tiered cache against a real redis-server and a real HBase (services/hbase): backfill,
+// negative cache, stampede, Bloom gate, Redis down, HBase down. HBase calls are counted by the
+// adapter (HBaseStore.callCounts()), Redis calls by INFO commandstats.
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { requireRedisOrSkip, startRedis, freePort, type RedisServer } from '../helpers/redis-server.js';
+import { ensureHBase, hbaseConfigured, type HBaseHarness } from '../helpers/hbase.js';
+import { HBaseStore } from '../../src/stores/hbase.js';
+import { BloomFilter } from '../../src/bloom/index.js';
+import { FLAG_ARCHIVED, HBaseColdStore, TieredCache, coldTableDdl, encodeValue, readEnvelope, wrapEnvelope } from '../../src/cache/index.js';
+
+const hasRedis = requireRedisOrSkip('cache (integration)');
+const hasHBase = hbaseConfigured('cache (integration)');
+
+async function cmdCalls(r: Redis, cmd: string): Promise<number> {
+  const m = new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(await r.info('commandstats'));
+  return m ? Number(m[1]) : 0;
+}
+
+const T0 = Date.now() - 60_000;
+
+const hbaseReads = (s: HBaseStore): number => {
+  const c = s.callCounts();
+  return c.ops.get + c.ops.mget;
+};
+
+describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () => {
+  let srv: RedisServer;
+  let admin: Redis;
+  let hb: HBaseHarness;
+  let store: HBaseStore;
+  let cold: HBaseColdStore;
+  let table: string;
+
+  beforeAll(async () => {
+    srv = await startRedis();
+    admin = new Redis(srv.url, { maxRetriesPerRequest: 1 });
+    admin.on('error', () => undefined); // one case kills the server under it
+    hb = await ensureHBase();
+    table = hb.uniqueName('cache');
+    await hb.ddl(coldTableDdl(table));
+    store = hb.store();
+    cold = new HBaseColdStore({ store });
+    await store.ready(table);
+    const rows = ['u1', 'u2', 'u3', 'stampede', 'bin'].map((key, i) => ({
+      key,
+      value: encodeValue(key === 'bin' ? Uint8Array.of(1, 2, 3) : { level: i, reason: `r${i}` }),
+      ts: T0 + i, // recent: the family TTL (90 d) counts from the cell timestamp
+    }));
+    await cold.mput(table, rows);
+  });
+  afterAll(async () => {
+    admin?.disconnect();
+    await srv?.stop();
+    if (table) await hb?.ddl(`drop ${table}`).catch(() => undefined);
+    await hb?.release();
+  });
+  beforeEach(async () => {
+    await admin.flushall();
+    await admin.config('RESETSTAT');
+    store.resetCallCounts();
+  });
+
+  it('backfill: an HBase hit is copied into Redis (archived, original ts) and the local tier', async () => {
+    const cache = new TieredCache({ redis: { client: admin, ttlSeconds: 300 }, cold });
+    expect(await cache.lookup(table, ['u1', 'bin'])).toEqual([{ level: 0, reason: 'r0' }, Buffer.of(1, 2, 3)]);
+    expect(hbaseReads(store)).toBe(1);
+    const env = readEnvelope((await admin.getBuffer(`hg:v:${table}:u1`))!);
+    expect(env?.ts).toBe(T0);
+    expect(env!.flags & FLAG_ARCHIVED).toBe(FLAG_ARCHIVED);
+    expect(await admin.pttl(`hg:v:${table}:u1`)).toBeGreaterThan(250_000);
+    // local tier answers now: neither Redis nor HBase is asked again
+    const mgets = await cmdCalls(admin, 'mget');
+    expect(await cache.lookup(table, ['u1'])).toEqual([{ level: 0, reason: 'r0' }]);
+    expect(await cmdCalls(admin, 'mget')).toBe(mgets);
+    // a second cache (empty local tier, e.g. another process) is served by Redis, not HBase
+    const other = new TieredCache({ redis: { client: admin }, cold });
+    expect(await other.lookup(table, ['u1'])).toEqual([{ level: 0, reason: 'r0' }]);
+    expect(other.stats().redis!.hits).toBe(1);
+    expect(hbaseReads(store)).toBe(1);
+    expect(cache.stats()).toMatchObject({ cold: { hits: 2, errors: 0 }, redis: { backfills: 2 } });
+  });
+
+  it('negative cache: a key absent everywhere costs one HBase read, then none until the TTL passes', async () => {
+    let t = 1_000;
+    const cache = new TieredCache({ redis: { client: admin }, cold, negativeTtlMs: 500, now: () => t });
+    expect(await cache.lookup(table, ['nope'])).toEqual([undefined]);
+    expect(await cache.lookup(table, ['nope'])).toEqual([undefined]);
+    expect(hbaseReads(store)).toBe(1);
+    expect(cache.stats().local.negativeHits).toBe(1);
+    t += 501;
+    expect(await cache.lookup(table, ['nope'])).toEqual([undefined]);
+    expect(hbaseReads(store)).toBe(2);
+  });
+
+  it('stampede: 100 concurrent lookups of one missing key -> exactly 1 HBase read', async () => {
+    const cache = new TieredCache({ redis: { client: admin }, cold });
+    const before = store.callCounts().rpcs;
+    const res = await Promise.all(Array.from({ length: 100 }, () => cache.lookup(table, ['stampede'])));
+    expect(res.every((r) => (r[0] as { level: number }).level === 3)).toBe(true);
+    expect(hbaseReads(store)).toBe(1);
+    const after = store.callCounts().rpcs;
+    expect(after.Get + after.Multi - before.Get - before.Multi).toBe(1);
+    expect(cache.stats().singleFlight).toEqual({ loads: 1, shared: 99 });
+  });
+
+  it('Bloom gate: absent keys cause zero HBase and zero Redis calls', async () => {
+    const bloom = BloomFilter.create({ expectedItems: 1_000, fpp: 0.001 });
+    for (const k of ['u1', 'u2', 'u3']) bloom.add(k);
+    const cache = new TieredCache({ redis: { client: admin }, cold, bloom });
+    const absent = Array.from({ length: 50 }, (_, i) => `absent-${i}`);
+    const rpcs = store.callCounts().rpcs;
+    const res = await cache.lookup(table, absent);
+    expect(res.every((v) => v === undefined)).toBe(true);
+    expect(cache.stats().bloom.rejected).toBeGreaterThanOrEqual(49); // fpp 0.001: at most a stray false positive
+    expect(store.callCounts().rpcs).toEqual(rpcs);
+    expect(await cmdCalls(admin, 'mget')).toBe(0);
+    // a present key passes the gate and is loaded
+    expect(await cache.lookup(table, ['u2'])).toEqual([{ level: 1, reason: 'r1' }]);
+    expect(hbaseReads(store)).toBe(1);
+  });
+
+  it('Redis stopped: lookups are still answered from HBase and the errors are counted', async () => {
+    const cache = new TieredCache({ redis: { url: srv.url, timeoutMs: 500 }, cold, breaker: { failures: 3, cooldownMs: 60_000 } });
+    await cache.ready();
+    await srv.kill();
+    try {
+      const r = await cache.lookupDetailed(table, ['u1', 'u2', 'missing']);
+      expect(r.values).toEqual([{ level: 0, reason: 'r0' }, { level: 1, reason: 'r1' }, undefined]);
+      expect(r.degraded).toBe(true);
+      expect(r.errors.some((e) => e.tier === 'redis')).toBe(true);
+      for (const k of ['u3', 'x1', 'x2', 'x3']) await cache.lookup(table, [k]);
+      const s = cache.stats();
+      expect(s.redis!.errors).toBeGreaterThanOrEqual(3);
+      expect(s.redis!.breakerOpen).toBe(true);
+      expect(s.redis!.skipped).toBeGreaterThanOrEqual(1);
+      expect(s.cold!.hits).toBe(3);
+      expect(s.degraded).toBe(true);
+    } finally {
+      await cache.close();
+      await srv.restart();
+      admin.disconnect();
+      admin = new Redis(srv.url, { maxRetriesPerRequest: 1 });
+      admin.on('error', () => undefined);
+    }
+  });
+
+  it('HBase unreachable: Redis and local answers keep coming, failures are counted and surfaced', async () => {
+    const deadPort = await freePort();
+    const dead = new HBaseStore({ zookeeper: `127.0.0.1:${deadPort}`, operationTimeoutMs: 1_500, connectTimeoutMs: 500 });
+    const deadCold = new HBaseColdStore({ store: dead });
+    const cache = new TieredCache({ redis: { client: admin }, cold: deadCold, coldOptions: { timeoutMs: 3_000 } });
+    await admin.set(`hg:v:${table}:hot`, wrapEnvelope(encodeValue({ hot: true }), Date.now()), 'PX', 60_000);
+    try {
+      const r = await cache.lookupDetailed(table, ['hot', 'u1']);
+      expect(r.values).toEqual([{ hot: true }, undefined]);
+      expect(r.degraded).toBe(true);
+      expect(r.errors[0]).toMatchObject({ tier: 'cold' });
+      expect(['HG_ERR_HBASE_UNAVAILABLE', 'HG_ERR_TIMEOUT']).toContain(r.errors[0]!.code);
+      expect(await cache.lookup(table, ['hot'])).toEqual([{ hot: true }]); // local now
+      const s = cache.stats();
+      expect(s.cold!.errors).toBe(1);
+      expect(s.cold!.healthy).toBe(false);
+      expect(s.degraded).toBe(true);
+      // the failed key was not negatively cached: it is retried (and fails again, counted)
+      await cache.lookup(table, ['u1']);
+      expect(cache.stats().cold!.errors).toBe(2);
+    } finally {
+      await cache.close();
+      await dead.close();
+    }
+  });
+});
