@@ -3,9 +3,12 @@ HBASE_SVC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$HBASE_SVC_DIR/../.." && pwd)
 # state lives outside git (.services/ is ignored): Maven output, classpath cache, work dir, pid, log
 HBASE_STATE=${HBASE_STATE:-$REPO_ROOT/.services/hbase}
-HBASE_WORK=${HBASE_WORK:-$HBASE_STATE/work}
-HBASE_PID_FILE=$HBASE_STATE/hbase.pid
-HBASE_LOG=$HBASE_STATE/hbase.log
+# one running instance per HBASE_RUN dir (work dir, pid, log); a second instance for outage tests
+# gets its own HBASE_RUN and ports but shares the Maven output and classpath cache
+HBASE_RUN=${HBASE_RUN:-$HBASE_STATE}
+HBASE_WORK=${HBASE_WORK:-$HBASE_RUN/work}
+HBASE_PID_FILE=$HBASE_RUN/hbase.pid
+HBASE_LOG=$HBASE_RUN/hbase.log
 HBASE_CP_FILE=$HBASE_STATE/cp.txt
 # non-default ports so a developer's own HBase/ZooKeeper (2181/16000/16020) does not clash
 HBASE_ZK_PORT=${HBASE_ZK_PORT:-21810}

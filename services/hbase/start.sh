@@ -2,7 +2,8 @@
 # Start a real HBase 2.6 standalone (ZooKeeper + master + region server in one JVM, local files)
 # on loopback and return once a put/get round trip works. Env: HBASE_ZK_PORT (21810),
 # HBASE_MASTER_PORT (16100), HBASE_RS_PORT (16120), HBASE_START_TIMEOUT seconds (180),
-# HBASE_STATE (.services/hbase). Prints `HBASE_ZK=127.0.0.1:<port>` on success.
+# HBASE_STATE (.services/hbase: Maven output, classpath cache), HBASE_RUN (HBASE_STATE: work dir,
+# pid, log). Prints `HBASE_ZK=127.0.0.1:<port>` on success.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 t0=$(date +%s)
@@ -25,7 +26,7 @@ hbase_classpath
 t_cp=$(date +%s)
 
 # a fresh work dir every start: data left by an unclean stop means slow WAL recovery
-rm -rf "$HBASE_WORK" && mkdir -p "$HBASE_WORK/conf"
+rm -rf "$HBASE_WORK" && mkdir -p "$HBASE_WORK/conf" "$HBASE_RUN"
 sed -e "s#@WORK@#$HBASE_WORK#g" -e "s#@ZK_PORT@#$HBASE_ZK_PORT#g" \
     -e "s#@MASTER_PORT@#$HBASE_MASTER_PORT#g" -e "s#@RS_PORT@#$HBASE_RS_PORT#g" \
     "$HBASE_SVC_DIR/conf/hbase-site.xml" > "$HBASE_WORK/conf/hbase-site.xml"
@@ -54,7 +55,7 @@ until (exec 3<>"/dev/tcp/127.0.0.1/$HBASE_ZK_PORT") 2>/dev/null; do
   sleep 0.5
 done
 # the probe's own client retries for ~15 s; loop until the master has assigned meta and the table
-until out=$(hbase_ddl probe 2>>"$HBASE_STATE/probe.log"); do
+until out=$(hbase_ddl probe 2>>"$HBASE_RUN/probe.log"); do
   kill -0 "$pid" 2>/dev/null || fail "the JVM exited during start-up"
   [ "$(date +%s)" -lt "$deadline" ] || fail "no put/get round trip within ${timeout_s}s (probe: ${out:-no output})"
   sleep 1
