@@ -213,35 +213,42 @@ export class HashArena {
     const n = keys.length;
     const offIdx = this.offPtr >>> 2;
     const chunk = this.chunkKeys;
+    const bytesPtr = this.bytesPtr;
+    // Locals, not `this.` loads, in the per-key loop; re-read after any growth.
+    let buf = this.buf;
+    let u32 = this.u32;
+    let end = this.bytesEnd;
     let i = 0;
     while (i < n) {
       const i0 = i;
-      let p = this.bytesPtr;
+      let p = bytesPtr;
       let c = 0;
-      this.u32[offIdx] = 0;
+      u32[offIdx] = 0;
       while (c < chunk && i < n) {
         const key = keys[i];
         if (typeof key === 'string') {
-          if (p + key.length * 3 > this.bytesEnd) {
+          if (p + key.length * 3 > end) {
             if (c > 0) break;
             this.ensureBytes(key.length * 3);
+            ({ buf, u32, bytesEnd: end } = this);
           }
-          p += this.buf.utf8Write(key, p);
+          p += buf.utf8Write(key, p);
         } else if (key instanceof Uint8Array) {
-          if (p + key.length > this.bytesEnd) {
+          if (p + key.length > end) {
             if (c > 0) break;
             this.ensureBytes(key.length);
+            ({ buf, u32, bytesEnd: end } = this);
           }
-          this.u8.set(key, p);
+          buf.set(key, p);
           p += key.length;
         } else {
           throw invalidType(`${name}[${i}]`, 'a string or Uint8Array', key);
         }
         c++;
         i++;
-        this.u32[offIdx + c] = p - this.bytesPtr;
+        u32[offIdx + c] = p - bytesPtr;
       }
-      this.run(kind, this.bytesPtr, c, seed, param);
+      this.run(kind, bytesPtr, c, seed, param);
       dest.set(this.u8.subarray(this.outPtr, this.outPtr + c * size), i0 * size);
     }
   }
