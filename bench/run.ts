@@ -16,7 +16,7 @@ import type { SuiteResult } from './common.js';
 import { loadResults, sortSuites, writeReport } from './report.js';
 
 /** Suites the issues ask for, in report order; others found on disk follow alphabetically. */
-export const KNOWN_SUITES = ['hash', 'bloom', 'dedup', 'load', 'lookup', 'index', 'scaling'] as const;
+export const KNOWN_SUITES = ['hash', 'bloom', 'pool', 'dedup', 'load', 'lookup', 'index', 'scaling'] as const;
 /** Modules in bench/ that are helpers, never suites. */
 export const HELPER_MODULES = new Set(['common', 'run', 'report', 'svg']);
 
