@@ -14,9 +14,11 @@ export class BatchBuffer {
   constructor(readonly capacity: number, initialBytes: number) {
     this.keys = Buffer.allocUnsafe(initialBytes);
     this.lines = Buffer.allocUnsafe(initialBytes);
-    this.keyOffs = new Uint32Array(capacity + 1);
-    this.lineOffs = new Uint32Array(capacity + 1);
-    this.segs = new Uint32Array(capacity);
+    // row arrays grow too: 65_536 compact buckets must not each pre-allocate `batch` rows
+    const rows = Math.min(capacity, 64);
+    this.keyOffs = new Uint32Array(rows + 1);
+    this.lineOffs = new Uint32Array(rows + 1);
+    this.segs = new Uint32Array(rows);
   }
 
   /** Bytes this buffer holds now (what the global cap counts). */
@@ -26,7 +28,7 @@ export class BatchBuffer {
 
   /** Bytes allocated (for the RSS bound). */
   get allocatedBytes(): number {
-    return this.keys.length + this.lines.length + this.capacity * 12;
+    return this.keys.length + this.lines.length + this.segs.length * 12;
   }
 
   reset(): void {
@@ -42,9 +44,23 @@ export class BatchBuffer {
     return nb;
   }
 
+  private growRows(): void {
+    const n = Math.min(this.capacity, this.segs.length * 2);
+    const ko = new Uint32Array(n + 1);
+    ko.set(this.keyOffs);
+    this.keyOffs = ko;
+    const lo = new Uint32Array(n + 1);
+    lo.set(this.lineOffs);
+    this.lineOffs = lo;
+    const sg = new Uint32Array(n);
+    sg.set(this.segs);
+    this.segs = sg;
+  }
+
   /** Appends one row; returns true when the buffer is full. */
   append(kSrc: Uint8Array, ks: number, ke: number, lSrc: Uint8Array, ls: number, le: number, seg: number): boolean {
     const c = this.count;
+    if (c >= this.segs.length) this.growRows();
     let kp = this.keyOffs[c]!;
     let lp = this.lineOffs[c]!;
     if (kp + (ke - ks) > this.keys.length) this.keys = BatchBuffer.grow(this.keys, kp + (ke - ks));

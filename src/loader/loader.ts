@@ -137,6 +137,20 @@ function peakRss(): number {
   return Math.max(process.resourceUsage().maxRSS * 1024, process.memoryUsage.rss());
 }
 
+const TWO32 = 4294967296;
+
+/** Compact-layout bucket: digest bytes 8..15 as unsigned 64-bit LE mod n (src/dedup/layout.ts). */
+export function compactBuckets(d: Uint8Array, count: number, n: number, out: Uint32Array): Uint32Array {
+  const m = TWO32 % n;
+  for (let i = 0; i < count; i++) {
+    const o = (i << 4) + 8;
+    const lo = (d[o]! | (d[o + 1]! << 8) | (d[o + 2]! << 16) | (d[o + 3]! << 24)) >>> 0;
+    const hi = (d[o + 4]! | (d[o + 5]! << 8) | (d[o + 6]! << 16) | (d[o + 7]! << 24)) >>> 0;
+    out[i] = n <= 2 ** 21 ? ((((hi % n) * m) % n) + (lo % n)) % n : Number(((BigInt(hi) << 32n) | BigInt(lo)) % BigInt(n));
+  }
+  return out;
+}
+
 export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<LoadSummary> {
   const now = deps.now ?? Date.now;
   const t0 = performance.now();
@@ -229,11 +243,16 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
     hasher,
     maxRows,
   );
+  const compact = sink?.layout === 'compact';
+  const compactBucketOut = new Uint32Array(compact ? maxRows : 0);
+  // row i's 8-byte member starts at i*16 in the digest output
+  const digestOffsets = new Uint32Array(compact ? maxRows + 1 : 0);
+  if (compact) for (let i = 0; i < maxRows; i++) digestOffsets[i] = i * 16;
   const coder = o.windowField >= 0 ? makeWindowCoder({ format: o.dateFormat, unit: o.windowUnit, timeZone: o.timeZone }) : undefined;
   const windows: string[] = fixedWindow !== undefined ? [fixedWindow] : [];
   const winByCode = new Map<number, number>();
   const bucketRows = new Float64Array(o.buckets);
-  const pool = new BufferPool(o.batch, Math.min(1 << 16, Math.max(256, o.batch * 16)), o.concurrency + 64);
+  const pool = new BufferPool(o.batch, 256, o.concurrency + 64);
   let slots: (BatchBuffer | undefined)[] = new Array(windows.length * o.buckets || o.buckets);
   const active = new Set<BatchBuffer>();
   let buffered = 0;
@@ -264,6 +283,7 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   const byReason: Partial<Record<RejectName, number>> = {};
   let lastError: string | undefined;
   let fatal: unknown;
+  let degraded = false;
   let inFlight = 0;
   let wake: (() => void) | undefined;
   let cpDirty = false;
@@ -341,19 +361,24 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
     let ok = false;
     for (let attempt = 0; ; attempt++) {
       try {
+        await sink!.prepareWindow?.(batch.window);
         const added = await sink!.add(batch);
         s.newMembers += added;
         ok = true;
         break;
       } catch (err) {
+        if ((err as HashGateError)?.code === ErrorCodes.INVALID_OPTION) throw err;
         lastError = (err as Error)?.message ?? String(err);
-        if (!isTransient(err) || attempt >= o.retries) break;
+        // while the store keeps failing whole retry rounds, later batches try once and go
+        // straight to the failed file instead of each waiting out its own backoff
+        if (!isTransient(err) || attempt >= (degraded ? 0 : o.retries)) break;
         s.retries++;
         const d = Math.min(o.retryMaxDelayMs, o.retryDelayMs * 2 ** attempt);
         await sleep(d * (0.5 + Math.random() / 2));
       }
     }
     s.batches++;
+    degraded = !ok;
     if (ok) s.loaded += buf.count;
     else {
       s.failedBatches++;
@@ -452,10 +477,16 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
           for (let j = 0; j < parser.rejReason.length; j++) {
             writeReject(file, lineNo + parser.rejLine[j]! + 1, parser.rejReason[j]!, r.buf.subarray(parser.rejStart[j]!, parser.rejEnd[j]!));
           }
-          const buckets = hasher.buckets(n, o.buckets);
           deps.onKeys?.(hasher.keyBytes, hasher.keyOffsets, n);
-          const ko = hasher.keyOffsets;
-          const kb = hasher.keyBytes;
+          let buckets: Uint32Array;
+          let ko = hasher.keyOffsets;
+          let kb = hasher.keyBytes;
+          if (compact) {
+            // compact layout: members are digest bytes 0..7, buckets come from bytes 8..15
+            kb = hasher.digests(n);
+            buckets = compactBuckets(kb, n, o.buckets, compactBucketOut);
+            ko = digestOffsets;
+          } else buckets = hasher.buckets(n, o.buckets);
           const seg = addSegment(fi, r.offset + r.end, lineNo + parser.lines, o.dryRun ? 0 : n, false);
           let accepted = 0;
           if (o.dryRun) {
@@ -490,7 +521,8 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
                 active.add(b);
               }
               const before = b.usedBytes;
-              const full = b.append(kb, ko[i]!, ko[i + 1]!, r.buf, parser.rowStart[i]!, parser.rowEnd[i]!, seg);
+              const ks = ko[i]!;
+              const full = b.append(kb, ks, compact ? ks + 8 : ko[i + 1]!, r.buf, parser.rowStart[i]!, parser.rowEnd[i]!, seg);
               buffered += b.usedBytes - before;
               if (full) await dispatch(b);
             }

@@ -1,6 +1,7 @@
 // Where loaded batches go. The loader only needs "add these members to this (window, bucket),
 // idempotently, and tell me when it is acknowledged"; the Redis layouts implement that.
 import { Command, type Cluster, type Redis } from 'ioredis';
+import { ErrorCodes, HashGateError } from '../errors.js';
 
 /** One batch of one (window, bucket): key i = keys[keyOffsets[i] .. keyOffsets[i+1]). */
 export interface SinkBatch {
@@ -13,6 +14,10 @@ export interface SinkBatch {
 
 export interface LoadSink {
   readonly name: string;
+  /** 'compact' sinks get 8 digest bytes per key, bucketed by digest bytes 8..15; default raw keys. */
+  readonly layout?: 'sets' | 'compact';
+  /** Called once per window before its first batch (e.g. to record the bucket count). */
+  prepareWindow?(window: string): Promise<void>;
   /** Adds every member; must be idempotent (a retried batch re-adds). Resolves with the number of
    *  members Redis reported as new (best effort), rejects when the batch was not acknowledged. */
   add(batch: SinkBatch): Promise<number>;
@@ -94,9 +99,205 @@ export function encodeSadd(key: string, batch: SinkBatch): Buffer {
 }
 
 /**
- * The seed-compatible `sets` layout: key `{prefix}:{window}:{bucket}`, members = raw key bytes,
- * so a Java service using the seed's scheme reads and writes the same sets.
+ * Signed 64-bit decimal of 8 little-endian bytes at src[p] (the compact layout's member), written
+ * at out[q] without BigInt: 16-bit limbs divided by 10_000 keep every step exact in doubles.
  */
+const limbs = new Uint32Array(4);
+const digitTmp = new Uint8Array(20);
+export function writeInt64Le(out: Buffer, q: number, src: Uint8Array, p: number): number {
+  let lo = (src[p]! | (src[p + 1]! << 8) | (src[p + 2]! << 16) | (src[p + 3]! << 24)) >>> 0;
+  let hi = (src[p + 4]! | (src[p + 5]! << 8) | (src[p + 6]! << 16) | (src[p + 7]! << 24)) >>> 0;
+  if (hi & 0x80000000) {
+    out[q++] = 45; // '-'
+    lo = (~lo + 1) >>> 0;
+    hi = (~hi + (lo === 0 ? 1 : 0)) >>> 0;
+  }
+  limbs[0] = hi >>> 16;
+  limbs[1] = hi & 0xffff;
+  limbs[2] = lo >>> 16;
+  limbs[3] = lo & 0xffff;
+  let nd = 0;
+  for (;;) {
+    let rem = 0;
+    let any = 0;
+    for (let i = 0; i < 4; i++) {
+      const cur = rem * 65536 + limbs[i]!;
+      const qd = Math.floor(cur / 10000);
+      rem = cur - qd * 10000;
+      limbs[i] = qd;
+      any |= qd;
+    }
+    if (any === 0) {
+      // last group: no leading zeros
+      do {
+        digitTmp[nd++] = 48 + (rem % 10);
+        rem = Math.floor(rem / 10);
+      } while (rem > 0);
+      break;
+    }
+    for (let k = 0; k < 4; k++) {
+      digitTmp[nd++] = 48 + (rem % 10);
+      rem = Math.floor(rem / 10);
+    }
+  }
+  while (nd > 0) out[q++] = digitTmp[--nd]!;
+  return q;
+}
+
+/** RESP bulk strings of a batch's members: raw key bytes ('sets') or int64 decimals ('compact'). */
+export function encodeMembers(batch: SinkBatch, compact: boolean): Buffer {
+  const n = batch.count;
+  const ko = batch.keyOffsets;
+  const src = batch.keys;
+  const out = Buffer.allocUnsafe(compact ? n * 28 : ko[n]! - ko[0]! + n * 15);
+  let p = 0;
+  for (let i = 0; i < n; i++) {
+    const s = ko[i]!;
+    const e = ko[i + 1]!;
+    out[p++] = 36; // '$'
+    if (compact) {
+      // reserve 2 digits for the length, write the number, then fill the length in
+      const lenAt = p;
+      p += 4;
+      const end = writeInt64Le(out, p, src, s);
+      const len = end - p;
+      if (len < 10) {
+        out.copyWithin(lenAt + 3, p, end);
+        out[lenAt] = 48 + len;
+        out[lenAt + 1] = CRLF_0;
+        out[lenAt + 2] = CRLF_1;
+        p = end - 1;
+      } else {
+        out[lenAt] = 48 + Math.floor(len / 10);
+        out[lenAt + 1] = 48 + (len % 10);
+        out[lenAt + 2] = CRLF_0;
+        out[lenAt + 3] = CRLF_1;
+        p = end;
+      }
+    } else {
+      p = writeInt(out, p, e - s);
+      out[p++] = CRLF_0;
+      out[p++] = CRLF_1;
+      if (e - s < 48) for (let j = s; j < e; j++) out[p++] = src[j]!;
+      else {
+        out.set(src.subarray(s, e), p);
+        p += e - s;
+      }
+    }
+    out[p++] = CRLF_0;
+    out[p++] = CRLF_1;
+  }
+  return out.subarray(0, p);
+}
+
+/** `*<n+2>\r\n$len\r\nCMD\r\n$len\r\nkey\r\n` followed by the encoded members. */
+export function commandWire(cmd: string, key: string, count: number, members: Buffer): Buffer {
+  const head = `*${count + 2}\r\n$${cmd.length}\r\n${cmd}\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`;
+  const hl = Buffer.byteLength(head);
+  const out = Buffer.allocUnsafe(hl + members.length);
+  out.write(head, 0, 'utf8');
+  members.copy(out, hl);
+  return out;
+}
+
+export type LoaderLayout = 'sets' | 'compact';
+
+/** Key names of the dedup store's layouts (the contract in src/dedup/layout.ts). */
+export const layoutKeys = {
+  bucket: (layout: LoaderLayout, prefix: string, window: string, bucket: number): string =>
+    layout === 'sets' ? `${prefix}:${window}:${bucket}` : `${prefix}:${window}:c:${bucket}`,
+  hll: (layout: LoaderLayout, prefix: string, window: string): string =>
+    layout === 'sets' ? `${prefix}:${window}:hll` : `${prefix}:${window}:c:hll`,
+  meta: (prefix: string, window: string): string => `${prefix}:${window}:meta`,
+  metaField: (layout: LoaderLayout): string => `${layout}.buckets`,
+};
+
+export interface RedisLayoutSinkOptions {
+  layout: LoaderLayout;
+  prefix: string;
+  buckets: number;
+  /** Also PFADD members to the window's HyperLogLog (what `hashgate stats` reads). Default true. */
+  hll?: boolean;
+  /** Quit the client on close(). Default true. */
+  ownsClient?: boolean;
+}
+
+/**
+ * Writes batches in the dedup store's layouts. 'sets' is the seed's scheme (key
+ * `{prefix}:{window}:{bucket}`, members = raw key bytes) so a Java service using it reads and
+ * writes the same sets; 'compact' stores 64-bit digest members in intset buckets. The loader gives
+ * 'compact' batches whose "keys" are the 8 digest bytes, bucketed by digest bytes 8..15.
+ */
+export class RedisLayoutSink implements LoadSink {
+  readonly name: string;
+  readonly layout: LoaderLayout;
+  private readonly hll: boolean;
+  private readonly prepared = new Map<string, Promise<void>>();
+
+  constructor(readonly redis: Redis | Cluster, readonly opts: RedisLayoutSinkOptions) {
+    this.layout = opts.layout;
+    this.hll = opts.hll ?? true;
+    this.name = `redis-${opts.layout}`;
+  }
+
+  /** Bucket count already recorded for `window` (first writer wins), if any. */
+  async recordedBuckets(window: string): Promise<number | undefined> {
+    const v = await this.redis.hget(layoutKeys.meta(this.opts.prefix, window), layoutKeys.metaField(this.layout));
+    return v === null ? undefined : Number(v);
+  }
+
+  /** Records our bucket count for `window`, refusing to mix two bucketings in one window. */
+  prepareWindow(window: string): Promise<void> {
+    let p = this.prepared.get(window);
+    if (!p) {
+      p = (async () => {
+        const mk = layoutKeys.meta(this.opts.prefix, window);
+        const field = layoutKeys.metaField(this.layout);
+        await this.redis.hsetnx(mk, field, String(this.opts.buckets));
+        const v = Number(await this.redis.hget(mk, field));
+        if (v !== this.opts.buckets) {
+          throw new HashGateError(
+            ErrorCodes.INVALID_OPTION,
+            `--buckets: window ${window} of prefix ${this.opts.prefix} already uses ${v} ${this.layout} buckets (${mk}); load it with --buckets ${v}`,
+            { details: { window, recorded: v, requested: this.opts.buckets } },
+          );
+        }
+      })();
+      p.catch(() => this.prepared.delete(window));
+      this.prepared.set(window, p);
+    }
+    return p;
+  }
+
+  async add(batch: SinkBatch): Promise<number> {
+    // while the client is reconnecting, fail at once: the loader's backoff decides when to retry,
+    // instead of every batch queueing behind ioredis' reconnect attempts
+    const st = this.redis.status;
+    if (st === 'reconnecting' || st === 'close' || st === 'end') throw new Error(`Connection is closed (client ${st})`);
+    const { layout, prefix } = this.opts;
+    const key = layoutKeys.bucket(layout, prefix, batch.window, batch.bucket);
+    const members = encodeMembers(batch, layout === 'compact');
+    const r = this.redis as Redis;
+    const sadd = r.sendCommand(new RawCommand('sadd', key, commandWire('SADD', key, batch.count, members)));
+    if (this.hll) {
+      const hk = layoutKeys.hll(layout, prefix, batch.window);
+      const [added] = await Promise.all([sadd, r.sendCommand(new RawCommand('pfadd', hk, commandWire('PFADD', hk, batch.count, members)))]);
+      return Number(added);
+    }
+    return Number(await sadd);
+  }
+
+  async close(): Promise<void> {
+    if (this.opts.ownsClient === false) return;
+    try {
+      await this.redis.quit();
+    } catch {
+      this.redis.disconnect();
+    }
+  }
+}
+
+/** The seed-compatible `sets` layout without HLL or meta bookkeeping (plain SADD per batch). */
 export class RedisSetsSink implements LoadSink {
   readonly name = 'redis-sets';
   constructor(private readonly redis: Redis | Cluster, private readonly prefix: string, private readonly ownsClient = true) {}

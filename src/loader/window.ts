@@ -5,13 +5,13 @@ import { HashGateTypeError, ErrorCodes } from '../errors.js';
 
 export type WindowUnit = 'year' | 'month' | 'day';
 
-/** The id a window gets in Redis keys: year 2026 -> '2026', month -> '202601', day -> '20260131'. */
+/** Window ids as the dedup store writes them (src/dedup/window.ts): '2026', '2026-01', '2026-01-31'. */
 export function windowId(year: number, month: number, day: number, unit: WindowUnit): string {
   const y = String(year).padStart(4, '0');
   if (unit === 'year') return y;
   const m = String(month).padStart(2, '0');
-  if (unit === 'month') return y + m;
-  return y + m + String(day).padStart(2, '0');
+  if (unit === 'month') return `${y}-${m}`;
+  return `${y}-${m}-${String(day).padStart(2, '0')}`;
 }
 
 /** Calendar date of `ms` in `timeZone`. */

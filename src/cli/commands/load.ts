@@ -1,0 +1,296 @@
+// `hashgate load <file|dir|glob>...`: bulk-load pipe-delimited export files into the dedup store.
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { Cluster, Redis } from 'ioredis';
+import { BloomFilter } from '../../bloom/index.js';
+import { ErrorCodes, HashGateError, HashGateTypeError, HashGateRangeError } from '../../errors.js';
+import { DEFAULTS, load, type LoadOptions, type LoadSummary } from '../../loader/loader.js';
+import { createProgress } from '../../loader/progress.js';
+import { RedisLayoutSink, type LoaderLayout } from '../../loader/sink.js';
+import type { WindowUnit } from '../../loader/window.js';
+
+/** The dedup store's defaults (src/dedup/options.ts): same prefix and bucket counts. */
+export const STORE_DEFAULTS = { prefix: 'hg:dedup', layout: 'compact' as LoaderLayout, setsBuckets: 1000, compactBuckets: 65_536 };
+
+export const HELP = `usage: hashgate load <file|dir|glob>... [flags]
+
+Loads pipe-delimited export files (e.g. Hive's 000000_0, 000001_0, ...) into the dedup store.
+
+Store
+  --redis URL               Redis URL (default redis://127.0.0.1:6379)
+  --cluster HOST:PORT,...   Redis Cluster startup nodes instead of --redis
+  --layout sets|compact     Redis layout (default ${STORE_DEFAULTS.layout}; 'sets' = the seed's scheme)
+  --prefix P                key prefix (default ${STORE_DEFAULTS.prefix})
+  --buckets N               buckets (default: the count recorded for the window, else
+                            ${STORE_DEFAULTS.setsBuckets} for sets / ${STORE_DEFAULTS.compactBuckets} for compact)
+  --no-hll                  do not PFADD members to the window's HyperLogLog
+Windows
+  --window ID               fixed window id, e.g. 2026 (default: current year in --time-zone)
+  --window-from-field N     take each row's window from field N (0-based)
+  --date-format F           format of that field: yyyyMMdd (default), yyyy-MM-dd, ..., epoch-s, epoch-ms
+  --window-unit U           year (default) | month | day
+  --time-zone TZ            IANA zone for windows (default ${DEFAULTS.timeZone})
+Input
+  --delimiter C             field delimiter, one byte (default '|'; 'tab' for TAB)
+  --fields 0,1              fields forming the key, in order (default: all fields concatenated)
+  --field-count N           expected fields per line (default: taken from the first good line)
+  --max-line-bytes N        longer lines are rejected (default ${DEFAULTS.maxLineBytes})
+Throughput and memory
+  --batch N                 rows per bucket batch (default ${DEFAULTS.batch})
+  --concurrency N           batches in flight (default ${DEFAULTS.concurrency})
+  --max-buffer-mb N         cap on buffered rows across buckets, forcing early flushes (default ${DEFAULTS.maxBufferedBytes >> 20})
+  --retries N               retries per batch on transient errors (default ${DEFAULTS.retries})
+  --retry-delay MS          first backoff delay, doubled per retry (default ${DEFAULTS.retryDelayMs})
+Failures and resume
+  --failed-file F           rows of batches that failed after retries, in the input format,
+                            re-feedable with the same command (default hashgate-load.failed.txt)
+  --rejects-file R          unparseable rows: file<TAB>line<TAB>reason<TAB>content (default hashgate-load.rejects.tsv)
+  --checkpoint F            checkpoint file (default ${DEFAULTS.checkpointFile})
+  --resume                  continue from the checkpoint (same options required)
+Other
+  --dry-run                 parse, hash, bucket and count; no Redis
+  --bloom OUT               also write a Bloom filter (Guava writeTo format) of every key
+  --bloom-fpp P             its false-positive rate (default 0.01)
+  --bloom-expected N        its expected keys (default: estimated from the input size)
+  --json                    print the summary as JSON on stdout
+  --progress / --no-progress  force the progress bar on/off (default: bar on a TTY, lines otherwise)
+  --quiet                   no progress output
+Exit codes: 0 done, 1 error, 2 usage, 3 some rows failed (see --failed-file), 130 interrupted.`;
+
+const usage = (msg: string): HashGateTypeError => new HashGateTypeError(ErrorCodes.INVALID_OPTION, msg);
+
+function int(flag: string, v: string | undefined, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!/^-?\d+$/.test(v.trim()) || !Number.isSafeInteger(n)) throw usage(`${flag} must be an integer, got ${JSON.stringify(v)}`);
+  if (n < min || n > max) throw new HashGateRangeError(ErrorCodes.INVALID_OPTION, `${flag} must be in [${min}, ${max}], got ${n}`, { name: flag });
+  return n;
+}
+
+function delimiterByte(v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const s = v === 'tab' || v === '\\t' ? '\t' : v;
+  const b = Buffer.from(s);
+  if (b.length !== 1 || b[0] === 10 || b[0] === 13) throw usage(`--delimiter must be one byte other than CR/LF (or 'tab'), got ${JSON.stringify(v)}`);
+  return b[0];
+}
+
+function fieldList(v: string | undefined): number[] | null {
+  if (v === undefined || v === 'all') return null;
+  const parts = v.split(',');
+  const out = parts.map((p) => int('--fields', p.trim(), 0, 255)!);
+  if (out.length === 0) throw usage('--fields must list at least one field index');
+  return out;
+}
+
+function fmtSummary(s: LoadSummary): string {
+  const mb = (n: number): string => `${(n / (1 << 20)).toFixed(1)} MiB`;
+  const reasons = Object.entries(s.rejectedByReason).map(([k, v]) => `${k} ${v}`).join(', ');
+  return [
+    `${s.dryRun ? 'dry run' : 'load'} ${s.interrupted ? 'INTERRUPTED' : s.ok ? 'done' : 'done with failures'}: ${s.files} files (${s.filesSkipped} skipped by checkpoint), ${mb(s.bytes)}, ${s.lines} lines`,
+    `  rows ${s.rows}, loaded ${s.loaded}, new members ${s.newMembers}, failed ${s.failed} (${s.failedBatches} batches, ${s.retries} retries), rejected ${s.rejected}${reasons ? ` (${reasons})` : ''}`,
+    `  windows ${s.windows.join(', ') || '-'}; ${s.buckets} buckets, rows per bucket min ${s.bucketRows.min} max ${s.bucketRows.max} mean ${s.bucketRows.mean.toFixed(1)}`,
+    `  ${(s.elapsedMs / 1000).toFixed(2)} s, ${Math.round(s.rowsPerSec)} rows/s, peak RSS ${mb(s.peakRssBytes)}`,
+    ...(s.failed > 0 ? [`  failed rows written to ${s.failedFile}; re-run with that file as input to retry them (last error: ${s.lastError})`] : []),
+    ...(s.rejected > 0 && s.rejectsFile ? [`  rejected rows listed in ${s.rejectsFile}`] : []),
+  ].join('\n');
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let values: Record<string, string | boolean | undefined>;
+  let positionals: string[];
+  try {
+    ({ values, positionals } = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        redis: { type: 'string' },
+        cluster: { type: 'string' },
+        layout: { type: 'string' },
+        prefix: { type: 'string' },
+        buckets: { type: 'string' },
+        'no-hll': { type: 'boolean' },
+        window: { type: 'string' },
+        'window-from-field': { type: 'string' },
+        'date-format': { type: 'string' },
+        'window-unit': { type: 'string' },
+        'time-zone': { type: 'string' },
+        delimiter: { type: 'string' },
+        fields: { type: 'string' },
+        'field-count': { type: 'string' },
+        'max-line-bytes': { type: 'string' },
+        batch: { type: 'string' },
+        concurrency: { type: 'string' },
+        'max-buffer-mb': { type: 'string' },
+        retries: { type: 'string' },
+        'retry-delay': { type: 'string' },
+        'failed-file': { type: 'string' },
+        'rejects-file': { type: 'string' },
+        checkpoint: { type: 'string' },
+        resume: { type: 'boolean' },
+        'dry-run': { type: 'boolean' },
+        bloom: { type: 'string' },
+        'bloom-fpp': { type: 'string' },
+        'bloom-expected': { type: 'string' },
+        json: { type: 'boolean' },
+        progress: { type: 'boolean' },
+        'no-progress': { type: 'boolean' },
+        quiet: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }) as { values: Record<string, string | boolean | undefined>; positionals: string[] });
+  } catch (err) {
+    console.error(`hashgate load: ${(err as Error).message}\n(see hashgate load --help)`);
+    return 2;
+  }
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  const str = (k: string): string | undefined => values[k] as string | undefined;
+  let opts: LoadOptions;
+  let layout: LoaderLayout;
+  let bucketsFlag: number | undefined;
+  let bloomFpp = 0.01;
+  try {
+    if (positionals.length === 0) throw usage('no input: give files, directories or globs (hashgate load --help)');
+    layout = (str('layout') ?? STORE_DEFAULTS.layout) as LoaderLayout;
+    if (layout !== 'sets' && layout !== 'compact') throw usage(`--layout must be 'sets' or 'compact', got ${JSON.stringify(layout)}`);
+    const unit = (str('window-unit') ?? 'year') as WindowUnit;
+    if (!['year', 'month', 'day'].includes(unit)) throw usage(`--window-unit must be year, month or day, got ${JSON.stringify(unit)}`);
+    if (str('window') !== undefined && str('window-from-field') !== undefined) throw usage('--window and --window-from-field are mutually exclusive');
+    const win = str('window');
+    if (win !== undefined && (win === '' || /[:{}*?[\]\s]/.test(win))) throw usage(`--window must be a non-empty id without ':', braces, glob characters or spaces, got ${JSON.stringify(win)}`);
+    if (str('redis') !== undefined && str('cluster') !== undefined) throw usage('--redis and --cluster are mutually exclusive');
+    const tz = str('time-zone');
+    if (tz !== undefined) {
+      try {
+        new Intl.DateTimeFormat('en', { timeZone: tz });
+      } catch {
+        throw usage(`--time-zone must be an IANA time zone, got ${JSON.stringify(tz)}`);
+      }
+    }
+    if (str('bloom-fpp') !== undefined) {
+      bloomFpp = Number(str('bloom-fpp'));
+      if (!(bloomFpp > 0 && bloomFpp < 1)) throw new HashGateRangeError(ErrorCodes.INVALID_OPTION, `--bloom-fpp must be in (0, 1), got ${str('bloom-fpp')}`, { name: '--bloom-fpp' });
+    }
+    bucketsFlag = int('--buckets', str('buckets'), 1, 2 ** 30);
+    const maxBufMb = int('--max-buffer-mb', str('max-buffer-mb'), 1, 1 << 20);
+    opts = {
+      inputs: positionals,
+      delimiter: delimiterByte(str('delimiter')),
+      fields: fieldList(str('fields')),
+      fieldCount: int('--field-count', str('field-count'), 1, 256),
+      window: win,
+      windowField: int('--window-from-field', str('window-from-field'), 0, 255),
+      dateFormat: str('date-format'),
+      windowUnit: unit,
+      timeZone: tz,
+      batch: int('--batch', str('batch'), 1, 1_000_000),
+      concurrency: int('--concurrency', str('concurrency'), 1, 4096),
+      maxLineBytes: int('--max-line-bytes', str('max-line-bytes'), 1, 64 << 20),
+      maxBufferedBytes: maxBufMb === undefined ? undefined : maxBufMb << 20,
+      retries: int('--retries', str('retries'), 0, 1000),
+      retryDelayMs: int('--retry-delay', str('retry-delay'), 0, 3_600_000),
+      failedFile: str('failed-file') ?? 'hashgate-load.failed.txt',
+      rejectsFile: str('rejects-file') ?? 'hashgate-load.rejects.tsv',
+      checkpointFile: str('checkpoint'),
+      resume: values.resume === true,
+      dryRun: values['dry-run'] === true,
+    };
+    if (opts.dryRun && opts.resume) throw usage('--resume has no meaning with --dry-run');
+  } catch (err) {
+    console.error(`hashgate load: ${(err as Error).message}`);
+    return 2;
+  }
+
+  const prefix = str('prefix') ?? STORE_DEFAULTS.prefix;
+  const ac = new AbortController();
+  let sigints = 0;
+  const onSigint = (): void => {
+    sigints++;
+    if (sigints === 1) {
+      process.stderr.write('\nhashgate load: stopping after batches in flight (Ctrl-C again to exit at once)\n');
+      ac.abort();
+    } else process.exit(130);
+  };
+  process.on('SIGINT', onSigint);
+  process.on('SIGTERM', onSigint);
+  let sink: RedisLayoutSink | undefined;
+  try {
+    let buckets = bucketsFlag ?? (layout === 'sets' ? STORE_DEFAULTS.setsBuckets : STORE_DEFAULTS.compactBuckets);
+    if (!opts.dryRun) {
+      const clientOpts = { maxRetriesPerRequest: 1, commandTimeout: 30_000, enableAutoPipelining: false, lazyConnect: true };
+      const cl = str('cluster');
+      const redis = cl
+        ? new Cluster(
+            cl.split(',').map((hp) => {
+              const [host, port] = hp.trim().split(':');
+              return { host: host || '127.0.0.1', port: Number(port ?? 6379) };
+            }),
+            { redisOptions: clientOpts },
+          )
+        : new Redis(str('redis') ?? 'redis://127.0.0.1:6379', clientOpts);
+      redis.on('error', () => undefined); // reported per batch; reconnects are automatic
+      try {
+        await redis.connect();
+      } catch (err) {
+        redis.disconnect();
+        throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `cannot connect to ${cl ? `cluster ${cl}` : str('redis') ?? 'redis://127.0.0.1:6379'}: ${(err as Error).message}`, { cause: err });
+      }
+      sink = new RedisLayoutSink(redis, { layout, prefix, buckets, hll: values['no-hll'] !== true });
+      // a window keeps the bucket count it was first written with
+      if (opts.window !== undefined && bucketsFlag === undefined) {
+        const rec = await sink.recordedBuckets(opts.window);
+        if (rec !== undefined && rec !== buckets) {
+          buckets = rec;
+          sink = new RedisLayoutSink(redis, { layout, prefix, buckets, hll: values['no-hll'] !== true });
+        }
+      }
+    }
+    opts.buckets = buckets;
+    opts.extraFingerprint = { layout, prefix };
+    const tty = values['no-progress'] ? false : values.progress === true || process.stderr.isTTY === true;
+    const progress = createProgress({ tty, intervalMs: 10_000, quiet: values.quiet === true || (values['no-progress'] === true && values.json === true) });
+
+    let bloom: BloomFilter | undefined;
+    const bloomOut = str('bloom');
+    let bloomExpected = int('--bloom-expected', str('bloom-expected'), 1, 2 ** 40);
+    const onKeys = bloomOut
+      ? (bytes: Uint8Array, offsets: Uint32Array, count: number): void => {
+          if (count === 0) return;
+          if (!bloom) {
+            bloomExpected ??= 1_000_000;
+            bloom = BloomFilter.create({ expectedItems: bloomExpected, fpp: bloomFpp });
+          }
+          bloom.addAll({ bytes, offsets, count });
+        }
+      : undefined;
+    if (bloomOut && bloomExpected === undefined) {
+      // ~1 key per 24 input bytes (name + 18-char ID + delimiter + newline) unless told otherwise
+      const { expandInputs } = await import('../../loader/inputs.js');
+      const { statSync } = await import('node:fs');
+      const files = await expandInputs(opts.inputs);
+      const total = files.reduce((a, f) => a + statSync(f).size, 0);
+      bloomExpected = Math.max(1000, Math.ceil(total / 24));
+    }
+    const summary = await load(opts, { sink, progress, signal: ac.signal, ...(onKeys ? { onKeys } : {}) });
+    if (bloomOut) {
+      bloom ??= BloomFilter.create({ expectedItems: bloomExpected ?? 1000, fpp: bloomFpp });
+      writeFileSync(bloomOut, bloom.writeTo());
+    }
+    const out = { ...summary, layout, prefix, ...(bloomOut ? { bloom: bloomOut, bloomExpectedItems: bloomExpected, bloomFpp } : {}) };
+    if (values.json) console.log(JSON.stringify(out, null, 2));
+    else console.error(fmtSummary(summary) + (bloomOut ? `\n  Bloom filter written to ${bloomOut}` : ''));
+    return summary.interrupted ? 130 : summary.failed > 0 ? 3 : 0;
+  } catch (err) {
+    const e = err as HashGateError;
+    console.error(`hashgate load: ${e.message ?? String(err)}`);
+    return e instanceof HashGateTypeError || e instanceof HashGateRangeError || e.code === ErrorCodes.INVALID_OPTION ? 2 : 1;
+  } finally {
+    process.off('SIGINT', onSigint);
+    process.off('SIGTERM', onSigint);
+    await sink?.close();
+  }
+}
