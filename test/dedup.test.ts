@@ -217,3 +217,22 @@ describe('journal', () => {
     }
   });
 });
+
+describe('int64Decimal', () => {
+  it('matches BigInt for any signed 64-bit value', async () => {
+    const { int64Decimal } = await import('../src/dedup/layout.js');
+    fc.assert(
+      fc.property(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), (v) => {
+        const u = BigInt.asUintN(64, v);
+        const lo = Number(u & 0xffffffffn);
+        const hi = Number(BigInt.asIntN(32, u >> 32n));
+        expect(int64Decimal(lo, hi)).toBe(v.toString());
+      }),
+      { numRuns: 20_000 },
+    );
+    for (const v of [0n, -1n, 1n, -(2n ** 63n), 2n ** 63n - 1n, -100000n, 100000n, -99999n, -100001n, 4294967296n, -4294967296n]) {
+      const u = BigInt.asUintN(64, v);
+      expect(int64Decimal(Number(u & 0xffffffffn), Number(BigInt.asIntN(32, u >> 32n)))).toBe(v.toString());
+    }
+  });
+});

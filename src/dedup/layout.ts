@@ -105,9 +105,34 @@ export function bucketsOfDigests(digests: Uint8Array, layout: Layout, buckets: n
   return res;
 }
 
+const PAD = ['', '0', '00', '000', '0000'];
+const pad5 = (x: number): string => {
+  const s = String(x);
+  return s.length >= 5 ? s : PAD[5 - s.length] + s;
+};
+
+/**
+ * Decimal of the signed 64-bit value hi * 2^32 + lo (hi signed int32, lo uint32) with doubles
+ * only: 2^32 = 42949 * 1e5 + 67296, so v = A * 1e5 + B with every intermediate below 2^53.
+ * About 3x cheaper than BigInt's toString and allocation-free apart from the result.
+ */
+export function int64Decimal(lo: number, hi: number): string {
+  let a = hi * 42949;
+  let b = hi * 67296 + lo;
+  const q = Math.floor(b / 1e5);
+  a += q;
+  b -= q * 1e5;
+  if (a === 0) return String(b);
+  if (a > 0) return String(a) + pad5(b);
+  if (b === 0) return `${a}00000`;
+  const a1 = -a - 1;
+  return a1 === 0 ? `-${1e5 - b}` : `-${a1}${pad5(1e5 - b)}`;
+}
+
 /** Compact member of digest i: bytes 0..7 as a signed 64-bit decimal (canonical, intset-able). */
 export function compactMember(digests: Uint8Array, i: number, dv = new DataView(digests.buffer, digests.byteOffset, digests.byteLength)): string {
-  return dv.getBigInt64(i << 4, true).toString();
+  const o = i << 4;
+  return int64Decimal(dv.getUint32(o, true), dv.getInt32(o + 4, true));
 }
 
 /** Member of key i in the 'sets' layout: the raw key (string as is, bytes as a Buffer view). */
@@ -150,7 +175,13 @@ export function orderByBucket(buckets: Uint32Array, n = buckets.length): Uint32A
   const order = new Uint32Array(n);
   let maxB = 0;
   for (let i = 0; i < n; i++) if (buckets[i]! > maxB) maxB = buckets[i]!;
-  if (n <= 4_000_000 && maxB < 2 ** 31) {
+  if (maxB < 2 ** 20 && maxB <= 16 * n + 65_536) {
+    // Counting sort: O(n + buckets), stable.
+    const start = new Uint32Array(maxB + 2);
+    for (let i = 0; i < n; i++) start[buckets[i]! + 1]!++;
+    for (let b = 1; b <= maxB + 1; b++) start[b]! += start[b - 1]!;
+    for (let i = 0; i < n; i++) order[start[buckets[i]!]!++] = i;
+  } else if (n <= 4_000_000 && maxB < 2 ** 31) {
     const k = new Float64Array(n);
     for (let i = 0; i < n; i++) k[i] = buckets[i]! * 4194304 + i;
     k.sort();

@@ -26,13 +26,22 @@ for k = 1, g do
     local e = p + m - 1
     local r = redis.call('SMISMEMBER', key, unpack(ARGV, p, e))
     redis.call('SADD', key, unpack(ARGV, p, e))
-    if hll then redis.call('PFADD', hk, unpack(ARGV, p, e)) end
     for j = 1, m do
       n = n + 1
       out[n] = 1 - r[j]
     end
     p = e + 1
     c = c - m
+  end
+end
+if hll then
+  local last = #ARGV
+  local s = g + 3
+  while s <= last do
+    local e = s + 3999
+    if e > last then e = last end
+    redis.call('PFADD', hk, unpack(ARGV, s, e))
+    s = e + 1
   end
 end
 return table.concat(out)

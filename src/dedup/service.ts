@@ -22,9 +22,9 @@
 //   Bad input (type, empty, too long, bad PackedKeys) is rejected before anything is hashed or
 //   written, with details.index naming the key.
 import { Redis, Cluster } from 'ioredis';
-import { LRUCache } from 'lru-cache';
 import { ErrorCodes, HashGateError, HashGateRangeError, HashGateTypeError, describe, invalidType } from '../errors.js';
 import type { PackedKeys } from '../hash/index.js';
+import { DigestSet, SeenCache } from './cache.js';
 import { Journal } from './journal.js';
 import {
   bucketKey, bucketsOfDigests, compactMember, digestKeys, hllKey, keyCount, metaField, metaKey, orderByBucket, setsMember,
@@ -74,8 +74,6 @@ export interface DedupCounters {
   journaledKeys: number;
 }
 
-/** Approximate heap bytes of one cache entry (8-char key string + lru-cache bookkeeping). */
-const CACHE_ENTRY_BYTES = 120;
 
 export class DedupService {
   readonly options: ResolvedDedupOptions;
@@ -83,7 +81,7 @@ export class DedupService {
   private readonly journal: Journal | undefined;
   private readonly clock: WindowClock;
   private readonly now: () => number;
-  private readonly cache: LRUCache<string, true> | undefined;
+  private readonly cache: SeenCache | undefined;
   private cacheWindow: string | undefined;
   private cacheMs = -Infinity;
   private readonly bucketsByWindow = new Map<string, number>();
@@ -111,8 +109,9 @@ export class DedupService {
     } else {
       throw invalidType('redis', "a redis:// URL, ioredis options or { cluster: nodes }", r);
     }
-    const maxEntries = Math.min(o.cacheMaxEntries, Math.floor(o.cacheMaxBytes / CACHE_ENTRY_BYTES));
-    this.cache = maxEntries > 0 ? new LRUCache<string, true>({ max: maxEntries }) : undefined;
+    // Two tables of 2 slots per entry at 17 B per slot: ~68 B per cached entry.
+    const maxEntries = Math.min(o.cacheMaxEntries, Math.floor(o.cacheMaxBytes / 68));
+    this.cache = maxEntries > 0 ? new SeenCache(maxEntries) : undefined;
     if (this.store.kind === 'redis') {
       this.journal = new Journal(o.journalDir, o.journalSegmentBytes, o.journalMaxBytes);
       if (o.replayIntervalMs > 0) {
@@ -149,27 +148,24 @@ export class DedupService {
     const out = new Uint8Array(n);
     if (n === 0) return out;
 
-    const digests = digestKeys(keys, o.layout === 'compact' ? o.secret : undefined);
-    const u16 = new Uint16Array(digests.buffer, digests.byteOffset, n * 8);
+    let digests = digestKeys(keys, o.layout === 'compact' ? o.secret : undefined);
+    if (digests.byteOffset % 4 !== 0) digests = digests.slice();
+    const d32 = new Uint32Array(digests.buffer, digests.byteOffset, n * 4);
     const cache = this.cacheFor(window, ms);
-    const inBatch = new Set<string>();
+    const inBatch = new DigestSet(n);
     const pend = new Uint32Array(n);
-    const pendIds: string[] = [];
     let p = 0;
     for (let i = 0; i < n; i++) {
-      const b = i << 3;
-      const id = String.fromCharCode(u16[b]!, u16[b + 1]!, u16[b + 2]!, u16[b + 3]!, u16[b + 4]!, u16[b + 5]!, u16[b + 6]!, u16[b + 7]!);
-      if (inBatch.has(id)) {
-        this.counters.batchDuplicates++;
-        continue;
-      }
-      inBatch.add(id);
-      if (cache !== undefined && cache.has(id)) {
+      if (cache !== undefined && cache.has(d32, i)) {
         this.counters.cacheHits++;
         continue;
       }
+      // Only cache misses can repeat unseen inside the batch (hits are answered 0 anyway).
+      if (!inBatch.add(d32, i)) {
+        this.counters.batchDuplicates++;
+        continue;
+      }
       pend[p++] = i;
-      pendIds.push(id);
     }
     if (p === 0) return out;
 
@@ -204,20 +200,20 @@ export class DedupService {
     } catch (err) {
       if (!(err instanceof StoreBatchError)) throw err;
       this.counters.storeErrors++;
-      this.onStoreFailure(err, batch, answers, order, pend, pendIds, out, cache, n);
+      this.onStoreFailure(err, batch, answers, order, pend, d32, out, cache, n);
     }
     for (let j = 0; j < p; j++) {
       const a = answers[j]!;
       out[pend[order[j]!]!] = a;
       this.counters.firstSeen += a;
     }
-    if (cache !== undefined) for (let j = 0; j < p; j++) cache.set(pendIds[j]!, true);
+    if (cache !== undefined) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
     return out;
   }
 
   private onStoreFailure(
-    err: StoreBatchError, batch: StoreBatch, answers: Uint8Array, order: Uint32Array, pend: Uint32Array, pendIds: string[],
-    out: Uint8Array, cache: LRUCache<string, true> | undefined, n: number,
+    err: StoreBatchError, batch: StoreBatch, answers: Uint8Array, order: Uint32Array, pend: Uint32Array, d32: Uint32Array,
+    out: Uint8Array, cache: SeenCache | undefined, n: number,
   ): void {
     const G = batch.groupKeys.length;
     if (this.options.onStoreError === 'fail-closed') {
@@ -230,7 +226,7 @@ export class DedupService {
         if (!err.done[g]) continue;
         for (let j = batch.starts[g]!; j < batch.starts[g + 1]!; j++) {
           known[pend[order[j]!]!] = answers[j]!;
-          cache?.set(pendIds[order[j]!]!, true);
+          cache?.add(d32, pend[order[j]!]!);
         }
       }
       throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `dedup store failed and dedup.onStoreError is 'fail-closed': ${err.message}`, {
@@ -303,7 +299,7 @@ export class DedupService {
   }
 
   /** The cache follows the newest window seen; calls for older windows bypass it. */
-  private cacheFor(window: string, ms: number): LRUCache<string, true> | undefined {
+  private cacheFor(window: string, ms: number): SeenCache | undefined {
     if (this.cache === undefined) return undefined;
     if (window === this.cacheWindow) {
       if (ms > this.cacheMs) this.cacheMs = ms;

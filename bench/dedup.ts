@@ -1,0 +1,235 @@
+// First-seen dedup on one local redis-server (never 6379): hashgate firstSeen (compact and sets
+// layouts) vs an ioredis pipelined SADD-as-check-and-add loop vs one awaited SADD per key, on 1M
+// keys with 50% duplicates (each distinct key appears twice, order shuffled), batches of 10k;
+// and Redis memory per key (INFO memory used_memory delta) at 1M and 10M distinct keys per layout.
+import { Redis } from 'ioredis';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Suite, prng, shapeAKey, size, type SuiteOptions, type SuiteResult } from './common.js';
+import { DedupService } from '../src/dedup/index.js';
+import { bucketsOf } from '../src/hash/index.js';
+
+const BATCH = 10_000;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
+    });
+  });
+}
+
+async function startRedis(): Promise<{ url: string; stop(): Promise<void> } | undefined> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'hashgate-bench-dedup-'));
+  let child: ChildProcess;
+  try {
+    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+  } catch {
+    return undefined;
+  }
+  const ok = await new Promise<boolean>((resolve) => {
+    child.once('error', () => resolve(false));
+    const deadline = Date.now() + 10_000;
+    const poll = (): void => {
+      const r = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      r.connect().then(
+        () => {
+          r.disconnect();
+          resolve(true);
+        },
+        () => {
+          r.disconnect();
+          if (Date.now() > deadline) resolve(false);
+          else setTimeout(poll, 50);
+        },
+      );
+    };
+    poll();
+  });
+  if (!ok) {
+    child.kill('SIGKILL');
+    return undefined;
+  }
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    async stop() {
+      await new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      });
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Key i of the workload (unique per i, name + ID number shaped). */
+const keyOf = (i: number): string => shapeAKey(i, prng(i + 1));
+
+/** 2 * distinct positions, each distinct key twice, shuffled deterministically. */
+function workload(distinct: number): Uint32Array {
+  const seq = new Uint32Array(distinct * 2);
+  for (let i = 0; i < seq.length; i++) seq[i] = i % distinct;
+  const rnd = prng(42);
+  for (let i = seq.length - 1; i > 0; i--) {
+    const j = Math.floor(rnd() * (i + 1));
+    const t = seq[i]!;
+    seq[i] = seq[j]!;
+    seq[j] = t;
+  }
+  return seq;
+}
+
+async function usedMemory(r: Redis): Promise<number> {
+  const info = await r.info('memory');
+  return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? NaN);
+}
+
+export async function run(opts: SuiteOptions): Promise<SuiteResult> {
+  const s = new Suite('dedup', opts);
+  const srv = await startRedis();
+  if (!srv) {
+    s.notes.push('redis-server not available: nothing measured');
+    s.target('firstSeen vs pipelined SADD loop', '>=', 4, null, 'x');
+    s.target('compact layout bytes/key', '<=', 24, null, 'B');
+    return s.finish();
+  }
+  const admin = new Redis(srv.url);
+  try {
+    const distinct = size(opts, 500_000, 5_000);
+    const seq = workload(distinct);
+    const names = Array.from({ length: distinct }, (_, i) => keyOf(i));
+    const batches: string[][] = [];
+    for (let o = 0; o < seq.length; o += BATCH) batches.push(Array.from(seq.subarray(o, o + BATCH), (k) => names[k]!));
+    const name = `${seq.length} keys, 50% duplicates, batches of ${BATCH}`;
+    const expectFirst = distinct;
+    let round = 0;
+    const flush = async (): Promise<void> => {
+      await admin.flushall();
+    };
+
+    for (const layout of ['compact', 'sets'] as const) {
+      await s.sample({
+        name,
+        impl: `hashgate firstSeen (${layout})`,
+        role: 'hashgate',
+        unit: 'keys/s',
+        beforeEach: flush,
+        runs: opts.quick ? 1 : 3,
+        fn: async () => {
+          const svc = new DedupService({
+            redis: srv.url,
+            dedup: { layout, prefix: `b${round++}`, expectedKeys: distinct, replayIntervalMs: 0, journalDir: join(tmpdir(), 'hashgate-bench-journal') },
+          });
+          let first = 0;
+          for (const b of batches) {
+            const a = await svc.firstSeen(b);
+            for (let i = 0; i < a.length; i++) first += a[i]!;
+          }
+          await svc.close();
+          if (first !== expectFirst) throw new Error(`expected ${expectFirst} first-seen answers, got ${first}`);
+          return seq.length;
+        },
+      });
+    }
+
+    const sadd = new Redis(srv.url);
+    await s.sample({
+      name,
+      impl: 'ioredis pipelined SADD check-and-add',
+      role: 'peer',
+      unit: 'keys/s',
+      beforeEach: flush,
+      runs: opts.quick ? 1 : 3,
+      fn: async () => {
+        let first = 0;
+        for (const b of batches) {
+          const bk = bucketsOf(b, 1000);
+          const pl = sadd.pipeline();
+          for (let i = 0; i < b.length; i++) pl.sadd(`p:2026:${bk[i]}`, b[i]!);
+          for (const [err, v] of (await pl.exec()) ?? []) {
+            if (err) throw err;
+            first += v as number;
+          }
+        }
+        if (first !== expectFirst) throw new Error(`expected ${expectFirst} first-seen answers, got ${first}`);
+        return seq.length;
+      },
+    });
+    const sampleN = Math.min(seq.length, opts.quick ? 2000 : 20_000);
+    await s.sample({
+      name,
+      impl: `ioredis awaited SADD per key (first ${sampleN} keys)`,
+      role: 'baseline',
+      unit: 'keys/s',
+      beforeEach: flush,
+      runs: 1,
+      fn: async () => {
+        const flat = Array.from(seq.subarray(0, sampleN), (k) => names[k]!);
+        const bk = bucketsOf(flat, 1000);
+        for (let i = 0; i < flat.length; i++) await sadd.sadd(`a:2026:${bk[i]}`, flat[i]!);
+        return flat.length;
+      },
+    });
+    sadd.disconnect();
+    const ratio = s.ratio(name, 'hashgate firstSeen (compact)', 'ioredis pipelined SADD check-and-add');
+    s.target('firstSeen (compact) vs pipelined SADD loop', '>=', 4, ratio, 'x');
+    const ratioSets = s.ratio(name, 'hashgate firstSeen (sets)', 'ioredis pipelined SADD check-and-add');
+    s.target('firstSeen (sets) vs pipelined SADD loop', '>=', 4, ratioSets, 'x');
+
+    // Memory per key: distinct keys loaded through firstSeen, INFO used_memory delta.
+    const sizes = opts.quick ? [20_000] : [1_000_000, 10_000_000];
+    for (const n of sizes) {
+      for (const layout of ['compact', 'sets'] as const) {
+        await flush();
+        const before = await usedMemory(admin);
+        const svc = new DedupService({
+          redis: srv.url,
+          dedup: { layout, prefix: 'm', expectedKeys: n, cacheMaxEntries: 0, replayIntervalMs: 0, journalDir: join(tmpdir(), 'hashgate-bench-journal') },
+        });
+        const t0 = performance.now();
+        let first = 0;
+        const chunk: string[] = new Array(BATCH);
+        for (let o = 0; o < n; o += BATCH) {
+          const len = Math.min(BATCH, n - o);
+          chunk.length = len;
+          for (let i = 0; i < len; i++) chunk[i] = keyOf(o + i);
+          const a = await svc.firstSeen(chunk);
+          for (let i = 0; i < a.length; i++) first += a[i]!;
+        }
+        const sec = (performance.now() - t0) / 1000;
+        const st = await svc.stats('2026').catch(() => undefined);
+        const buckets = svc.options.buckets;
+        await svc.close();
+        const after = await usedMemory(admin);
+        const perKey = (after - before) / n;
+        s.addRow({
+          name: `Redis memory, ${n} distinct keys`,
+          impl: `hashgate ${layout}`,
+          role: 'hashgate',
+          opsPerSec: n / sec,
+          unit: 'keys/s',
+          ok: first === n,
+          ...(first === n ? {} : { error: `expected ${n} first-seen, got ${first}` }),
+          extra: { bytesPerKey: Number(perKey.toFixed(2)), usedMemoryDelta: after - before, buckets, exact: st?.exact ?? -1 },
+        });
+        console.log(`[dedup] memory ${layout} ${n}: ${perKey.toFixed(2)} B/key (${buckets} buckets), load ${(n / sec / 1000).toFixed(0)} k keys/s`);
+        if (layout === 'compact') s.target(`compact layout bytes/key at ${n} keys`, '<=', 24, perKey, 'B');
+        else s.notes.push(`sets layout: ${perKey.toFixed(1)} B/key at ${n} keys (seed-compatible raw members; issue quotes ~76-108)`);
+      }
+    }
+    await admin.flushall();
+    s.notes.push('Redis 7.0 defaults (set-max-intset-entries 512) on a private redis-server; compact buckets = nextPow2(keys/256); shared 2-core box, numbers are noisy.');
+  } finally {
+    admin.disconnect();
+    await srv.stop();
+  }
+  return s.finish();
+}
