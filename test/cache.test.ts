@@ -1,5 +1,6 @@
 // Tier logic against the in-process cold store: fake clock, no servers.
 import { describe, expect, it } from 'vitest';
+import { BloomFilter } from '../src/bloom/index.js';
 import { MemoryColdStore, TieredCache, encodeValue, type ColdCell, type ColdEntry, type ColdStore } from '../src/cache/index.js';
 
 const rec = (v: Record<string, unknown>): Buffer => encodeValue(v);
@@ -179,5 +180,38 @@ describe('TieredCache (memory cold tier)', () => {
     await cold.mput('t', [{ key: 'n', value: rec({ n: 1 }), ts: 1 }]);
     c.invalidate('t', ['n']);
     expect(await c.lookup('t', ['n'])).toEqual([{ n: 1 }]);
+  });
+
+  it('uses the batch Bloom call (mightContainAll) of a real BloomFilter for batches', async () => {
+    const cold = new SwitchableCold();
+    const bloom = BloomFilter.create({ expectedItems: 1_000, fpp: 0.001 });
+    const present = Array.from({ length: 10 }, (_, i) => `p${i}`);
+    for (const k of present) bloom.add(k);
+    await cold.mput('t', present.map((key) => ({ key, value: rec({ key }), ts: 1 })));
+    let batchCalls = 0;
+    const counting = {
+      mightContain: (k: string) => bloom.mightContain(k),
+      mightContainAll: (ks: string[]) => (batchCalls++, bloom.mightContainAll(ks)),
+    };
+    const c = new TieredCache({ cold, bloom: counting });
+    const keys = [...present, ...Array.from({ length: 30 }, (_, i) => `a${i}`)];
+    const vals = await c.lookup('t', keys);
+    expect(batchCalls).toBe(1);
+    expect(vals.slice(0, 10)).toEqual(present.map((key) => ({ key })));
+    expect(vals.slice(10).every((v) => v === undefined)).toBe(true);
+    expect(c.stats().bloom.rejected).toBeGreaterThanOrEqual(29);
+    expect(cold.calls).toBe(1);
+  });
+
+  it('keeps one local LRU per table and bounds the number of tables', async () => {
+    const cold = new MemoryColdStore();
+    await cold.mput('a', [{ key: 'k', value: rec({ t: 'a' }), ts: 1 }]);
+    await cold.mput('b', [{ key: 'k', value: rec({ t: 'b' }), ts: 1 }]);
+    const c = new TieredCache({ cold, local: { maxTables: 2 } });
+    expect(await c.lookup('a', ['k'])).toEqual([{ t: 'a' }]);
+    expect(await c.lookup('b', ['k'])).toEqual([{ t: 'b' }]);
+    expect(await c.lookup('a', ['k'])).toEqual([{ t: 'a' }]);
+    expect(c.stats().local.entries).toBe(2);
+    await expect(c.lookup('c', ['k'])).rejects.toMatchObject({ code: 'HG_ERR_CAPACITY' });
   });
 });
