@@ -38,6 +38,15 @@ export class RegionHasher {
     return this.bucketOut;
   }
 
+  /** jumpBucket(key, n) (Lamping & Veach jump consistent hash over murmur3_128 h1). */
+  jump(count: number, n: number, out: Uint32Array): Uint32Array {
+    if (count > 0) {
+      this.k.mm128JumpBatch(this.pKeys, this.pOffsets, count, 0, n, this.pBuckets);
+      out.set(this.bucketOut.subarray(0, count));
+    }
+    return out;
+  }
+
   /** murmur3_128 digests (16 B each) for the first `count` packed keys. */
   digests(count: number): Uint8Array {
     if (count > 0) this.k.mm128Batch(this.pKeys, this.pOffsets, count, 0, this.pDigests);
