@@ -58,6 +58,9 @@ describe('concurrent adds into one shared filter', () => {
     const ref = BloomFilter.create({ expectedItems: 150_000, fpp: 0.01 });
     ref.addAll(all);
     expect(Buffer.from(f.bitsView()).equals(Buffer.from(ref.bitsView()))).toBe(true);
+    // The shared O(1) bit counter stayed exact although 3 threads raced on the same words.
+    expect(f.bitCount()).toBe(f.countBits());
+    expect(f.bitCount()).toBe(ref.bitCount());
     // Overlaps are real: the three reported change counts exceed what the union needed.
     const sum = results.reduce((a, r) => a + r.changed, 0);
     expect(sum).toBeGreaterThanOrEqual(ref.approximateElementCount() * 0.9);
@@ -85,6 +88,7 @@ describe('concurrent adds into one shared filter', () => {
           const ref = BloomFilter.create({ expectedItems: Math.max(1, keys.length), fpp });
           ref.addAll(keys);
           expect(Buffer.from(f.bitsView()).equals(Buffer.from(ref.bitsView()))).toBe(true);
+          expect(f.bitCount()).toBe(f.countBits());
         },
       ),
       { numRuns: 25 },

@@ -36,6 +36,7 @@ describe('snapshots', () => {
     expect(info).toMatchObject({ format: 'hashgate', kind: 'bits', seed: 7, hashFunctions: f.hashFunctions, bitSize: f.bitSize });
     const g = await readSnapshot(p, { expect: { seed: 7, bitSize: f.bitSize, hashFunctions: f.hashFunctions } });
     expect(g.seed).toBe(7);
+    expect(g.bitCount()).toBe(f.bitCount());
     expect(Buffer.from(g.bitsView()).equals(Buffer.from(f.bitsView()))).toBe(true);
     expect(g.mightContainAll(keys).every((v) => v === 1)).toBe(true);
   });

@@ -77,6 +77,8 @@ describe('BloomFilter basics', () => {
           a.addAll(keys);
           for (const k of keys) b.add(k);
           expect(Buffer.from(a.bitsView()).equals(Buffer.from(b.bitsView()))).toBe(true);
+          expect(a.bitCount()).toBe(a.countBits());
+          expect(b.bitCount()).toBe(a.countBits());
           expect(a.mightContainAll(keys).every((v) => v === 1)).toBe(true);
           expect(a.mightContainAll(pack(keys)).every((v) => v === 1)).toBe(true);
           for (const k of keys) expect(a.mightContain(k) && b.mightContain(k)).toBe(true);
@@ -94,6 +96,11 @@ describe('BloomFilter basics', () => {
     expect(f.add('a')).toBe(false);
     expect(f.add('d')).toBe(true);
     expect(f.addAll(pack(['a', 'e']))).toBe(1);
+    const out = new Uint8Array(10).fill(9);
+    const r = f.mightContainAll(['a', 'zz-absent', 'e'], out);
+    expect(Array.from(out.subarray(0, 4))).toEqual([1, 0, 1, 9]);
+    expect(r.length).toBe(3);
+    expect(() => f.mightContainAll(['a', 'b'], new Uint8Array(1))).toThrow(/out/);
   });
 
   it('batches larger than one kernel call and keys larger than the scratch region', () => {
@@ -136,6 +143,8 @@ describe('BloomFilter basics', () => {
     a.addAll(['x', 'y']);
     b.addAll(['z']);
     a.putAll(b);
+    expect(a.bitCount()).toBe(a.countBits());
+    expect(BloomFilter.readFrom(a.writeTo()).bitCount()).toBe(a.countBits());
     expect(a.mightContainAll(['x', 'y', 'z'])).toEqual(Uint8Array.of(1, 1, 1));
     const bad = [
       BloomFilter.create({ expectedItems: 2000, fpp: 0.01 }),

@@ -23,6 +23,7 @@ import { checkPacked, encodeUtf8, isPacked, keyBytes, type Key, type KeyBatch } 
 import {
   bloomShape,
   BITS_OFFSET,
+  KERNEL_RESERVED_BYTES,
   MAX_BIT_SIZE,
   SCRATCH_HEADROOM_BYTES,
   shapeFor,
@@ -88,6 +89,8 @@ export class BloomFilter {
   /** Random id stamped in the memory's header; equal on every thread attached to the same bits. */
   readonly id: string;
   readonly #idx: Float64Array;
+  /** Set-bit count shared by all threads (header bytes 16..23), kept exact by every writer. */
+  readonly #count: BigInt64Array;
 
   private constructor(
     memory: WebAssembly.Memory, bitsOffset: number, bitSize: number, k: number, seed: number, engine: 'wasm' | 'js' = 'wasm',
@@ -105,6 +108,7 @@ export class BloomFilter {
     this.#kernel = a.kernel;
     this.#scratch = a.scratch;
     this.#idx = new Float64Array(k);
+    this.#count = new BigInt64Array(memory.buffer, KERNEL_RESERVED_BYTES + 16, 1);
   }
 
   /** Sized exactly as Guava's `BloomFilter.create(funnel, expectedItems, fpp)`. */
@@ -195,24 +199,41 @@ export class BloomFilter {
     return this.#batch(keys, true, undefined);
   }
 
-  /** 1 (might contain) or 0 (definitely not) per key. */
-  mightContainAll(keys: KeyBatch): Uint8Array {
+  /**
+   * 1 (might contain) or 0 (definitely not) per key. `out` (length >= key count) avoids the
+   * allocation: results go to out[0..n) and a view of that range is returned.
+   */
+  mightContainAll(keys: KeyBatch, out?: Uint8Array): Uint8Array {
     const n = isPacked(keys) ? keys.count : Array.isArray(keys) ? keys.length : -1;
     if (n < 0) throw invalidType('keys', 'an array of keys or PackedKeys', keys);
-    const out = new Uint8Array(n);
-    this.#batch(keys, false, out);
-    return out;
+    let res: Uint8Array;
+    if (out === undefined) res = new Uint8Array(n);
+    else if (!(out instanceof Uint8Array) || out.length < n) throw invalidType('out', `a Uint8Array of length >= ${n}`, out);
+    else res = out.subarray(0, n);
+    this.#batch(keys, false, res);
+    return res;
   }
 
+  /**
+   * Bits set. O(1): every writer (any thread) adds the bits it flipped to a counter in the shared
+   * header, so metrics can poll it on a multi-GB filter. countBits() rescans to verify.
+   */
   bitCount(): number {
+    return Number(Atomics.load(this.#count, 0));
+  }
+
+  /** Full popcount of the bit array (O(bitSize)). */
+  countBits(): number {
     if (this.#kernel !== null) return this.#kernel.bloomPopcount(this.bitsOffset, this.#words);
     let n = 0;
-    for (let i = 0; i < this.#bits32.length; i++) {
-      let v = this.#bits32[i]! >>> 0;
-      v -= (v >>> 1) & 0x55555555;
-      v = (v & 0x33333333) + ((v >>> 2) & 0x33333333);
-      n += (Math.imul((v + (v >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24);
-    }
+    for (let i = 0; i < this.#bits32.length; i++) n += popcount32(this.#bits32[i]!);
+    return n;
+  }
+
+  /** Resets the shared counter from a full scan (after bits were loaded wholesale). */
+  recountBits(): number {
+    const n = this.countBits();
+    Atomics.store(this.#count, 0, BigInt(n));
     return n;
   }
 
@@ -251,16 +272,19 @@ export class BloomFilter {
     }
     const src = other.#bits32;
     const dst = this.#bits32;
+    let added = 0;
     for (let i = 0; i < src.length; i++) {
       const v = src[i]!;
-      if (v !== 0 && (dst[i]! & v) !== v) Atomics.or(dst, i, v);
+      if (v !== 0 && (dst[i]! & v) !== v) added += popcount32(v & ~Atomics.or(dst, i, v));
     }
+    if (added > 0) Atomics.add(this.#count, 0, BigInt(added));
   }
 
   /** Copy the bits in from Guava-ordered data (used by readFrom / snapshots). */
   loadBitsLE(data: Uint8Array): void {
     if (data.length !== this.bitSize / 8) throw shapeError('bits length does not match bitSize', { got: data.length, want: this.bitSize / 8 });
     this.#bits8.set(data);
+    this.recountBits();
   }
 
   /** Guava `BloomFilter.writeTo` bytes: strategy ordinal, k, int word count, big-endian longs. */
@@ -286,6 +310,7 @@ export class BloomFilter {
     // Nobody else can see `f` yet, so the bits may be byte-swapped in place (no 2nd copy).
     f.#bits8.set(bytes.subarray(6));
     Buffer.from(f.memory.buffer, f.bitsOffset, h.words * 8).swap64();
+    f.recountBits();
     return f;
   }
 
@@ -304,27 +329,31 @@ export class BloomFilter {
     }
     const k = this.#kernel;
     if (k === null) return this.#oneSlow(s.u8.slice(s.keysPtr, s.keysPtr + len), add);
-    return add
-      ? k.bloomAddOne(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, s.keysPtr, len)
-      : k.bloomCheckOne(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, s.keysPtr, len);
+    if (!add) return k.bloomCheckOne(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, s.keysPtr, len);
+    const set = k.bloomAddOne(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, s.keysPtr, len);
+    if (set === 0) return 0;
+    Atomics.add(this.#count, 0, BigInt(set));
+    return 1;
   }
 
   /** Reference path: keys too long for the scratch region, or no wasm binary. */
   #oneSlow(bytes: Uint8Array, add: boolean): number {
     const idx = this.#idx;
     probeIndexes(murmur3_128(bytes, this.seed), this.hashFunctions, this.bitSize, idx);
-    let changed = 0;
+    let set = 0;
     for (let j = 0; j < this.hashFunctions; j++) {
       const i = idx[j]!;
       const w = (i - (i & 31)) / 32;
       const mask = 1 << (i & 31);
       if (add) {
-        if ((this.#bits32[w]! & mask) === 0 && (Atomics.or(this.#bits32, w, mask) & mask) === 0) changed = 1;
+        if ((this.#bits32[w]! & mask) === 0 && (Atomics.or(this.#bits32, w, mask) & mask) === 0) set++;
       } else if ((this.#bits32[w]! & mask) === 0) {
         return 0;
       }
     }
-    return add ? changed : 1;
+    if (!add) return 1;
+    if (set > 0) Atomics.add(this.#count, 0, BigInt(set));
+    return set > 0 ? 1 : 0;
   }
 
   #batch(keys: KeyBatch, add: boolean, out: Uint8Array | undefined): number {
@@ -425,12 +454,24 @@ export class BloomFilter {
       return r;
     }
     if (add) {
-      return k.bloomAddBatch(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, s.keysPtr, s.offsetsPtr, count);
+      // The check-result region is idle during adds: the kernel leaves its bit count there.
+      const changed = k.bloomAddBatch(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, s.keysPtr, s.offsetsPtr, count, s.outPtr);
+      const u8 = s.u8;
+      const o = s.outPtr;
+      const set = (u8[o]! | (u8[o + 1]! << 8) | (u8[o + 2]! << 16) | (u8[o + 3]! << 24)) >>> 0;
+      if (set > 0) Atomics.add(this.#count, 0, BigInt(set));
+      return changed;
     }
     const hits = k.bloomCheckBatch(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, s.keysPtr, s.offsetsPtr, count, s.outPtr);
     out!.set(s.u8.subarray(s.outPtr, s.outPtr + count), done);
     return hits;
   }
+}
+
+function popcount32(v: number): number {
+  v = v - ((v >>> 1) & 0x55555555);
+  v = (v & 0x33333333) + ((v >>> 2) & 0x33333333);
+  return (Math.imul((v + (v >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24);
 }
 
 export interface GuavaHeader {

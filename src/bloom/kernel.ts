@@ -10,6 +10,7 @@ export interface BloomKernel {
   bloomCheckOne(bits: number, bitSize: number, k: number, seed: number, ptr: number, len: number): number;
   bloomAddBatch(
     bits: number, bitSize: number, k: number, seed: number, bytes: number, offsets: number, count: number,
+    bitsSetOut: number,
   ): number;
   bloomCheckBatch(
     bits: number, bitSize: number, k: number, seed: number, bytes: number, offsets: number, count: number,
@@ -18,31 +19,35 @@ export interface BloomKernel {
   bloomPopcount(ptr: number, words: number): number;
 }
 
-const REQUIRED = ['bloomAddOne', 'bloomCheckOne', 'bloomAddBatch', 'bloomCheckBatch', 'bloomPopcount'];
+const REQUIRED = ['bloomAddOne', 'bloomCheckOne', 'bloomAddBatch', 'bloomCheckBatch', 'bloomPopcount', 'BLOOM_ABI'];
+/** Must equal BLOOM_ABI in wasm/assembly/bloom.ts: a stale binary is refused, never misused. */
+const BLOOM_ABI = 2;
 
 let cachedModule: WebAssembly.Module | null | undefined;
 
-/** Candidates relative to src/bloom (vitest) and dist/src/bloom (built). */
-function findWasm(): string | undefined {
+/** wasm/bloom.wasm relative to src/bloom (vitest) or dist/src/bloom (built). */
+function findModule(): WebAssembly.Module | null {
   const here = dirname(fileURLToPath(import.meta.url));
   for (const rel of ['../../wasm', '../../../wasm']) {
-    for (const name of ['bloom.wasm', 'hashgate.wasm']) {
-      const p = join(here, rel, name);
-      if (existsSync(p)) {
-        const mod = new WebAssembly.Module(readFileSync(p));
-        const names = new Set(WebAssembly.Module.exports(mod).map((e) => e.name));
-        if (REQUIRED.every((n) => names.has(n))) return p;
-      }
-    }
+    const p = join(here, rel, 'bloom.wasm');
+    if (!existsSync(p)) continue;
+    const mod = new WebAssembly.Module(readFileSync(p));
+    const names = new Set(WebAssembly.Module.exports(mod).map((e) => e.name));
+    if (!REQUIRED.every((n) => names.has(n))) continue;
+    // Read the ABI global from a throwaway instance on a tiny memory.
+    const probe = new WebAssembly.Instance(mod, {
+      env: { memory: new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true }), abort: () => undefined },
+    });
+    const abi = probe.exports.BLOOM_ABI as WebAssembly.Global;
+    if (abi.value === BLOOM_ABI) return mod;
   }
-  return undefined;
+  return null;
 }
 
 export function bloomModule(): WebAssembly.Module | null {
   if (cachedModule !== undefined) return cachedModule;
   if (process.env.HASHGATE_BLOOM_JS === '1') return (cachedModule = null);
-  const path = findWasm();
-  cachedModule = path === undefined ? null : new WebAssembly.Module(readFileSync(path));
+  cachedModule = findModule();
   return cachedModule;
 }
 

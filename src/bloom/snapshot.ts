@@ -220,6 +220,7 @@ export async function readSnapshot(path: string, options: { expect?: SnapshotExp
     // Read straight into the fresh (not yet shared) filter: no second copy of a GB-sized array.
     const f = BloomFilter.withShape({ bitSize: info.bitSize, hashFunctions: info.hashFunctions }, info.seed);
     await readData(fh, path, info, f.bitsView());
+    f.recountBits();
     return f;
   } finally {
     await fh.close();

@@ -11,13 +11,16 @@ import { mm3x64_128, mmH1, mmH2 } from './murmur';
 
 const MAX63: u64 = 0x7fffffffffffffff;
 
-/** Set the k bits of the key at [ptr, ptr+len); returns 1 if any bit was 0 before. */
+/** Bumped whenever an export's signature or meaning changes; src/bloom/kernel.ts checks it. */
+export const BLOOM_ABI: i32 = 2;
+
+/** Set the k bits of the key at [ptr, ptr+len); returns how many of them were 0 before. */
 // @ts-ignore: decorator
-@inline function addKey(bits: usize, m: u64, k: i32, ptr: usize, len: i32, seed: u64): i32 {
+@inline function addKey(bits: usize, m: u64, k: i32, ptr: usize, len: i32, seed: u64): u32 {
   mm3x64_128(ptr, len, seed);
   let c = mmH1;
   const h2 = mmH2;
-  let changed: u64 = 0;
+  let changed: u32 = 0;
   for (let j = 0; j < k; j++) {
     const idx = (c & MAX63) % m;
     const addr = bits + <usize>((idx >> 6) << 3);
@@ -25,12 +28,13 @@ const MAX63: u64 = 0x7fffffffffffffff;
     // Bits are never cleared while threads share the filter, so a set bit seen by a plain
     // load stays set: skip the (much dearer) atomic RMW for it.
     if ((load<u64>(addr) & mask) == 0) {
+      // Only the thread whose OR flipped the bit counts it, so shared bit counts stay exact.
       const old = atomic.or<u64>(addr, mask);
-      changed |= ~old & mask;
+      if ((old & mask) == 0) changed++;
     }
     c += h2;
   }
-  return changed != 0 ? 1 : 0;
+  return changed;
 }
 
 // @ts-ignore: decorator
@@ -46,28 +50,36 @@ const MAX63: u64 = 0x7fffffffffffffff;
   return 1;
 }
 
+/** Returns how many bits this call set (0 = the key changed nothing). */
 export function bloomAddOne(bits: usize, bitSize: f64, k: i32, seed: i32, ptr: usize, len: i32): i32 {
-  return addKey(bits, <u64>bitSize, k, ptr, len, <u64><i64>seed);
+  return <i32>addKey(bits, <u64>bitSize, k, ptr, len, <u64><i64>seed);
 }
 
 export function bloomCheckOne(bits: usize, bitSize: f64, k: i32, seed: i32, ptr: usize, len: i32): i32 {
   return checkKey(bits, <u64>bitSize, k, ptr, len, <u64><i64>seed);
 }
 
-/** Packed keys (offsets: count + 1 LE u32). Returns how many keys changed at least one bit. */
+/**
+ * Packed keys (offsets: count + 1 LE u32). Returns how many keys changed at least one bit and
+ * stores the number of bits set by this call as a u32 at `bitsSetOut`.
+ */
 export function bloomAddBatch(
-  bits: usize, bitSize: f64, k: i32, seed: i32, bytes: usize, offsets: usize, count: i32,
+  bits: usize, bitSize: f64, k: i32, seed: i32, bytes: usize, offsets: usize, count: i32, bitsSetOut: usize,
 ): i32 {
   const m = <u64>bitSize;
   const s = <u64><i64>seed;
   let changed = 0;
+  let set: u32 = 0;
   let start = load<u32>(offsets);
   for (let i = 0; i < count; i++) {
     offsets += 4;
     const end = load<u32>(offsets);
-    changed += addKey(bits, m, k, bytes + <usize>start, <i32>(end - start), s);
+    const n = addKey(bits, m, k, bytes + <usize>start, <i32>(end - start), s);
+    set += n;
+    changed += n != 0 ? 1 : 0;
     start = end;
   }
+  store<u32>(bitsSetOut, set);
   return changed;
 }
 
