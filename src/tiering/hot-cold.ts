@@ -14,7 +14,8 @@ import {
 } from '../cache/codec.js';
 import { checkTable, CACHE_DEFAULTS, type TieredCache } from '../cache/tiered-cache.js';
 import type { BloomWritable, CacheValue, ColdEntry, ColdStore } from '../cache/types.js';
-import { RedisLock } from './lock.js';
+// the dedup replay's owner-token lock (SET NX PX; compare-and-refresh/-release in Lua)
+import { RedisLock } from '../dedup/lock.js';
 
 export const TIERING_DEFAULTS = {
   mode: 'migrate',
@@ -206,8 +207,8 @@ export class HotColdStore {
       migrated: 0, alreadyArchived: 0, noTtl: 0, foreign: 0, raced: 0, lockLost: false, dryRun,
     };
     const redis = this.#redis;
-    const lock = new RedisLock(redis, this.#lockKey, lockTtlMs);
-    if (!(await lock.acquire())) return r;
+    const lock = await RedisLock.acquire(redis, this.#lockKey, lockTtlMs);
+    if (lock === undefined) return r;
     r.acquired = true;
     try {
       let cursor = '0';
@@ -296,7 +297,10 @@ export class HotColdStore {
         try {
           await this.#cold!.mput(table, g.entries.slice(off, end));
         } catch (cause) {
-          throw new HashGateError(ErrorCodes.HBASE_UNAVAILABLE, `cold write failed while migrating table ${table}`, {
+          const code = typeof (cause as { code?: unknown })?.code === 'string' && String((cause as { code: string }).code).startsWith('HG_ERR_')
+            ? ((cause as { code: string }).code as typeof ErrorCodes.HBASE)
+            : ErrorCodes.HBASE_UNAVAILABLE;
+          throw new HashGateError(code, `cold write failed while migrating table ${table}`, {
             cause,
             details: { table, migratedSoFar: r.migrated },
           });

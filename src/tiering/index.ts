@@ -1,3 +1,2 @@
 export { HotColdStore, TIERING_DEFAULTS } from './hot-cold.js';
 export type { HotColdOptions, MigrateOptions, MigrateResult, TieringMode, WriteEntry, WriteResult } from './hot-cold.js';
-export { RedisLock } from './lock.js';
