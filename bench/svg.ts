@@ -151,9 +151,9 @@ export function niceTicks(min: number, max: number, count = 5): number[] {
 
 /** Throughput vs a swept parameter (threads, batch size, key count), one line per series. */
 export function lineChart(o: LineChartOptions): string {
-  const width = o.width ?? 760;
+  const width = o.width ?? 860;
   const height = o.height ?? 420;
-  const m = { left: 80, right: 180, top: o.subtitle ? 62 : 46, bottom: 56 };
+  const m = { left: 80, right: 260, top: o.subtitle ? 62 : 46, bottom: 56 };
   const pw = width - m.left - m.right;
   const ph = height - m.top - m.bottom;
   const pts = o.series.flatMap((s) => s.points).filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y));
@@ -214,7 +214,7 @@ export function lineChart(o: LineChartOptions): string {
     const ly = m.top + 8 + i * 18;
     parts.push(
       `<rect x="${m.left + pw + 16}" y="${ly}" width="12" height="12" fill="${color}"/>`,
-      `<text x="${m.left + pw + 32}" y="${ly + 10}" fill="#374151">${escapeXml(truncate(s.name, 22))}</text>`,
+      `<text x="${m.left + pw + 32}" y="${ly + 10}" fill="#374151">${escapeXml(truncate(s.name, 36))}</text>`,
     );
   });
   parts.push('</svg>');
