@@ -26,6 +26,9 @@ export class RedisStore implements DedupStore {
   readonly kind = 'redis' as const;
   readonly cluster: boolean;
 
+  /** Last connection-level error ioredis reported (for stats/diagnostics). */
+  lastError: Error | undefined;
+
   constructor(
     readonly redis: RedisClient,
     private readonly prefix: string,
@@ -33,6 +36,14 @@ export class RedisStore implements DedupStore {
     private readonly owned: boolean,
   ) {
     this.cluster = redis instanceof Cluster;
+    // Without a listener ioredis prints every reconnect failure; failures surface per call anyway.
+    if (owned) redis.on('error', (e: Error) => (this.lastError = e));
+  }
+
+  /** While ioredis is between connections, fail the batch now instead of queueing it. */
+  private down(): string | undefined {
+    const st = this.redis.status;
+    return st === 'reconnecting' || st === 'end' || st === 'close' ? st : undefined;
   }
 
   async resolveBuckets(window: string, layout: Layout, configured: number): Promise<number> {
@@ -46,6 +57,10 @@ export class RedisStore implements DedupStore {
     const G = b.groupKeys.length;
     if (G === 0) return;
     const hk = hllKey(this.prefix, b.window, b.layout);
+    const down = this.down();
+    if (down !== undefined) {
+      throw new StoreBatchError(`Redis connection is ${down}`, new Uint8Array(G), answers, this.lastError ?? new Error(`redis status ${down}`));
+    }
     if (!this.cluster) {
       const counts: string[] = new Array(G);
       for (let g = 0; g < G; g++) counts[g] = String(b.starts[g + 1]! - b.starts[g]!);

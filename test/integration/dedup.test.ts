@@ -24,6 +24,7 @@ describe.skipIf(!has)('dedup on Redis', () => {
   beforeAll(async () => {
     srv = await startRedis();
     r = new Redis(srv.url);
+    r.on('error', () => undefined); // the tests kill the server on purpose
     dir = mkdtempSync(join(tmpdir(), 'hg-dedup-it-'));
   });
   afterAll(async () => {
