@@ -1,3 +1,33 @@
+// Multi-level lookup cache (issue 6).
+//
+//   const cache = new TieredCache({
+//     local: { maxEntries: 100_000, maxBytes: 64 MiB, ttlMs: 60_000, maxTables: 64 },  // per table
+//     negativeTtlMs: 5_000,
+//     redis: { url | client, ttlSeconds: 3600 (backfill TTL), prefix: 'hg:v:', timeoutMs: 250, batchSize: 500 },
+//     cold: new HBaseColdStore({ store: new HBaseStore({ zookeeper }) }),   // or MemoryColdStore
+//     coldOptions: { timeoutMs: 2_000, batchSize: 100 },
+//     bloom: filter | ((table) => filter | undefined) | false,
+//     breaker: { failures: 5, cooldownMs: 1_000 },
+//     maxKeysPerLookup: 100_000,
+//     now: () => number,
+//   });
+//   const values = await cache.lookup('blacklist', keys);      // undefined = absent (or unknown)
+//   const { values, errors, degraded } = await cache.lookupDetailed(table, keys);
+//   cache.stats(); cache.invalidate(table, keys); await cache.close();
+//
+// Order per key: Bloom gate (no I/O for definite absents) -> local LRU (positive and negative
+// entries) -> Redis MGET (hot) -> cold mget (HBase). Lower-tier hits are copied up: into Redis as
+// archived copies (SET NX PX, a newer hot write wins) and into the LRU. Keys absent from every
+// tier that answered are cached negatively for negativeTtlMs; keys a failing tier could not answer
+// are not, so they are retried. Misses under way are shared (single flight per table and key).
+// A tier that errors or times out is counted (stats().redis/cold.errors, lastError, healthy) and
+// reported in lookupDetailed().errors; after `breaker.failures` consecutive errors it is skipped
+// for `breaker.cooldownMs`. Lookups never reject because of a tier.
+//
+// Values: a Uint8Array or a plain object, msgpack-encoded (msgpackr, no records extension) in
+// Redis and HBase. Redis value = 10-byte envelope [version][flags: archived][ts f64 BE] + payload,
+// so the write time travels with the value to HBase, where it becomes the cell timestamp and the
+// family TTL (90 days, coldTableDdl()) expires it. Writes and hot -> cold migration: src/tiering.
 export { TieredCache, CACHE_DEFAULTS, createFailFastRedis, checkTable } from './tiered-cache.js';
 export type { TieredCacheOptions, RedisTierOptions, ColdTierOptions, BloomOption, LookupResult } from './tiered-cache.js';
 export { MemoryColdStore, MEMORY_COLD_DEFAULTS } from './memory-cold.js';
