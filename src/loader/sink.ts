@@ -2,6 +2,7 @@
 // idempotently, and tell me when it is acknowledged"; the Redis layouts implement that.
 import { Command, type Cluster, type Redis } from 'ioredis';
 import { ErrorCodes, HashGateError } from '../errors.js';
+import { bucketKey, hllKey, metaField, metaKey } from '../dedup/layout.js';
 
 /** One batch of one (window, bucket): key i = keys[keyOffsets[i] .. keyOffsets[i+1]). */
 export interface SinkBatch {
@@ -202,14 +203,12 @@ export function commandWire(cmd: string, key: string, count: number, members: Bu
 
 export type LoaderLayout = 'sets' | 'compact';
 
-/** Key names of the dedup store's layouts (the contract in src/dedup/layout.ts). */
+/** Key names come from the dedup store's layout module, so loader and store never disagree. */
 export const layoutKeys = {
-  bucket: (layout: LoaderLayout, prefix: string, window: string, bucket: number): string =>
-    layout === 'sets' ? `${prefix}:${window}:${bucket}` : `${prefix}:${window}:c:${bucket}`,
-  hll: (layout: LoaderLayout, prefix: string, window: string): string =>
-    layout === 'sets' ? `${prefix}:${window}:hll` : `${prefix}:${window}:c:hll`,
-  meta: (prefix: string, window: string): string => `${prefix}:${window}:meta`,
-  metaField: (layout: LoaderLayout): string => `${layout}.buckets`,
+  bucket: (layout: LoaderLayout, prefix: string, window: string, bucket: number): string => bucketKey({ layout, prefix }, window, bucket),
+  hll: (layout: LoaderLayout, prefix: string, window: string): string => hllKey(prefix, window, layout),
+  meta: (prefix: string, window: string): string => metaKey(prefix, window),
+  metaField: (layout: LoaderLayout): string => metaField(layout),
 };
 
 export interface RedisLayoutSinkOptions {

@@ -1,10 +1,13 @@
-import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { startRedis, requireRedisOrSkip, type RedisServer } from '../helpers/redis-server.js';
-import { generateExport } from '../../src/loader/generate.js';
+import { generateExport, personLine } from '../../src/loader/generate.js';
+import { run as runLoad } from '../../src/cli/commands/load.js';
+import { bucketKey, encodeKeys, hllKey, metaField, metaKey } from '../../src/dedup/layout.js';
+import { BloomFilter } from '../../src/bloom/index.js';
 import { load } from '../../src/loader/loader.js';
 import { RedisSetsSink } from '../../src/loader/sink.js';
 import { bucketOf } from '../../src/hash/index.js';
@@ -88,4 +91,68 @@ describe.skipIf(!HAVE)('loader -> real redis-server (sets layout)', () => {
     const cp = JSON.parse(readFileSync(join(dir, 'cp1.json'), 'utf8'));
     expect(Object.values(cp.files).every((f) => (f as { done: boolean }).done)).toBe(true);
   });
+});
+
+describe.skipIf(!HAVE)('hashgate load CLI -> real redis-server: layouts readable by the dedup store', () => {
+  let srv: RedisServer;
+  let redis: Redis;
+  let dir: string;
+  beforeAll(async () => {
+    srv = await startRedis();
+    redis = new Redis(srv.url);
+    dir = mkdtempSync(join(tmpdir(), 'hg-loader-cli-'));
+  });
+  afterAll(async () => {
+    redis?.disconnect();
+    await srv?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  for (const layout of ['compact', 'sets'] as const) {
+    it(`${layout}: exact count, members where src/dedup/layout.ts looks, HLL, meta, Bloom output`, async () => {
+      const gen = generateExport({ dir: join(dir, layout), files: 3, rowsPerFile: 3000, dupRatio: 0.3, crlfRatio: 0.5, seed: 21 });
+      const bloomOut = join(dir, `${layout}.bloom`);
+      const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
+      let code: number;
+      let printed = '';
+      try {
+        code = await runLoad([
+          join(dir, layout), '--redis', srv.url, '--layout', layout, '--prefix', `cli-${layout}`, '--window', '2026',
+          '--buckets', '64', '--checkpoint', join(dir, `${layout}.cp`), '--failed-file', join(dir, `${layout}.failed`),
+          '--bloom', bloomOut, '--json', '--quiet',
+        ]);
+        printed = String(log.mock.calls[0]?.[0]);
+      } finally {
+        log.mockRestore();
+      }
+      expect(code).toBe(0);
+      const summary = JSON.parse(printed);
+      expect(summary).toMatchObject({ rows: gen.rows, loaded: gen.rows, failed: 0, newMembers: gen.distinct, layout });
+      const spec = { layout, prefix: `cli-${layout}`, buckets: 64 };
+      // every generated key is where the dedup store's layout code says it is
+      const keys = Array.from({ length: gen.distinct }, (_, i) => personLine(i).replace('|', ''));
+      const enc = encodeKeys(keys, spec);
+      const p = redis.pipeline();
+      for (let i = 0; i < keys.length; i++) p.sismember(bucketKey(spec, '2026', enc.buckets[i]!), enc.members[i]!);
+      const res = (await p.exec())!;
+      expect(res.filter(([, v]) => v === 1).length).toBe(keys.length);
+      let total = 0;
+      for (let b = 0; b < 64; b++) total += await redis.scard(bucketKey(spec, '2026', b));
+      expect(total).toBe(gen.distinct);
+      expect(await redis.hget(metaKey(spec.prefix, '2026'), metaField(layout))).toBe('64');
+      const approx = await redis.pfcount(hllKey(spec.prefix, '2026', layout));
+      expect(Math.abs(approx - gen.distinct) / gen.distinct).toBeLessThan(0.05);
+      const bloom = BloomFilter.readFrom(readFileSync(bloomOut));
+      expect(keys.every((k) => bloom.mightContain(k))).toBe(true);
+      // a second load into the same window with another bucket count is refused, naming --buckets
+      const err = vi.spyOn(console, 'error').mockImplementation(() => undefined);
+      try {
+        expect(await runLoad([join(dir, layout), '--redis', srv.url, '--layout', layout, '--prefix', `cli-${layout}`, '--window', '2026', '--buckets', '32', '--checkpoint', join(dir, `${layout}.cp2`), '--quiet'])).toBe(2);
+        expect(err.mock.calls.map((c) => String(c[0])).join('\n')).toContain('--buckets');
+        err.mockClear();
+      } finally {
+        err.mockRestore();
+      }
+    });
+  }
 });

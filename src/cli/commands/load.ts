@@ -3,14 +3,20 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Cluster, Redis } from 'ioredis';
 import { BloomFilter } from '../../bloom/index.js';
+import { DEFAULTS as DEDUP_DEFAULTS } from '../../dedup/options.js';
 import { ErrorCodes, HashGateError, HashGateTypeError, HashGateRangeError } from '../../errors.js';
 import { DEFAULTS, load, type LoadOptions, type LoadSummary } from '../../loader/loader.js';
 import { createProgress } from '../../loader/progress.js';
 import { RedisLayoutSink, type LoaderLayout } from '../../loader/sink.js';
 import type { WindowUnit } from '../../loader/window.js';
 
-/** The dedup store's defaults (src/dedup/options.ts): same prefix and bucket counts. */
-export const STORE_DEFAULTS = { prefix: 'hg:dedup', layout: 'compact' as LoaderLayout, setsBuckets: 1000, compactBuckets: 65_536 };
+/** The dedup store's defaults: same prefix, layout and bucket counts as `HashGate.open`. */
+export const STORE_DEFAULTS = {
+  prefix: DEDUP_DEFAULTS.prefix,
+  layout: DEDUP_DEFAULTS.layout as LoaderLayout,
+  setsBuckets: DEDUP_DEFAULTS.setsBuckets,
+  compactBuckets: DEDUP_DEFAULTS.compactBuckets,
+};
 
 export const HELP = `usage: hashgate load <file|dir|glob>... [flags]
 
