@@ -43,8 +43,10 @@ export function suiteChart(result: SuiteResult): string | undefined {
   const groups: BarGroup[] = [];
   for (const [name, list] of groupRows(rows)) {
     const sorted = [...list].sort((a, b) => (a.ok === false ? 1 : 0) - (b.ok === false ? 1 : 0) || b.opsPerSec - a.opsPerSec);
+    const units = [...new Set(list.map((r) => r.unit ?? 'ops/s'))];
     groups.push({
       label: name,
+      unit: units.length === 1 ? (units[0] as string) : '',
       bars: sorted.map((r) => {
         const kind = r.ok === false ? 'wrong' : roleOf(r);
         const note = r.ok === false ? r.error : r.ratioToBestPeer !== undefined ? `${r.ratioToBestPeer.toFixed(2)}x best peer` : undefined;
@@ -52,12 +54,10 @@ export function suiteChart(result: SuiteResult): string | undefined {
       }),
     });
   }
-  const units = [...new Set(rows.map((r) => r.unit ?? 'ops/s'))];
   const m = result.machine;
   return barChart({
     title: `hashgate bench: ${result.suite}`,
     subtitle: `throughput per implementation (higher is better; each measure scaled to its own maximum) - ${m.cores} cores, Node ${m.node}${result.quick ? ', quick run' : ''}`,
-    unit: units.length === 1 ? units[0] : '',
     groups,
   });
 }

@@ -14,6 +14,8 @@ export interface Bar {
 export interface BarGroup {
   label: string;
   bars: Bar[];
+  /** Unit of this group's values (overrides the chart's `unit`). */
+  unit?: string;
 }
 
 export interface BarChartOptions {
@@ -104,16 +106,17 @@ export function barChart(o: BarChartOptions): string {
     parts.push(`<text x="16" y="${y + 15}" font-weight="600" fill="#111827">${escapeXml(truncate(g.label, 110))}</text>`);
     y += 22;
     const max = Math.max(0, ...g.bars.filter((b) => b.kind !== 'wrong').map((b) => b.value));
+    const unit = g.unit ?? o.unit;
     for (const b of g.bars) {
       const w = b.kind === 'wrong' ? 6 : max > 0 ? Math.max(1, (b.value / max) * barMax) : 1;
       const weight = b.kind === 'hashgate' ? ' font-weight="600"' : '';
       parts.push(
         `<g class="bar" data-kind="${b.kind}" data-value="${b.kind === 'wrong' ? 'NaN' : b.value}">`,
-        `<title>${escapeXml(`${b.label}: ${b.kind === 'wrong' ? 'wrong answers' : formatSi(b.value) + (o.unit ? ' ' + o.unit : '')}`)}</title>`,
+        `<title>${escapeXml(`${b.label}: ${b.kind === 'wrong' ? 'wrong answers' : formatSi(b.value) + (unit ? ' ' + unit : '')}`)}</title>`,
         `<text x="${labelW - 8}" y="${y + 14}" text-anchor="end" fill="#111827"${weight}>${escapeXml(truncate(b.label, 44))}</text>`,
         `<rect x="${labelW}" y="${y + 3}" width="${w.toFixed(1)}" height="${rowH - 6}" rx="2" fill="${COLORS[b.kind]}"/>`,
       );
-      const valueText = b.kind === 'wrong' ? `WRONG${b.note ? ': ' + b.note : ''}` : `${formatSi(b.value)}${o.unit ? ' ' + o.unit : ''}${b.note ? '  ' + b.note : ''}`;
+      const valueText = b.kind === 'wrong' ? `WRONG${b.note ? ': ' + b.note : ''}` : `${formatSi(b.value)}${unit ? ' ' + unit : ''}${b.note ? '  ' + b.note : ''}`;
       parts.push(
         `<text x="${(labelW + w + 6).toFixed(1)}" y="${y + 14}" fill="${b.kind === 'wrong' ? COLORS.wrong : '#374151'}">${escapeXml(truncate(valueText, 60))}</text>`,
         `</g>`,
