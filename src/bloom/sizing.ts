@@ -17,7 +17,7 @@ const WASM_MAX_BYTES = 65536 * 65536;
 
 /**
  * Largest bit array a filter can hold: the bits share one wasm32 memory (4 GiB) with the kernel
- * statics and every attached thread's scratch. 2^35 - 1.1 Gbit, about 3.93 GiB of bits.
+ * statics, the header and every attached thread's scratch: 33,822,310,400 bits (3.94 GiB).
  */
 export const MAX_BIT_SIZE = (WASM_MAX_BYTES - BITS_OFFSET - SCRATCH_HEADROOM_BYTES) * 8;
 
