@@ -1,6 +1,8 @@
 // Redis store. Standalone: a whole firstSeen batch is ONE script call (atomic, all-or-nothing).
-// Cluster: one script call per bucket (keys of different buckets live in different slots),
-// issued together so ioredis auto-pipelines them per node; atomic per bucket only.
+// Cluster: one script call per bucket (keys of different buckets live in different slots), all
+// issued at once so they share each node's connection back to back (pipelined on the wire);
+// atomic per bucket only. ioredis auto-pipelining is off for Cluster on purpose: after a master
+// restart its auto-pipelines kept failing with MOVED instead of following the redirection.
 import { Redis, Cluster, type RedisOptions } from 'ioredis';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { Layout, RedisConfig } from './options.js';
@@ -14,7 +16,7 @@ export function createRedisClient(config: RedisConfig, commandTimeoutMs: number)
   if (typeof config === 'string') return new Redis(config, ours);
   if (config !== null && typeof config === 'object' && 'cluster' in config && Array.isArray(config.cluster)) {
     return new Cluster(config.cluster, {
-      enableAutoPipelining: true,
+      enableAutoPipelining: false,
       ...(config.options ?? {}),
       redisOptions: { ...ours, ...((config.options?.redisOptions as RedisOptions | undefined) ?? {}) },
     });
