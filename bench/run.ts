@@ -200,6 +200,11 @@ export function parseArgs(argv: readonly string[]): RunOptions & { help?: boolea
     } else if (flag === '--in-process') o.inProcess = true;
     else if (flag === '--keep-old') o.keepOld = true;
     else if (flag === '--report-only') o.reportOnly = true;
+    else if (flag === '--out') {
+      const v = value();
+      if (!v) throw new Error('--out needs a directory');
+      o.outDir = v;
+    }
     else if (flag === '--help' || flag === '-h') o.help = true;
     else throw new Error(`unknown option ${a}`);
   }
@@ -207,11 +212,12 @@ export function parseArgs(argv: readonly string[]): RunOptions & { help?: boolea
 }
 
 const USAGE = `usage: npm run bench -- [--quick] [--only hash,bloom] [--skip load] [--timeout SECONDS]
-                         [--keep-old] [--in-process] [--report-only]
+                         [--keep-old] [--in-process] [--report-only] [--out DIR]
   --quick        tiny sizes (CI smoke); numbers are not meaningful
   --only LIST    run only these suites (known: ${KNOWN_SUITES.join(', ')})
   --keep-old     include older bench/results/*.json of suites not run now in REPORT.md
-  --report-only  regenerate REPORT.md and charts from bench/results/*.json without running anything`;
+  --report-only  regenerate REPORT.md and charts from bench/results/*.json without running anything
+  --out DIR      write REPORT.md and charts/ under DIR instead of bench/ (results: HASHGATE_BENCH_OUT)`;
 
 async function childMain(argv: string[]): Promise<void> {
   const file = argv[argv.indexOf('--child') + 1] as string;
@@ -238,7 +244,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (o.reportOnly) {
-    const w = writeReport(loadResults(undefined, KNOWN_SUITES), { command: 'npm run bench -- --report-only' });
+    const w = writeReport(loadResults(undefined, KNOWN_SUITES), { command: 'npm run bench -- --report-only', ...(o.outDir ? { outDir: o.outDir } : {}) });
     console.log(`[bench] wrote ${w.report} and ${w.charts.length} chart(s)`);
     return 0;
   }
