@@ -1,6 +1,10 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { createKernelMemory, instantiateKernel, kernelModule, KERNEL_RESERVED_BYTES } from '../src/hash/kernel.js';
+import { createKernelMemory, instantiateKernel, kernelModule, kernelPath, KERNEL_RESERVED_BYTES } from '../src/hash/kernel.js';
 import { refMurmur3x64_128Bytes, refMurmur3x86_32 } from '../src/hash/reference.js';
 import { hashBatch, packKeys } from '../src/hash/index.js';
 
@@ -81,5 +85,17 @@ describe('wasm kernel (raw exports)', () => {
     await w.terminate();
     expect(msg).toBe('done');
     expect(new Uint8Array(mem.buffer).slice(200_000, 200_000 + 1600)).toEqual(hashBatch(keys, { seed: 3 }));
+  });
+
+  it('the committed wasm/hashgate.wasm is what `npm run build:wasm` makes from wasm/assembly', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hg-wasm-'));
+    try {
+      const out = join(dir, 'hashgate.wasm');
+      execFileSync(process.execPath, [join(process.cwd(), 'wasm', 'build.mjs'), '--out', out], { stdio: 'pipe' });
+      // If this fails: a wasm/assembly/*.ts changed without `npm run build:wasm` (and committing the binary).
+      expect(Buffer.compare(readFileSync(out), readFileSync(kernelPath()))).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

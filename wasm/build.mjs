@@ -6,7 +6,9 @@ import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const out = join(here, 'hashgate.wasm');
+// `--out FILE` builds elsewhere (test/wasm-kernel.test.ts checks the committed binary is current).
+const outAt = process.argv.indexOf('--out');
+const out = outAt > 0 ? process.argv[outAt + 1] : join(here, 'hashgate.wasm');
 const args = [
   join(here, 'assembly', 'index.ts'),
   '--outFile', out,
