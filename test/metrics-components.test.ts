@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { createMetrics, bloomStats, journalDirStats, piscinaStats, noopMetrics } from '../src/metrics/index.js';
 import { DedupService } from '../src/dedup/index.js';
 import { BloomFilter } from '../src/bloom/index.js';
+import { IdRegistry } from '../src/ids/index.js';
+import { weak16, records } from './ids-scenarios.js';
 import { parseExposition, sampleValue } from './helpers/exposition.js';
 
 const NOW = Date.parse('2026-06-01T00:00:00Z');
@@ -59,6 +61,37 @@ describe('metrics from real components', () => {
     expect(sampleValue(f, 'hashgate_bloom_expected_fpp', { filter: 'dedup' })).toBeCloseTo(filter.expectedFpp(), 12);
     expect(sampleValue(f, 'hashgate_bloom_measured_fpp', { filter: 'dedup' })).toBeCloseTo(fp / N, 12);
     expect(sampleValue(f, 'hashgate_bloom_approximate_elements', { filter: 'dedup' })).toBe(filter.approximateElementCount());
+  });
+
+  it('forced collisions through a real IdRegistry (16-bit hash) show in collisions and collision rate', async () => {
+    const m = createMetrics();
+    const reg = new IdRegistry({ algorithm: weak16 });
+    let events = 0;
+    reg.on('collision', () => {
+      events++;
+    });
+    // Wiring as a component would do it: one metrics call per batch of upserts.
+    const recs = records(1500);
+    const counts = { new: 0, duplicate: 0, collision: 0 };
+    for (let o = 0; o < recs.length; o += 500) {
+      const batch = { new: 0, duplicate: 0, collision: 0 };
+      for (const r of recs.slice(o, o + 500)) batch[(await reg.upsert(r)).status]++;
+      for (const r of recs.slice(o, o + 10)) batch[(await reg.upsert(r)).status]++; // re-upserts: duplicates
+      m.ids(weak16.name, batch.new, batch.duplicate, batch.collision);
+      counts.new += batch.new;
+      counts.duplicate += batch.duplicate;
+      counts.collision += batch.collision;
+    }
+    expect(counts.collision).toBeGreaterThan(3); // birthday bound: ~17 of 1500 in 65536 buckets
+    expect(events).toBe(counts.collision);
+    expect(counts.duplicate).toBe(30);
+    const f = parseExposition(await m.text());
+    expect(sampleValue(f, 'hashgate_hash_collisions_total', { hash_function: weak16.name })).toBe(counts.collision);
+    expect(sampleValue(f, 'hashgate_id_upserts_total', { status: 'duplicate' })).toBe(30);
+    expect(sampleValue(f, 'hashgate_documents_hashed_total', { hash_function: weak16.name })).toBe(1530);
+    expect(sampleValue(f, 'hashgate_collision_rate', { hash_function: weak16.name })).toBeCloseTo(counts.collision / 1530, 12);
+    // far above the 1e-6 alert threshold, as it should be with a 16-bit hash
+    expect(sampleValue(f, 'hashgate_collision_rate', { hash_function: weak16.name })).toBeGreaterThan(1e-6);
   });
 
   it('piscinaStats and journalDirStats read what the gauges need', () => {
