@@ -64,6 +64,18 @@ describe.skipIf(!has)('TieredCache + HotColdStore on a real redis-server', () =>
     await cache2.close();
   });
 
+  it('foreign values under the prefix are misses; a corrupt envelope is a counted Redis error, answered by the cold tier', async () => {
+    const cold = new MemoryColdStore();
+    await cold.mput('t', [{ key: 'bad', value: encodeValue({ from: 'cold' }), ts: 1 }]);
+    await admin.set('hg:v:t:foreign', 'plain text');
+    await admin.set('hg:v:t:bad', Buffer.from([1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x92, 0x01])); // truncated msgpack array
+    const cache = new TieredCache({ redis: { client: admin }, cold });
+    const r = await cache.lookupDetailed('t', ['foreign', 'bad']);
+    expect(r.values).toEqual([undefined, { from: 'cold' }]);
+    expect(r.errors).toEqual([expect.objectContaining({ tier: 'redis', code: 'HG_ERR_PARSE' })]);
+    expect(cache.stats().redis).toMatchObject({ hits: 0, errors: 1 });
+  });
+
   it('Bloom-gated absent keys reach neither Redis nor the cold tier', async () => {
     const cold = new MemoryColdStore();
     const present = new Set(['p']);

@@ -29,6 +29,19 @@ export function decodeValue(payload: Uint8Array): CacheValue {
   }
 }
 
+const range = { start: HEADER_BYTES, end: 0 };
+
+/** Decodes the payload of an envelope in place (no header object, no subarray); undefined if not ours. */
+export function decodeEnvelopeValue(buf: Buffer): CacheValue | undefined {
+  if (buf.length < HEADER_BYTES || buf[0] !== ENVELOPE_VERSION) return undefined;
+  range.end = buf.length;
+  try {
+    return packr.unpack(buf, range) as CacheValue;
+  } catch (cause) {
+    throw new HashGateError(ErrorCodes.PARSE, 'cannot decode cached value (msgpack)', { cause });
+  }
+}
+
 export function wrapEnvelope(payload: Uint8Array, ts: number, flags = 0): Buffer {
   const out = Buffer.allocUnsafe(HEADER_BYTES + payload.byteLength);
   out[0] = ENVELOPE_VERSION;

@@ -11,7 +11,7 @@ import {
   invalidType,
   outOfRange,
 } from '../errors.js';
-import { FLAG_ARCHIVED, decodeValue, readEnvelope, wrapEnvelope } from './codec.js';
+import { FLAG_ARCHIVED, HEADER_BYTES, decodeEnvelopeValue, decodeValue, wrapEnvelope } from './codec.js';
 import { RemoteTierStats, type CacheStats, type TierError } from './stats.js';
 import type { BloomLike, CacheValue, ColdCell, ColdStore } from './types.js';
 
@@ -146,6 +146,7 @@ export class TieredCache {
   readonly #redisStats = new RemoteTierStats();
   readonly #coldStats = new RemoteTierStats();
   #closed = false;
+  #gateBuf = new Uint8Array(0);
   #lookups = 0;
   #keys = 0;
   #bloomRejected = 0;
@@ -309,6 +310,12 @@ export class TieredCache {
     return t;
   }
 
+  /** Reused result buffer of the batch gate: it is read before this lookup's first await. */
+  #gateScratch(n: number): Uint8Array {
+    if (this.#gateBuf.length < n) this.#gateBuf = new Uint8Array(Math.max(n, 1024));
+    return this.#gateBuf;
+  }
+
   #bloomFor(table: string): BloomLike | undefined {
     const b = this.#bloom;
     if (b === false) return undefined;
@@ -339,28 +346,34 @@ export class TieredCache {
     }
     // one kernel call for the whole batch when the filter offers it
     const gate = bloom !== undefined && n >= BLOOM_BATCH_MIN && typeof bloom.mightContainAll === 'function'
-      ? bloom.mightContainAll(keys as string[])
+      ? bloom.mightContainAll(keys as string[], this.#gateScratch(n))
       : undefined;
     let missIdx: number[] | undefined;
+    let rejected = 0;
+    let hits = 0;
+    let negHits = 0;
     for (let i = 0; i < n; i++) {
       const key = keys[i]!;
       out[i] = undefined;
       if (gate !== undefined ? gate[i] === 0 : bloom !== undefined && !bloom.mightContain(key)) {
-        this.#bloomRejected++;
+        rejected++;
         continue;
       }
       const v = lru.get(key);
       if (v !== undefined) {
-        if (v === NEGATIVE) this.#negativeHits++;
+        if (v === NEGATIVE) negHits++;
         else {
-          this.#localHits++;
+          hits++;
           out[i] = v as CacheValue;
         }
         continue;
       }
-      this.#localMisses++;
       (missIdx ??= []).push(i);
     }
+    this.#bloomRejected += rejected;
+    this.#localHits += hits;
+    this.#negativeHits += negHits;
+    this.#localMisses += n - rejected - hits - negHits;
     if (missIdx === undefined) return out;
 
     // Claim every key nobody is loading yet before the first await, so lookups that start while
@@ -444,23 +457,25 @@ export class TieredCache {
           }
           rs.latency.record(performance.now() - t0);
           this.#ok(rs);
+          let hits = 0;
           for (let j = off; j < end; j++) {
             const buf = bufs[j - off];
-            const env = buf ? readEnvelope(buf) : undefined;
-            if (env === undefined) {
-              rs.misses++;
-              continue;
-            }
+            if (!buf) continue;
+            let v: CacheValue | undefined;
             try {
-              vals[j] = decodeValue(env.payload);
+              v = decodeEnvelopeValue(buf);
             } catch (e) {
               this.#fail(rs, 'redis', e, errors);
               continue;
             }
-            sizes[j] = env.payload.length;
+            if (v === undefined) continue; // not an envelope of ours: a miss
+            vals[j] = v;
+            sizes[j] = buf.length - HEADER_BYTES;
             state[j] = FOUND;
-            rs.hits++;
+            hits++;
           }
+          rs.hits += hits;
+          rs.misses += end - off - hits;
         }
       }
     }

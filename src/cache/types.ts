@@ -32,7 +32,7 @@ export interface ColdStore {
 export interface BloomLike {
   mightContain(key: string): boolean;
   /** Batch form (src/bloom's BloomFilter has it): one byte per key, 0 = definitely absent. */
-  mightContainAll?(keys: string[]): Uint8Array;
+  mightContainAll?(keys: string[], out?: Uint8Array): Uint8Array;
 }
 
 export interface BloomWritable extends BloomLike {
