@@ -1,0 +1,58 @@
+// `hashgate stats --window 2026`: exact (SCARD over the window's buckets) and approximate
+// (PFCOUNT) member counts of a dedup window; `--purge` deletes the window (SCAN + UNLINK).
+import { parseArgs } from 'node:util';
+import { DedupService } from '../../dedup/service.js';
+import { STORE_FLAGS, STORE_HELP, storeOptions } from './dedup-flags.js';
+
+export const HELP = `usage: hashgate stats [--window ID] [flags]
+
+Prints the exact and approximate (HyperLogLog) member counts of a dedup window.
+
+  --window ID               window id, e.g. 2026 (default: the current window in --time-zone)
+  --purge                   delete every key of that window instead (the yearly cleanup)
+${STORE_HELP}
+Exit codes: 0 ok, 1 error, 2 usage.`;
+
+export async function run(argv: string[]): Promise<number> {
+  let values: Record<string, string | boolean | undefined>;
+  let opts: ReturnType<typeof storeOptions>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: { ...STORE_FLAGS, window: { type: 'string' }, purge: { type: 'boolean' } },
+    }));
+    if (values.help) {
+      console.log(HELP);
+      return 0;
+    }
+    opts = storeOptions(values);
+    if (values.purge && typeof values.window !== 'string') throw new Error('--purge needs an explicit --window');
+  } catch (err) {
+    console.error(`hashgate stats: ${(err as Error).message}\n\n${HELP}`);
+    return 2;
+  }
+  let svc: DedupService | undefined;
+  try {
+    svc = new DedupService({ redis: opts.redis, dedup: opts.dedup });
+    const window = typeof values.window === 'string' ? values.window : svc.windowOf();
+    if (values.purge) {
+      const n = await svc.purgeWindow(window);
+      console.log(values.json ? JSON.stringify({ window, deletedKeys: n }) : `window ${window}: deleted ${n} key(s)`);
+      return 0;
+    }
+    const st = await svc.stats(window);
+    if (values.json) {
+      console.log(JSON.stringify({ window: st.window, layout: st.layout, buckets: st.buckets, exact: st.exact, approximate: st.approximate, journalBytes: st.journalBytes }));
+    } else {
+      console.log(`window ${st.window} (${st.layout}, ${st.buckets} buckets): exact ${st.exact}, approximate ${st.approximate}; journal ${st.journalBytes} B pending`);
+    }
+    return 0;
+  } catch (err) {
+    console.error(`hashgate stats: ${(err as Error).message}`);
+    return 1;
+  } finally {
+    await svc?.close().catch(() => undefined);
+  }
+}
