@@ -27,6 +27,7 @@ t_cp=$(date +%s)
 
 # a fresh work dir every start: data left by an unclean stop means slow WAL recovery
 rm -rf "$HBASE_WORK" && mkdir -p "$HBASE_WORK/conf" "$HBASE_RUN"
+: > "$HBASE_RUN/probe.log"
 sed -e "s#@WORK@#$HBASE_WORK#g" -e "s#@ZK_PORT@#$HBASE_ZK_PORT#g" \
     -e "s#@MASTER_PORT@#$HBASE_MASTER_PORT#g" -e "s#@RS_PORT@#$HBASE_RS_PORT#g" \
     "$HBASE_SVC_DIR/conf/hbase-site.xml" > "$HBASE_WORK/conf/hbase-site.xml"
