@@ -2,7 +2,7 @@
 // Pure functions + one writer so tests can feed synthetic results and parse the output.
 
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { computeRatios, machineInfo, repoRoot, resultsDir } from './common.js';
 import type { BenchRow, MachineInfo, Role, SuiteResult, Sweep, TargetResult } from './common.js';
 import { barChart, formatSi, lineChart } from './svg.js';
@@ -242,10 +242,42 @@ export interface WriteReportOptions {
   outDir?: string;
   command?: string;
   generatedAt?: string;
+  /** README to splice the summary into (only where it has the markers); undefined = leave alone. */
+  readme?: string;
+}
+
+export const README_PLACEHOLDER = '<!-- PERF-TABLE -->';
+
+/**
+ * Replaces the block between SUMMARY_START and SUMMARY_END (or a bare `<!-- PERF-TABLE -->` line)
+ * in `readme` with `block`. Returns the new text, or undefined when the README has no marker.
+ */
+export function spliceReadme(readme: string, block: string): string | undefined {
+  const wrapped = `${SUMMARY_START}\n${block.trim()}\n${SUMMARY_END}`;
+  const a = readme.indexOf(SUMMARY_START);
+  const b = readme.indexOf(SUMMARY_END);
+  if (a >= 0 && b > a) return readme.slice(0, a) + wrapped + readme.slice(b + SUMMARY_END.length);
+  const p = readme.indexOf(README_PLACEHOLDER);
+  if (p >= 0) return readme.slice(0, p) + wrapped + readme.slice(p + README_PLACEHOLDER.length);
+  return undefined;
+}
+
+/** The README's performance block: the summary table, then links to the report and charts. */
+export function readmeBlock(results: readonly SuiteResult[], chartLinks: readonly string[], reportLink: string, machine?: MachineInfo | { cores: number; node: string }): string {
+  const norm = results.map(normalize);
+  const m = machine ?? norm.find((r) => r.machine)?.machine;
+  const quick = norm.some((r) => r.quick);
+  const lines = [
+    `Measured ${new Date().toISOString().slice(0, 10)}${m ? ` on ${machineLine(m)}` : ''}${quick ? ' (quick run: tiny sizes)' : ''}. Full report: [${reportLink}](${reportLink}).`,
+    '',
+    renderSummary(norm),
+  ];
+  if (chartLinks.length) lines.push('', `Charts: ${chartLinks.map((c) => `[${c.replace(/^.*\//, '').replace(/\.svg$/, '')}](${c})`).join(' · ')}`);
+  return lines.join('\n');
 }
 
 /** Writes charts/<suite>.svg, charts/<suite>-<sweep>.svg and REPORT.md; returns the paths written. */
-export function writeReport(results: readonly SuiteResult[], o: WriteReportOptions = {}): { report: string; charts: string[] } {
+export function writeReport(results: readonly SuiteResult[], o: WriteReportOptions = {}): { report: string; charts: string[]; readmeUpdated: boolean } {
   const outDir = o.outDir ?? join(repoRoot(), 'bench');
   const chartsDir = join(outDir, 'charts');
   mkdirSync(chartsDir, { recursive: true });
@@ -274,5 +306,15 @@ export function writeReport(results: readonly SuiteResult[], o: WriteReportOptio
   if (o.command !== undefined) ro.command = o.command;
   if (o.generatedAt !== undefined) ro.generatedAt = o.generatedAt;
   writeFileSync(report, renderReport(norm, ro));
-  return { report, charts: written };
+  let readmeUpdated = false;
+  if (o.readme !== undefined && existsSync(o.readme)) {
+    const base = dirname(o.readme);
+    const rel = (f: string) => relative(base, f).split('\\').join('/');
+    const next = spliceReadme(readFileSync(o.readme, 'utf8'), readmeBlock(norm, written.map(rel), rel(report)));
+    if (next !== undefined) {
+      writeFileSync(o.readme, next);
+      readmeUpdated = true;
+    }
+  }
+  return { report, charts: written, readmeUpdated };
 }

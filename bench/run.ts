@@ -11,7 +11,7 @@ import { fork } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { readResult, resultPath, writeResult, machineInfo } from './common.js';
+import { readResult, repoRoot, resultPath, writeResult, machineInfo } from './common.js';
 import type { SuiteResult } from './common.js';
 import { loadResults, sortSuites, writeReport } from './report.js';
 
@@ -34,6 +34,8 @@ export interface RunOptions {
   keepOld?: boolean;
   /** Where REPORT.md and charts/ go (default <repo>/bench). */
   outDir?: string;
+  /** Splice the summary into README.md at its markers (default: when writing to <repo>/bench). */
+  readme?: boolean;
   log?: (line: string) => void;
 }
 
@@ -175,8 +177,9 @@ export async function runAll(o: RunOptions): Promise<{ results: SuiteResult[]; r
     all = sortSuites([...results, ...loadResults().filter((r) => !ran.has(r.suite))], KNOWN_SUITES);
   }
   const command = `npm run bench${o.quick || o.only?.length ? ' --' : ''}${o.quick ? ' --quick' : ''}${o.only?.length ? ` --only ${o.only.join(',')}` : ''}`;
-  const written = writeReport(all, { command, ...(o.outDir ? { outDir: o.outDir } : {}) });
-  log(`[bench] wrote ${written.report} and ${written.charts.length} chart(s)`);
+  const readme = o.readme ?? o.outDir === undefined;
+  const written = writeReport(all, { command, ...(o.outDir ? { outDir: o.outDir } : {}), ...(readme ? { readme: join(repoRoot(), 'README.md') } : {}) });
+  log(`[bench] wrote ${written.report} and ${written.charts.length} chart(s)${written.readmeUpdated ? '; README.md performance table updated' : ''}`);
   return { results: all, report: written.report, charts: written.charts, exitCode };
 }
 
@@ -200,6 +203,7 @@ export function parseArgs(argv: readonly string[]): RunOptions & { help?: boolea
     } else if (flag === '--in-process') o.inProcess = true;
     else if (flag === '--keep-old') o.keepOld = true;
     else if (flag === '--report-only') o.reportOnly = true;
+    else if (flag === '--no-readme') o.readme = false;
     else if (flag === '--out') {
       const v = value();
       if (!v) throw new Error('--out needs a directory');
@@ -212,12 +216,13 @@ export function parseArgs(argv: readonly string[]): RunOptions & { help?: boolea
 }
 
 const USAGE = `usage: npm run bench -- [--quick] [--only hash,bloom] [--skip load] [--timeout SECONDS]
-                         [--keep-old] [--in-process] [--report-only] [--out DIR]
+                         [--keep-old] [--in-process] [--report-only] [--out DIR] [--no-readme]
   --quick        tiny sizes (CI smoke); numbers are not meaningful
   --only LIST    run only these suites (known: ${KNOWN_SUITES.join(', ')})
   --keep-old     include older bench/results/*.json of suites not run now in REPORT.md
   --report-only  regenerate REPORT.md and charts from bench/results/*.json without running anything
-  --out DIR      write REPORT.md and charts/ under DIR instead of bench/ (results: HASHGATE_BENCH_OUT)`;
+  --out DIR      write REPORT.md and charts/ under DIR instead of bench/ (results: HASHGATE_BENCH_OUT)
+  --no-readme    do not splice the summary into README.md (done by default, between its markers)`;
 
 async function childMain(argv: string[]): Promise<void> {
   const file = argv[argv.indexOf('--child') + 1] as string;
@@ -244,8 +249,13 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (o.reportOnly) {
-    const w = writeReport(loadResults(undefined, KNOWN_SUITES), { command: 'npm run bench -- --report-only', ...(o.outDir ? { outDir: o.outDir } : {}) });
-    console.log(`[bench] wrote ${w.report} and ${w.charts.length} chart(s)`);
+    const readme = o.readme ?? o.outDir === undefined;
+    const w = writeReport(loadResults(undefined, KNOWN_SUITES), {
+      command: 'npm run bench -- --report-only',
+      ...(o.outDir ? { outDir: o.outDir } : {}),
+      ...(readme ? { readme: join(repoRoot(), 'README.md') } : {}),
+    });
+    console.log(`[bench] wrote ${w.report} and ${w.charts.length} chart(s)${w.readmeUpdated ? '; README.md performance table updated' : ''}`);
     return 0;
   }
   const { exitCode } = await runAll(o);

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Suite, computeRatios, makeTarget, spread, makeKeys, shapeAKey } from '../bench/common.js';
 import type { BenchRow, SuiteResult } from '../bench/common.js';
-import { renderReport, renderSummary, suiteChart, sweepChart, writeReport, loadResults, SUMMARY_START, SUMMARY_END } from '../bench/report.js';
+import { renderReport, renderSummary, suiteChart, sweepChart, writeReport, loadResults, spliceReadme, SUMMARY_START, SUMMARY_END } from '../bench/report.js';
 import { barChart, escapeXml, formatSi, niceTicks } from '../bench/svg.js';
 import { discoverSuites, parseArgs, runAll } from '../bench/run.js';
 
@@ -231,9 +231,33 @@ describe('bench/report', () => {
     expect(existsSync(w.report)).toBe(true);
     expect(w.charts.map((c) => c.slice(out.length + 1)).sort()).toEqual(['charts/hash-threads.svg', 'charts/hash.svg']);
     for (const c of w.charts) assertWellFormedSvg(readFileSync(c, 'utf8'));
+    expect(w.readmeUpdated).toBe(false);
     const dir = join(tmp, 'loaded');
     rmSync(dir, { recursive: true, force: true });
     expect(loadResults(dir)).toEqual([]);
+  });
+});
+
+describe('README performance table', () => {
+  it('splices at the placeholder, then replaces its own block on the next run; no marker = untouched', () => {
+    const readme = join(tmp, 'README.md');
+    writeFileSync(readme, '# x\n\n## Performance\n\n<!-- PERF-TABLE -->\n\nafter\n');
+    const out = join(tmp, 'readme-out');
+    expect(writeReport([synthetic()], { outDir: out, readme }).readmeUpdated).toBe(true);
+    const first = readFileSync(readme, 'utf8');
+    expect(first).toContain(SUMMARY_START);
+    expect(first).not.toContain('<!-- PERF-TABLE -->');
+    expect(first.endsWith('\n\nafter\n')).toBe(true);
+    expect(table(first, /^\| Suite \| Measure \| hashgate/)[0]?.[6]).toBe('**1.50x**');
+    expect(first).toContain('[hash](readme-out/charts/hash.svg)');
+    expect(first).toContain('(readme-out/REPORT.md)');
+    const changed = synthetic();
+    changed.rows[0]!.opsPerSec = 12_000_000;
+    writeReport([changed], { outDir: out, readme });
+    const second = readFileSync(readme, 'utf8');
+    expect(second.split(SUMMARY_START)).toHaveLength(2);
+    expect(table(second, /^\| Suite \| Measure \| hashgate/)[0]?.[6]).toBe('**2.00x**');
+    expect(spliceReadme('# no markers\n', 'x')).toBeUndefined();
   });
 });
 
