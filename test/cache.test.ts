@@ -214,4 +214,15 @@ describe('TieredCache (memory cold tier)', () => {
     expect(c.stats().local.entries).toBe(2);
     await expect(c.lookup('c', ['k'])).rejects.toMatchObject({ code: 'HG_ERR_CAPACITY' });
   });
+
+  it('a load racing with invalidate() does not cache what it read', async () => {
+    const cold = new MemoryColdStore();
+    await cold.mput('t', [{ key: 'r', value: rec({ v: 'old' }), ts: 1 }]);
+    const c = new TieredCache({ cold });
+    const pending = c.lookup('t', ['r']);
+    await cold.mput('t', [{ key: 'r', value: rec({ v: 'new' }), ts: 2 }]);
+    c.invalidate('t', ['r']); // the write lands while the load is in flight
+    expect(await pending).toEqual([{ v: 'old' }]);
+    expect(await c.lookup('t', ['r'])).toEqual([{ v: 'new' }]);
+  });
 });

@@ -102,6 +102,8 @@ interface FlightRef {
 interface TableState {
   lru: LRUCache<string, object>;
   inflight: Map<string, FlightRef>;
+  /** Bumped by invalidate(): a load that started before must not store what it read. */
+  gen: number;
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -250,7 +252,10 @@ export class TieredCache {
   /** Drop local copies (positive and negative), e.g. after a write. Remote tiers are untouched. */
   invalidate(table: string, keys: readonly string[]): void {
     const t = this.#tables.get(table);
-    if (t) for (const k of keys) t.lru.delete(k);
+    if (t) {
+      t.gen++;
+      for (const k of keys) t.lru.delete(k);
+    }
   }
 
   clearLocal(): void {
@@ -304,7 +309,7 @@ export class TieredCache {
       if (this.#tables.size >= this.#maxTables) {
         throw new HashGateError(ErrorCodes.CAPACITY, `more than local.maxTables (${this.#maxTables}) tables looked up`);
       }
-      t = { lru: new LRUCache<string, object>(this.#lruOptions), inflight: new Map() };
+      t = { lru: new LRUCache<string, object>(this.#lruOptions), inflight: new Map(), gen: 0 };
       this.#tables.set(table, t);
     }
     return t;
@@ -402,7 +407,7 @@ export class TieredCache {
     let waits: Promise<void> | undefined;
     if (leadKeys.length > 0) {
       this.#loads++;
-      flight.p = this.#load(table, ts.lru, leadKeys, errors);
+      flight.p = this.#load(table, ts, leadKeys, errors);
       flight.p.catch(noop); // followers see the failure through their own await
     }
     if (follow !== undefined) {
@@ -426,10 +431,11 @@ export class TieredCache {
   /** Loads keys below the local tier, backfills upper tiers and caches definite misses. */
   async #load(
     table: string,
-    lru: LRUCache<string, object>,
+    ts: TableState,
     keys: string[],
     errors: TierError[] | undefined,
   ): Promise<Slot[]> {
+    const gen = ts.gen;
     const n = keys.length;
     const vals: Slot[] = new Array<Slot>(n).fill(undefined);
     const sizes = new Uint32Array(n);
@@ -487,6 +493,9 @@ export class TieredCache {
       if (miss.length > 0) await this.#loadCold(cold, table, keys, miss, vals, sizes, state, errors);
     }
 
+    // a write invalidated this table while we were reading: answer, but do not cache stale data
+    if (ts.gen !== gen) return vals;
+    const lru = ts.lru;
     for (let j = 0; j < n; j++) {
       const k = keys[j]!;
       const s = state[j];
