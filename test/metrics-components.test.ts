@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createMetrics, bloomStats, journalDirStats, piscinaStats, noopMetrics } from '../src/metrics/index.js';
+import { createMetrics, bloomStats, journalDirStats, piscinaStats, noopMetrics, cacheTierTotals } from '../src/metrics/index.js';
+import { MemoryColdStore, TieredCache, encodeValue, type ColdCell, type ColdEntry, type ColdStore } from '../src/cache/index.js';
 import { DedupService } from '../src/dedup/index.js';
 import { BloomFilter } from '../src/bloom/index.js';
 import { IdRegistry } from '../src/ids/index.js';
@@ -92,6 +93,39 @@ describe('metrics from real components', () => {
     expect(sampleValue(f, 'hashgate_collision_rate', { hash_function: weak16.name })).toBeCloseTo(counts.collision / 1530, 12);
     // far above the 1e-6 alert threshold, as it should be with a 16-bit hash
     expect(sampleValue(f, 'hashgate_collision_rate', { hash_function: weak16.name })).toBeGreaterThan(1e-6);
+  });
+
+  it('per-tier hits/misses/errors and tier health from a real TieredCache', async () => {
+    const m = createMetrics();
+    const inner = new MemoryColdStore();
+    let down = false;
+    const cold: ColdStore = {
+      async mget(table: string, keys: readonly string[]): Promise<(ColdCell | undefined)[]> {
+        if (down) throw Object.assign(new Error('connection refused'), { code: 'ECONNREFUSED' });
+        return inner.mget(table, keys);
+      },
+      async mput(table: string, entries: readonly ColdEntry[]): Promise<void> {
+        return inner.mput(table, entries);
+      },
+    };
+    await inner.mput('risk', [{ key: 'u1', value: encodeValue({ level: 3 }), ts: 1 }]);
+    const cache = new TieredCache({ cold });
+    m.cacheSource('lookup', () => cacheTierTotals(cache.stats()));
+    m.tier('redis', 5, 1, 0, 0.001); // pushed by another component: adds to the source's totals
+    expect(await cache.lookup('risk', ['u1', 'u2'])).toEqual([{ level: 3 }, undefined]); // cold: 1 hit, 1 miss
+    expect(await cache.lookup('risk', ['u1'])).toEqual([{ level: 3 }]); // lru hit
+    let f = parseExposition(await m.text());
+    expect(sampleValue(f, 'hashgate_cache_hits_total', { tier: 'hbase' })).toBe(1);
+    expect(sampleValue(f, 'hashgate_cache_misses_total', { tier: 'hbase' })).toBe(1);
+    expect(sampleValue(f, 'hashgate_cache_hits_total', { tier: 'lru' })).toBe(cache.stats().local.hits + cache.stats().local.negativeHits);
+    expect(sampleValue(f, 'hashgate_cache_hits_total', { tier: 'redis' })).toBe(5);
+    expect(sampleValue(f, 'hashgate_cache_tier_up', { tier: 'hbase' })).toBe(1);
+    down = true;
+    expect(await cache.lookup('risk', ['u3'])).toEqual([undefined]); // answered, failure counted
+    f = parseExposition(await m.text());
+    expect(sampleValue(f, 'hashgate_cache_errors_total', { tier: 'hbase' })).toBe(cache.stats().cold!.errors);
+    expect(sampleValue(f, 'hashgate_cache_errors_total', { tier: 'hbase' })).toBeGreaterThan(0);
+    expect(sampleValue(f, 'hashgate_cache_tier_up', { tier: 'hbase' })).toBe(0);
   });
 
   it('piscinaStats and journalDirStats read what the gauges need', () => {

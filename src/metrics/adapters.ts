@@ -3,7 +3,7 @@
 
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import type { BloomStats, JournalStats, PoolStats } from './types.js';
+import type { BloomStats, CacheTierTotals, JournalStats, PoolStats, TierTotals } from './types.js';
 
 /** What BloomFilter (src/bloom) exposes; CountingBloomFilter too, if it has the same members. */
 export interface BloomLike {
@@ -61,4 +61,36 @@ export function journalDirStats(dir: string, now: () => number = Date.now): Jour
     }
   }
   return { bytes, segments, oldestAgeSeconds: segments ? Math.max(0, (now() - oldest) / 1000) : 0 };
+}
+
+interface RemoteTierLike {
+  hits: number;
+  misses: number;
+  errors: number;
+  healthy: boolean;
+  breakerOpen: boolean;
+}
+
+/** What TieredCache.stats() (src/cache) returns, structurally. */
+export interface CacheStatsLike {
+  bloom: { rejected: number; passed: number };
+  local: { hits: number; misses: number; negativeHits: number };
+  redis: RemoteTierLike | undefined;
+  cold: RemoteTierLike | undefined;
+}
+
+/**
+ * `metrics.cacheSource('lookup', () => cacheTierTotals(cache.stats()))`. The Bloom gate's "hit"
+ * is a key answered absent without any I/O; a negative-cache hit counts as an LRU hit; the cold
+ * tier is labelled `hbase` (the cold store the design uses).
+ */
+export function cacheTierTotals(s: CacheStatsLike): CacheTierTotals {
+  const out: CacheTierTotals = {
+    bloom: { hits: s.bloom.rejected, misses: s.bloom.passed, errors: 0 },
+    lru: { hits: s.local.hits + s.local.negativeHits, misses: s.local.misses, errors: 0 },
+  };
+  const remote = (t: RemoteTierLike): TierTotals => ({ hits: t.hits, misses: t.misses, errors: t.errors, up: t.healthy && !t.breakerOpen });
+  if (s.redis) out.redis = remote(s.redis);
+  if (s.cold) out.hbase = remote(s.cold);
+  return out;
 }

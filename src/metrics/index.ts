@@ -22,6 +22,7 @@
 //   cache_misses_total{tier}              counter
 //   cache_errors_total{tier}              counter
 //   cache_batch_duration_seconds{tier}    histogram  one lookup batch against one tier
+//   cache_tier_up{tier}                   gauge      0 while a remote tier fails or its breaker is open
 //   store_errors_total{store,kind}        counter    kind: timeout, connection, oom, failover, cluster, io, other
 //   journal_appended_records_total        counter    fail-open journal appends
 //   journal_appended_bytes_total          counter
@@ -49,13 +50,13 @@ import type { MetricsOptions } from './prom.js';
 import { noopMetrics } from './noop.js';
 import type { Metrics } from './types.js';
 
-export type { Metrics, Tier, BloomStats, PoolStats, JournalStats, DedupCountersView } from './types.js';
+export type { Metrics, Tier, BloomStats, PoolStats, JournalStats, DedupCountersView, TierTotals, CacheTierTotals } from './types.js';
 export type { MetricsOptions } from './prom.js';
 export { PromMetrics, DEFAULTS as METRICS_DEFAULTS } from './prom.js';
 export { NoopMetrics, noopMetrics } from './noop.js';
 export { metricsHandler, serveMetrics } from './http.js';
-export { bloomStats, piscinaStats, journalDirStats } from './adapters.js';
-export type { BloomLike, PiscinaLike } from './adapters.js';
+export { bloomStats, piscinaStats, journalDirStats, cacheTierTotals } from './adapters.js';
+export type { BloomLike, PiscinaLike, CacheStatsLike } from './adapters.js';
 export type { MetricsServer, ServeOptions, MetricsSource } from './http.js';
 export {
   CHANNEL_BATCH_START,

@@ -4,7 +4,7 @@
 import { performance } from 'node:perf_hooks';
 import { publishBatchEnd, publishBatchStart, publishStoreError } from './channels.js';
 import type { BatchOp } from './channels.js';
-import type { BloomStats, DedupCountersView, JournalStats, Metrics, PoolStats, Tier } from './types.js';
+import type { BloomStats, CacheTierTotals, DedupCountersView, JournalStats, Metrics, PoolStats, Tier } from './types.js';
 
 const unregister = (): void => {};
 
@@ -42,6 +42,9 @@ export class NoopMetrics implements Metrics {
     return unregister;
   }
   dedupSource(_name: string, _read: () => DedupCountersView): () => void {
+    return unregister;
+  }
+  cacheSource(_name: string, _read: () => CacheTierTotals): () => void {
     return unregister;
   }
 }

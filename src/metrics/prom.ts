@@ -6,7 +6,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { Metric } from 'prom-client';
 import { publishBatchEnd, publishBatchStart, publishStoreError } from './channels.js';
 import type { BatchOp } from './channels.js';
-import type { BloomStats, DedupCountersView, JournalStats, Metrics, PoolStats, Tier } from './types.js';
+import type { BloomStats, CacheTierTotals, DedupCountersView, JournalStats, Metrics, PoolStats, Tier, TierTotals } from './types.js';
 import { invalidType } from '../errors.js';
 
 export const DEFAULTS = {
@@ -60,9 +60,6 @@ export class PromMetrics implements Metrics {
   private readonly idUpserts: Counter<'status'>;
   private readonly docsHashed: Counter<'hash_function'>;
   private readonly collisions: Counter<'hash_function'>;
-  private readonly tierHits: Counter<'tier'>;
-  private readonly tierMisses: Counter<'tier'>;
-  private readonly tierErrors: Counter<'tier'>;
   private readonly tierDuration: Histogram<'tier'>;
   private readonly storeErrors: Counter<'store' | 'kind'>;
   private readonly journalAppendRecords: Counter;
@@ -87,6 +84,9 @@ export class PromMetrics implements Metrics {
   private readonly pools: Sources<PoolStats> = new Map();
   private readonly journals: Sources<JournalStats> = new Map();
   private readonly dedups: Sources<DedupCountersView> = new Map();
+  private readonly caches: Sources<CacheTierTotals> = new Map();
+  // Tier totals pushed by tier() plus the last reading of closed cache sources.
+  private readonly tierBase = new Map<string, { hits: number; misses: number; errors: number }>();
 
   // Cached label children: per-batch calls then cost a Map lookup, not a label-object hash.
   private readonly opChildren = new Map<string, { d: { observe(v: number): void }; k: { inc(v: number): void } }>();
@@ -150,9 +150,30 @@ export class PromMetrics implements Metrics {
       for (const [h, docs] of self.docsBy) g.set({ hash_function: h }, docs > 0 ? (self.collisionsBy.get(h) ?? 0) / docs : 0);
     });
 
-    this.tierHits = counter('cache_hits_total', 'Lookup hits per tier', ['tier']);
-    this.tierMisses = counter('cache_misses_total', 'Lookup misses per tier', ['tier']);
-    this.tierErrors = counter('cache_errors_total', 'Lookup errors per tier', ['tier']);
+    const tierCounter = (name: string, help: string, field: 'hits' | 'misses' | 'errors') =>
+      reuse(registry, p + name, () =>
+        new Counter<'tier'>({
+          name: p + name,
+          help,
+          labelNames: ['tier'],
+          registers: reg,
+          collect(this: Counter<'tier'>) {
+            this.reset();
+            for (const [tier, t] of self.tierTotals()) this.inc({ tier }, t[field]);
+          },
+        }),
+      );
+    tierCounter('cache_hits_total', 'Lookup hits per tier (bloom: answered absent without I/O)', 'hits');
+    tierCounter('cache_misses_total', 'Lookup misses per tier', 'misses');
+    tierCounter('cache_errors_total', 'Lookup errors per tier', 'errors');
+    gauge('cache_tier_up', 'Whether a cache tier is healthy (0 while failing or its breaker is open)', ['tier'], (g) => {
+      g.reset();
+      for (const read of self.caches.values()) {
+        const s = safeRead(read);
+        if (!s) continue;
+        for (const [tier, t] of Object.entries(s)) if (t && t.up !== undefined) g.set({ tier }, t.up ? 1 : 0);
+      }
+    });
     this.tierDuration = histogram('cache_batch_duration_seconds', 'Duration of one lookup batch against one tier', ['tier']);
     this.storeErrors = counter('store_errors_total', 'Store failures by store (redis, hbase, journal) and kind (timeout, connection, oom, failover, cluster, io, other)', ['store', 'kind']);
 
@@ -280,6 +301,27 @@ export class PromMetrics implements Metrics {
     return t;
   }
 
+  private tierTotals(): Map<string, { hits: number; misses: number; errors: number }> {
+    const t = new Map<string, { hits: number; misses: number; errors: number }>();
+    for (const [tier, v] of this.tierBase) t.set(tier, { ...v });
+    for (const read of this.caches.values()) {
+      const s = safeRead(read);
+      if (s) for (const [tier, v] of Object.entries(s)) if (v) addTier(t, tier, v);
+    }
+    return t;
+  }
+
+  cacheSource(name: string, read: () => CacheTierTotals): () => void {
+    const off = addSource(this.caches, 'name', name, read);
+    return () => {
+      if (this.caches.get(name) === read) {
+        const s = safeRead(read);
+        if (s) for (const [tier, v] of Object.entries(s)) if (v) addTier(this.tierBase, tier, v);
+      }
+      off();
+    };
+  }
+
   dedupSource(name: string, read: () => DedupCountersView): () => void {
     const off = addSource(this.dedups, 'name', name, read);
     return () => {
@@ -309,11 +351,8 @@ export class PromMetrics implements Metrics {
   }
 
   tier(tier: Tier, hits: number, misses: number, errors: number, seconds: number): void {
-    const l = { tier };
-    if (hits) this.tierHits.inc(l, hits);
-    if (misses) this.tierMisses.inc(l, misses);
-    if (errors) this.tierErrors.inc(l, errors);
-    this.tierDuration.observe(l, seconds);
+    addTier(this.tierBase, tier, { hits, misses, errors });
+    this.tierDuration.observe({ tier }, seconds);
   }
 
   storeError(store: string, kind: string, n = 1, error?: unknown): void {
@@ -383,6 +422,15 @@ interface DedupTotals {
   firstSeen: number;
   failOpen: number;
   storeErrors: number;
+}
+
+function addTier(m: Map<string, { hits: number; misses: number; errors: number }>, tier: string, v: TierTotals | { hits: number; misses: number; errors: number }): void {
+  const t = m.get(tier);
+  if (t) {
+    t.hits += v.hits;
+    t.misses += v.misses;
+    t.errors += v.errors;
+  } else m.set(tier, { hits: v.hits, misses: v.misses, errors: v.errors });
 }
 
 function addView(t: DedupTotals, s: DedupCountersView): void {

@@ -52,6 +52,17 @@ export interface DedupCountersView {
   storeErrors?: number;
 }
 
+/** Cumulative per-tier counters a cache keeps itself, read on scrape. */
+export interface TierTotals {
+  hits: number;
+  misses: number;
+  errors: number;
+  /** false while the tier is failing or its breaker is open. */
+  up?: boolean;
+}
+
+export type CacheTierTotals = Partial<Record<Tier, TierTotals>>;
+
 export interface Metrics {
   /** false for NoopMetrics: callers may skip building optional arguments. */
   readonly enabled: boolean;
@@ -100,4 +111,6 @@ export interface Metrics {
   journalSource(journal: string, read: () => JournalStats): () => void;
   /** Dedup counters read on scrape (alternative to calling `dedup()` per batch). */
   dedupSource(name: string, read: () => DedupCountersView): () => void;
+  /** Per-tier cache counters read on scrape (alternative to calling `tier()` per batch). */
+  cacheSource(name: string, read: () => CacheTierTotals): () => void;
 }
