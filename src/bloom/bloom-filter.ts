@@ -432,21 +432,24 @@ export class BloomFilter {
       }
       const end = offsets[j]!;
       s.u8.set(bytes.subarray(start, end), s.keysPtr);
-      for (let t = i; t <= j; t++) offs[t - i] = offsets[t]! - start;
-      total += this.#flush(add, out, i, j - i, s);
+      // Offsets go in unchanged (one memcpy); the kernel's bytes base is shifted by -start
+      // instead (u32 address arithmetic wraps back into the scratch region).
+      offs.set(offsets.subarray(i, j + 1));
+      total += this.#flush(add, out, i, j - i, s, start);
       i = j;
     }
     return total;
   }
 
   /** Runs the kernel over `count` keys staged in scratch; results land at out[done..]. */
-  #flush(add: boolean, out: Uint8Array | undefined, done: number, count: number, s: Scratch): number {
+  #flush(add: boolean, out: Uint8Array | undefined, done: number, count: number, s: Scratch, bias = 0): number {
     if (count === 0) return 0;
+    const base = s.keysPtr - bias;
     const k = this.#kernel;
     if (k === null) {
       let r = 0;
       for (let i = 0; i < count; i++) {
-        const key = s.u8.slice(s.keysPtr + s.offsets[i]!, s.keysPtr + s.offsets[i + 1]!);
+        const key = s.u8.slice(base + s.offsets[i]!, base + s.offsets[i + 1]!);
         const v = this.#oneSlow(key, add);
         if (out !== undefined) out[done + i] = v;
         r += v;
@@ -455,14 +458,14 @@ export class BloomFilter {
     }
     if (add) {
       // The check-result region is idle during adds: the kernel leaves its bit count there.
-      const changed = k.bloomAddBatch(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, s.keysPtr, s.offsetsPtr, count, s.outPtr);
+      const changed = k.bloomAddBatch(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base | 0, s.offsetsPtr, count, s.outPtr);
       const u8 = s.u8;
       const o = s.outPtr;
       const set = (u8[o]! | (u8[o + 1]! << 8) | (u8[o + 2]! << 16) | (u8[o + 3]! << 24)) >>> 0;
       if (set > 0) Atomics.add(this.#count, 0, BigInt(set));
       return changed;
     }
-    const hits = k.bloomCheckBatch(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, s.keysPtr, s.offsetsPtr, count, s.outPtr);
+    const hits = k.bloomCheckBatch(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base | 0, s.offsetsPtr, count, s.outPtr);
     out!.set(s.u8.subarray(s.outPtr, s.outPtr + count), done);
     return hits;
   }
