@@ -222,6 +222,26 @@ describe('BloomFilter basics', () => {
   });
 });
 
+describe('BloomFilter ceiling', () => {
+  it('a filter of exactly MAX_BIT_SIZE bits (3.94 GiB) allocates and works; one word more is refused', () => {
+    expect(MAX_BIT_SIZE % 64).toBe(0);
+    const f = BloomFilter.withShape({ bitSize: MAX_BIT_SIZE, hashFunctions: 4 });
+    const keys = ['ceiling-a', 'ceiling-b', 'ceiling-c'];
+    f.addAll(keys);
+    expect(f.mightContainAll(keys)).toEqual(Uint8Array.of(1, 1, 1));
+    for (const k of keys) for (const i of guavaIndexes(k, 4, MAX_BIT_SIZE)) expect(bitSet(f, i)).toBe(true);
+    expect(f.bitCount()).toBeGreaterThan(9);
+    let err: unknown;
+    try {
+      BloomFilter.withShape({ bitSize: MAX_BIT_SIZE + 64, hashFunctions: 4 });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(RangeError);
+    expect(err).toMatchObject({ code: ErrorCodes.CAPACITY });
+  });
+});
+
 describe('BloomFilter measured false-positive rate', () => {
   for (const p of [0.01, 0.001]) {
     it(`1M absent keys at p=${p} land in [0.5p, 1.5p]`, () => {
