@@ -183,12 +183,23 @@ describe('bench/report', () => {
     expect(md).toContain('quick run');
   });
 
+  it('summary: one line per measure with a peer (hashgate best correct variant); peerless measures counted', () => {
+    const r = synthetic();
+    r.rows.push({ name: 'murmur3_128 shape A', impl: 'hashgate per key', opsPerSec: 100 });
+    r.rows.push({ name: 'murmur3_128 shape A', impl: 'hashgate broken', opsPerSec: 1e9, ok: false, error: 'x' });
+    r.rows.push({ name: 'threads=2', impl: 'hashgate pool', opsPerSec: 5 });
+    const md = renderSummary([r]);
+    const rows = table(md, /^\| Suite \| Measure \| hashgate/);
+    expect(rows.map((x) => x[2])).toEqual(['hashgate batch', 'hashgate']);
+    expect(md).toContain('1 more measure(s) without a peer');
+  });
+
   it('a failed or empty suite is reported, not dropped', () => {
     const md = renderReport([{ suite: 'dedup', machine: { cores: 2, node: 'v20' }, rows: [], targets: [], error: 'Error: redis-server exited\n    at x' }]);
     expect(md).toContain('## dedup');
     expect(md).toContain('**This suite failed:**');
     expect(md).toContain('redis-server exited');
-    expect(renderSummary([])).toContain('no hashgate rows measured');
+    expect(renderSummary([])).toContain('no hashgate row measured against a peer');
   });
 
   it('SVG bar chart: well-formed, one bar per row, wrong rows drawn as such, text escaped', () => {
