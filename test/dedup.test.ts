@@ -236,3 +236,27 @@ describe('int64Decimal', () => {
     }
   });
 });
+
+describe('RespWriter', () => {
+  it('int64 bulk strings carry the same digits as int64Decimal', async () => {
+    const { RespWriter } = await import('../src/dedup/resp.js');
+    const { int64Decimal } = await import('../src/dedup/layout.js');
+    fc.assert(
+      fc.property(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), (v) => {
+        const u = BigInt.asUintN(64, v);
+        const lo = Number(u & 0xffffffffn);
+        const hi = Number(BigInt.asIntN(32, u >> 32n));
+        const w = new RespWriter(1);
+        w.int64(lo, hi);
+        const s = int64Decimal(lo, hi);
+        expect(w.bytes().toString('latin1')).toBe(`$${s.length}\r\n${s}\r\n`);
+      }),
+      { numRuns: 20_000 },
+    );
+    const w = new RespWriter(1);
+    w.array(2);
+    w.str('键');
+    w.member(Buffer.from([0, 255]));
+    expect(w.bytes()).toEqual(Buffer.concat([Buffer.from('*2\r\n$3\r\n键\r\n$2\r\n'), Buffer.from([0, 255]), Buffer.from('\r\n')]));
+  });
+});

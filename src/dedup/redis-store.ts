@@ -6,8 +6,9 @@
 import { Redis, Cluster, type RedisOptions } from 'ioredis';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { Layout, RedisConfig } from './options.js';
-import { hllKey, metaField, metaKey, windowPattern, bucketKey, type RedisClient } from './layout.js';
-import { FIRST_SEEN_LUA, runScript } from './scripts.js';
+import { hllKey, metaField, metaKey, windowPattern, bucketKey, type Member, type RedisClient } from './layout.js';
+import { FIRST_SEEN_LUA, FIRST_SEEN_SHA, runScript } from './scripts.js';
+import { RawCommand, RespWriter } from './resp.js';
 import { StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
 
 export function createRedisClient(config: RedisConfig, commandTimeoutMs: number): RedisClient {
@@ -64,12 +65,17 @@ export class RedisStore implements DedupStore {
       throw new StoreBatchError(`Redis connection is ${down}`, new Uint8Array(G), answers, this.lastError ?? new Error(`redis status ${down}`));
     }
     if (!this.cluster) {
-      const counts: string[] = new Array(G);
-      for (let g = 0; g < G; g++) counts[g] = String(b.starts[g + 1]! - b.starts[g]!);
-      const keys = this.hll ? [...b.groupKeys, hk] : b.groupKeys;
+      const wire = this.encodeBatch(b, G, hk);
       try {
-        const r = (await runScript(this.redis, FIRST_SEEN_LUA, keys.length, [keys, String(G), this.hll ? '1' : '0', counts, b.members])) as string;
-        for (let j = 0; j < b.members.length; j++) answers[j] = r.charCodeAt(j) - 48;
+        let r: Buffer;
+        try {
+          r = (await (this.redis as Redis).sendCommand(new RawCommand('evalsha', [], wire))) as Buffer;
+        } catch (err) {
+          if (!(err instanceof Error && err.message.startsWith('NOSCRIPT'))) throw err;
+          await this.redis.script('LOAD', FIRST_SEEN_LUA);
+          r = (await (this.redis as Redis).sendCommand(new RawCommand('evalsha', [], wire))) as Buffer;
+        }
+        for (let j = 0; j < b.count; j++) answers[j] = r[j]! - 48;
       } catch (cause) {
         throw new StoreBatchError(`Redis rejected or did not acknowledge the batch: ${(cause as Error).message}`, new Uint8Array(G), answers, cause);
       }
@@ -81,7 +87,8 @@ export class RedisStore implements DedupStore {
     for (let g = 0; g < G; g++) {
       const s = b.starts[g]!;
       const e = b.starts[g + 1]!;
-      const members = b.members.slice(s, e);
+      const members: Member[] = new Array(e - s);
+      for (let j = s; j < e; j++) members[j - s] = b.member(j);
       calls.push(
         runScript(this.redis, FIRST_SEEN_LUA, 1, [b.groupKeys[g]!, '1', '0', String(e - s), members]).then(
           (r) => {
@@ -100,6 +107,31 @@ export class RedisStore implements DedupStore {
     if (firstErr !== undefined) {
       throw new StoreBatchError(`Redis Cluster did not acknowledge part of the batch: ${(firstErr as Error).message}`, done, answers, firstErr);
     }
+  }
+
+  /** EVALSHA sha numkeys keys... G hll counts... members... as one RESP buffer. */
+  private encodeBatch(b: StoreBatch, G: number, hk: string): Buffer {
+    const numKeys = G + (this.hll ? 1 : 0);
+    const w = new RespWriter(64 + G * 48 + b.count * (b.compact ? 26 : 40));
+    w.array(3 + numKeys + 2 + G + b.count);
+    w.str('EVALSHA');
+    w.str(FIRST_SEEN_SHA);
+    w.str(String(numKeys));
+    for (let g = 0; g < G; g++) w.str(b.groupKeys[g]!);
+    if (this.hll) w.str(hk);
+    w.str(String(G));
+    w.str(this.hll ? '1' : '0');
+    for (let g = 0; g < G; g++) w.str(String(b.starts[g + 1]! - b.starts[g]!));
+    if (b.compact !== undefined) {
+      const { dv, idx } = b.compact;
+      for (let j = 0; j < b.count; j++) {
+        const o = idx[j]! << 4;
+        w.int64(dv.getUint32(o, true), dv.getInt32(o + 4, true));
+      }
+    } else {
+      for (let j = 0; j < b.count; j++) w.member(b.member(j));
+    }
+    return w.bytes();
   }
 
   async count(window: string, layout: Layout, buckets: number): Promise<{ exact: number; approximate: number }> {

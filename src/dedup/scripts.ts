@@ -51,6 +51,7 @@ export const RELEASE_LOCK_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then r
 export const REFRESH_LOCK_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
 
 const shas = new Map<string, string>();
+export const FIRST_SEEN_SHA = createHash('sha1').update(FIRST_SEEN_LUA).digest('hex');
 const sha1 = (s: string): string => {
   let h = shas.get(s);
   if (h === undefined) shas.set(s, (h = createHash('sha1').update(s).digest('hex')));

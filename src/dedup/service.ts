@@ -174,25 +174,28 @@ export class DedupService {
     const pb = new Uint32Array(p);
     for (let j = 0; j < p; j++) pb[j] = all[pend[j]!]!;
     const order = orderByBucket(pb, p);
-    const members: Member[] = new Array(p);
     const groupKeys: string[] = [];
     const groupBuckets: number[] = [];
     const starts: number[] = [];
-    const dv = new DataView(digests.buffer, digests.byteOffset, digests.byteLength);
+    const idx = new Uint32Array(p);
     let cur = -1;
     for (let j = 0; j < p; j++) {
       const k = pend[order[j]!]!;
       const b = pb[order[j]!]!;
+      idx[j] = k;
       if (b !== cur) {
         cur = b;
         groupBuckets.push(b);
         groupKeys.push(bucketKey(o, window, b));
         starts.push(j);
       }
-      members[j] = o.layout === 'compact' ? compactMember(digests, k, dv) : setsMember(keys, k);
     }
     starts.push(p);
-    const batch: StoreBatch = { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), members };
+    const dv = new DataView(digests.buffer, digests.byteOffset, digests.byteLength);
+    const batch: StoreBatch =
+      o.layout === 'compact'
+        ? { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => compactMember(digests, idx[j]!, dv), compact: { dv, idx } }
+        : { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => setsMember(keys, idx[j]!) };
     const answers = new Uint8Array(p);
     this.counters.storeKeys += p;
     try {
@@ -240,8 +243,12 @@ export class DedupService {
       if (err.done[g]) continue;
       const s = batch.starts[g]!;
       const e = batch.starts[g + 1]!;
-      groups.push([batch.groupKeys[g]!, batch.members.slice(s, e)]);
-      for (let j = s; j < e; j++) answers[j] = 1;
+      const members: Member[] = new Array(e - s);
+      for (let j = s; j < e; j++) {
+        members[j - s] = batch.member(j);
+        answers[j] = 1;
+      }
+      groups.push([batch.groupKeys[g]!, members]);
       journaled += e - s;
     }
     const o = this.options;

@@ -13,7 +13,11 @@ export interface StoreBatch {
   groupBuckets: number[];
   groupKeys: string[];
   starts: Uint32Array;
-  members: Member[];
+  /** Members in group order. */
+  count: number;
+  member(j: number): Member;
+  /** Compact layout: member j is the int64 of digest `idx[j]` (lets Redis encode it without a string). */
+  compact?: { dv: DataView; idx: Uint32Array };
 }
 
 /**
@@ -64,7 +68,7 @@ export class MemoryStore implements DedupStore {
   }
 
   async addBatch(batch: StoreBatch, answers: Uint8Array): Promise<void> {
-    if (this.total + batch.members.length > this.maxKeys) {
+    if (this.total + batch.count > this.maxKeys) {
       throw new HashGateError(ErrorCodes.CAPACITY, `embedded dedup store is full (dedup.memoryMaxKeys = ${this.maxKeys})`, {
         details: { maxKeys: this.maxKeys },
       });
@@ -76,7 +80,7 @@ export class MemoryStore implements DedupStore {
       let s = w.get(key);
       if (s === undefined) w.set(key, (s = new Set()));
       for (let j = batch.starts[g]!; j < batch.starts[g + 1]!; j++) {
-        const m = memberString(batch.members[j]!);
+        const m = memberString(batch.member(j));
         if (s.has(m)) answers[j] = 0;
         else {
           s.add(m);
