@@ -97,6 +97,24 @@ describe('hashBatch == one key at a time', () => {
     expect(a.murmur128('王'.repeat(200_000), 0)).toEqual(murmur3_128('王'.repeat(200_000)));
   });
 
+  it('keys beyond maxBytes are hashed in a throw-away memory; the arena memory stays small', () => {
+    const memory = new WebAssembly.Memory({ initial: 4, maximum: 1024, shared: true });
+    const a = new HashArena({ memory, chunkKeys: 16, maxBytes: 64 * 1024 });
+    const big = 'z'.repeat(300_000);
+    const bigBytes = new Uint8Array(200_000).fill(7);
+    const keys: (string | Uint8Array)[] = ['a', big, 'b', bigBytes, '王'];
+    const want = oneByOne('murmur3_128', keys, 3);
+    const got = new Uint8Array(want.length);
+    a.batch(keys, BatchKind.Murmur128, 3, 0, got);
+    expect(got).toEqual(want);
+    const got2 = new Uint8Array(want.length);
+    a.batch(packKeys(keys), BatchKind.Murmur128, 3, 0, got2);
+    expect(got2).toEqual(want);
+    expect(a.murmur128(big, 3)).toEqual(murmur3_128(big, 3));
+    expect(a.murmur32(bigBytes, 3)).toBe(murmur3_32(bigBytes, 3));
+    expect(memory.buffer.byteLength).toBe(4 * 65536);
+  });
+
   it('an arena with a fixed end refuses keys that do not fit, with a typed error', () => {
     const a = new HashArena({ chunkKeys: 4, end: 65536 + 64 + 64 + 64 + 4 * 16 + 256 });
     expect(a.murmur128('short', 0)).toEqual(murmur3_128('short'));

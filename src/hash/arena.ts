@@ -18,6 +18,11 @@ export const ARENA_DEFAULTS = {
   chunkKeys: 8192,
   /** Initial pages of a memory the arena creates itself (4 MiB). */
   initialPages: 64,
+  /**
+   * The bytes region grows on demand up to this; a single key larger than that is hashed in a
+   * throw-away memory instead, so one huge key never pins gigabytes of shared memory for good.
+   */
+  maxBytes: 64 * 1024 * 1024,
 } as const;
 
 /** Which kernel batch routine to run, and how many output bytes each key gets. */
@@ -41,12 +46,15 @@ export interface HashArenaOptions {
   /** End of this arena's region (exclusive). When set the arena never grows the memory. */
   end?: number;
   chunkKeys?: number;
+  /** Largest bytes region this arena grows to (default ARENA_DEFAULTS.maxBytes). */
+  maxBytes?: number;
 }
 
 export class HashArena {
   readonly memory: WebAssembly.Memory;
   readonly kernel: KernelExports;
   readonly chunkKeys: number;
+  readonly maxBytes: number;
   private readonly fixedEnd: number | undefined;
   private readonly scratch: number;
   private readonly offPtr: number;
@@ -59,6 +67,7 @@ export class HashArena {
 
   constructor(options: HashArenaOptions = {}) {
     this.chunkKeys = checkInt('chunkKeys', options.chunkKeys ?? ARENA_DEFAULTS.chunkKeys, 1, 1 << 20);
+    this.maxBytes = checkInt('maxBytes', options.maxBytes ?? ARENA_DEFAULTS.maxBytes, 1024);
     const base = checkInt('base', options.base ?? KERNEL_RESERVED_BYTES, KERNEL_RESERVED_BYTES, 0xffff_0000);
     if (base % 64 !== 0) throw outOfRange('base', 'a multiple of 64', base);
     this.memory = options.memory ?? createKernelMemory(ARENA_DEFAULTS.initialPages);
@@ -129,59 +138,80 @@ export class HashArena {
 
   // ---- single key ----
 
+  /** This arena, or a throw-away one when the key would grow this memory past maxBytes. */
+  private pick(input: string | Uint8Array): HashArena {
+    const need = typeof input === 'string' ? input.length * 3 : input instanceof Uint8Array ? input.length : 0;
+    return need > this.maxBytes ? HashArena.oneOff(need) : this;
+  }
+
+  /** An arena with its own memory sized for one `need`-byte key, for keys beyond maxBytes. */
+  private static oneOff(need: number): HashArena {
+    const pages = Math.ceil((KERNEL_RESERVED_BYTES + 2048 + need + 64) / WASM_PAGE);
+    return new HashArena({ chunkKeys: 1, maxBytes: Number.MAX_SAFE_INTEGER, memory: createKernelMemory(pages) });
+  }
+
   /** 16-byte x64_128 digest (Guava asBytes order) into a fresh, non-shared Uint8Array. */
   murmur128(input: string | Uint8Array, seed: number, name = 'input'): Uint8Array {
-    const len = this.putOne(input, name);
-    this.kernel.mm128One(this.bytesPtr, len, seed, this.scratch);
-    return this.u8.slice(this.scratch, this.scratch + 16);
+    const a = this.pick(input);
+    const len = a.putOne(input, name);
+    a.kernel.mm128One(a.bytesPtr, len, seed, a.scratch);
+    return a.u8.slice(a.scratch, a.scratch + 16);
   }
 
   murmur128Hex(input: string | Uint8Array, seed: number, name = 'input'): string {
-    const len = this.putOne(input, name);
-    this.kernel.mm128One(this.bytesPtr, len, seed, this.scratch);
-    return this.buf.toString('hex', this.scratch, this.scratch + 16);
+    const a = this.pick(input);
+    const len = a.putOne(input, name);
+    a.kernel.mm128One(a.bytesPtr, len, seed, a.scratch);
+    return a.buf.toString('hex', a.scratch, a.scratch + 16);
   }
 
   /** x64_128 with the seed zero-extended (the C++ reference convention). */
   murmur128Ref(input: string | Uint8Array, seed: number, name = 'input'): Uint8Array {
-    const len = this.putOne(input, name);
-    this.kernel.mm128OneRef(this.bytesPtr, len, seed, this.scratch);
-    return this.u8.slice(this.scratch, this.scratch + 16);
+    const a = this.pick(input);
+    const len = a.putOne(input, name);
+    a.kernel.mm128OneRef(a.bytesPtr, len, seed, a.scratch);
+    return a.u8.slice(a.scratch, a.scratch + 16);
   }
 
   /** First 64-bit lane (Guava asLong) as an unsigned bigint. */
   murmur64(input: string | Uint8Array, seed: number, name = 'input'): bigint {
-    const len = this.putOne(input, name);
-    this.kernel.mm128One(this.bytesPtr, len, seed, this.scratch);
-    return this.buf.readBigUInt64LE(this.scratch);
+    const a = this.pick(input);
+    const len = a.putOne(input, name);
+    a.kernel.mm128One(a.bytesPtr, len, seed, a.scratch);
+    return a.buf.readBigUInt64LE(a.scratch);
   }
 
   murmur32(input: string | Uint8Array, seed: number, name = 'input'): number {
-    const len = this.putOne(input, name);
-    return this.kernel.mm32One(this.bytesPtr, len, seed) >>> 0;
+    const a = this.pick(input);
+    const len = a.putOne(input, name);
+    return a.kernel.mm32One(a.bytesPtr, len, seed) >>> 0;
   }
 
   murmur86_128(input: string | Uint8Array, seed: number, name = 'input'): Uint8Array {
-    const len = this.putOne(input, name);
-    this.kernel.mm86_128One(this.bytesPtr, len, seed, this.scratch);
-    return this.u8.slice(this.scratch, this.scratch + 16);
+    const a = this.pick(input);
+    const len = a.putOne(input, name);
+    a.kernel.mm86_128One(a.bytesPtr, len, seed, a.scratch);
+    return a.u8.slice(a.scratch, a.scratch + 16);
   }
 
   /** XXH64 with a 64-bit seed given as u32 halves, as an unsigned bigint. */
   xxh64(input: string | Uint8Array, seedLo: number, seedHi: number, name = 'input'): bigint {
-    const len = this.putOne(input, name);
-    this.kernel.xxh64One(this.bytesPtr, len, seedLo, seedHi, this.scratch);
-    return this.buf.readBigUInt64LE(this.scratch);
+    const a = this.pick(input);
+    const len = a.putOne(input, name);
+    a.kernel.xxh64One(a.bytesPtr, len, seedLo, seedHi, a.scratch);
+    return a.buf.readBigUInt64LE(a.scratch);
   }
 
   bucket(input: string | Uint8Array, buckets: number, seed: number, name = 'key'): number {
-    const len = this.putOne(input, name);
-    return this.kernel.mm128BucketOne(this.bytesPtr, len, seed, buckets) >>> 0;
+    const a = this.pick(input);
+    const len = a.putOne(input, name);
+    return a.kernel.mm128BucketOne(a.bytesPtr, len, seed, buckets) >>> 0;
   }
 
   jump(input: string | Uint8Array, buckets: number, seed: number, name = 'key'): number {
-    const len = this.putOne(input, name);
-    return this.kernel.mm128JumpOne(this.bytesPtr, len, seed, buckets);
+    const a = this.pick(input);
+    const len = a.putOne(input, name);
+    return a.kernel.mm128JumpOne(a.bytesPtr, len, seed, buckets);
   }
 
   // ---- batches ----
@@ -229,6 +259,11 @@ export class HashArena {
         if (typeof key === 'string') {
           if (p + key.length * 3 > end) {
             if (c > 0) break;
+            if (key.length * 3 > this.maxBytes) {
+              this.oversized(key, kind, seed, param, dest, i * size, name);
+              i++;
+              break; // empty chunk; the next one starts after this key
+            }
             this.ensureBytes(key.length * 3);
             ({ buf, u32, bytesEnd: end } = this);
           }
@@ -236,6 +271,11 @@ export class HashArena {
         } else if (key instanceof Uint8Array) {
           if (p + key.length > end) {
             if (c > 0) break;
+            if (key.length > this.maxBytes) {
+              this.oversized(key, kind, seed, param, dest, i * size, name);
+              i++;
+              break; // empty chunk; the next one starts after this key
+            }
             this.ensureBytes(key.length);
             ({ buf, u32, bytesEnd: end } = this);
           }
@@ -248,9 +288,15 @@ export class HashArena {
         i++;
         u32[offIdx + c] = p - bytesPtr;
       }
+      if (c === 0) continue;
       this.run(kind, bytesPtr, c, seed, param);
       dest.set(this.u8.subarray(this.outPtr, this.outPtr + c * size), i0 * size);
     }
+  }
+
+  /** One key beyond maxBytes, hashed in a throw-away memory straight into dest[at..]. */
+  private oversized(key: string | Uint8Array, kind: BatchKind, seed: number, param: number, dest: Uint8Array, at: number, name: string): void {
+    this.pick(key).batchList([key], kind, seed, param, dest.subarray(at, at + KIND_SIZE[kind]), name);
   }
 
   private batchPacked(keys: PackedKeys, kind: BatchKind, seed: number, param: number, dest: Uint8Array): void {
@@ -270,12 +316,19 @@ export class HashArena {
         if (end < prev) throw outOfRange(`keys.offsets[${i + 1}]`, `>= keys.offsets[${i}] (${prev})`, end);
         if (end - start > cap) {
           if (c > 0) break;
+          if (end - start > this.maxBytes) break;
           this.ensureBytes(end - start);
           cap = this.bytesEnd - this.bytesPtr;
         }
         prev = end;
         c++;
         i++;
+      }
+      if (c === 0) {
+        // Key i alone is larger than maxBytes.
+        this.oversized(bytes.subarray(start, offsets[i + 1]), kind, seed, param, dest, i * size, 'keys');
+        i++;
+        continue;
       }
       this.u8.set(bytes.subarray(start, prev), this.bytesPtr);
       this.u32.set(offsets.subarray(i0, i + 1), offIdx);
