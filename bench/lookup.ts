@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Suite, makeKeys, repoRoot, size, type SuiteOptions, type SuiteResult } from './common.js';
 import { TieredCache, MemoryColdStore, HBaseColdStore, coldTableDdl, encodeValue, type ColdStore } from '../src/cache/index.js';
@@ -119,6 +119,8 @@ function batches(keys: string[], b: number): string[][] {
 
 export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const s = new Suite('lookup', opts);
+  // the box is shared: record how busy it was, absolute rates move with it (ratios much less)
+  const load0 = loadavg()[0]!;
   const N = size(opts, 100_000, 4_000);
   const B = size(opts, 1_000, 200);
   const present = makeKeys(N, 'B', 11);
@@ -283,6 +285,11 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   }
   await gated.close();
   await local.close();
+  s.note(`1-min load average ${load0.toFixed(1)} at start, ${loadavg()[0]!.toFixed(1)} at end, on ${s.quick ? 'a quick run' : 'a full run'}`);
+  const lruRatio = s.ratio('LRU hits', 'hashgate TieredCache', 'lru-cache get');
+  const redisRatio = s.ratio(`Redis hits (batch ${B})`, 'hashgate TieredCache', 'ioredis MGET (raw bytes, no decode)');
+  if (lruRatio !== undefined) s.note(`LRU hits through the full lookup path = ${lruRatio.toFixed(2)}x lru-cache.get alone`);
+  if (redisRatio !== undefined) s.note(`Redis hits (decode + local backfill included) = ${redisRatio.toFixed(2)}x a raw MGET of the same keys`);
   return s.finish();
 }
 
