@@ -113,7 +113,8 @@ function machineLine(m: MachineInfo | { cores: number; node: string }): string {
 }
 
 /** The table the README embeds: per measure with a peer, hashgate's best variant vs the best peer; then every target. */
-export function renderSummary(results: readonly SuiteResult[]): string {
+export function renderSummary(input: readonly SuiteResult[]): string {
+  const results = input.map(normalize);
   const out: string[] = [];
   out.push('| Suite | Measure | hashgate | ops/s | Best peer | ops/s | Ratio |', '|---|---|---|---:|---|---:|---:|');
   let any = false;
