@@ -189,4 +189,35 @@ describe.skipIf(!has)('dedup on Redis', () => {
     await t.close();
     rmSync(jdir, { recursive: true, force: true });
   });
+  it('background replay (replayIntervalMs) empties the journal once Redis is back', async () => {
+    n++;
+    const jdir = mkdtempSync(join(tmpdir(), 'hg-dedup-bg-'));
+    const s = open({ journalDir: jdir, buckets: 8, replayIntervalMs: 100 });
+    await s.firstSeen(['bg0']);
+    await srv.kill('SIGKILL');
+    expect([...(await s.firstSeen(['bg1', 'bg2']))]).toEqual([1, 1]);
+    expect((await s.stats('2026').catch(() => null))).toBeNull();
+    await srv.restart();
+    for (let i = 0; i < 100 && readdirSync(jdir).length > 0; i++) {
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    expect(readdirSync(jdir)).toEqual([]);
+    expect((await s.stats('2026')).exact).toBe(2); // bg1, bg2 (bg0 died with the non-persistent server)
+    await s.close();
+    rmSync(jdir, { recursive: true, force: true });
+  });
+
+  it('compact layout with a secret: HMAC members differ from plain digests, answers stay exact', async () => {
+    n++;
+    const plain = open({ buckets: 4 });
+    const keyed = new DedupService({ redis: srv.url, dedup: { journalDir: dir, prefix: `t${n}k`, buckets: 4, secret: 'pepper', replayIntervalMs: 0 }, now: () => NOW });
+    expect([...(await plain.firstSeen(['id-1', 'id-2']))]).toEqual([1, 1]);
+    expect([...(await keyed.firstSeen(['id-1', 'id-2', 'id-1']))]).toEqual([1, 1, 0]);
+    const a = new Set((await Promise.all([0, 1, 2, 3].map((b) => r.smembers(`t${n}:2026:c:${b}`)))).flat());
+    const b = (await Promise.all([0, 1, 2, 3].map((x) => r.smembers(`t${n}k:2026:c:${x}`)))).flat();
+    expect(b).toHaveLength(2);
+    for (const m of b) expect(a.has(m)).toBe(false);
+    await plain.close();
+    await keyed.close();
+  });
 });
