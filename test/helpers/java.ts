@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 
 export const GUAVA_VERSION = process.env.HASHGATE_GUAVA_VERSION ?? '33.4.8-jre';
 
+const DEPENDENCY_PLUGIN = '3.8.1';
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const SRC = join(ROOT, 'test/java/GuavaHarness.java');
 const CACHE = join(ROOT, '.services/java');
@@ -48,13 +49,14 @@ function findJar(): string {
   const cached = join(CACHE, name);
   if (existsSync(cached)) return cached;
   mkdirSync(CACHE, { recursive: true });
-  if (existsSync(local)) {
+  if (existsSync(local) && process.env.HASHGATE_GUAVA_FROM_MVN !== '1') {
     copyFileSync(local, cached);
     return cached;
   }
   const r = spawnSync(
     'mvn',
-    ['-q', '-B', 'dependency:copy', `-Dartifact=com.google.guava:guava:${GUAVA_VERSION}`, `-DoutputDirectory=${CACHE}`],
+    // Pinned plugin version: the default (2.8) drags in ancient Maven 2 artifacts.
+    ['-q', '-B', `org.apache.maven.plugins:maven-dependency-plugin:${DEPENDENCY_PLUGIN}:copy`, `-Dartifact=com.google.guava:guava:${GUAVA_VERSION}`, `-DoutputDirectory=${CACHE}`],
     { cwd: CACHE, encoding: 'utf8', timeout: 300_000 },
   );
   if (r.status !== 0 || !existsSync(cached)) {
