@@ -15,7 +15,7 @@ export class BatchBuffer {
     this.keys = Buffer.allocUnsafe(initialBytes);
     this.lines = Buffer.allocUnsafe(initialBytes);
     // row arrays grow too: 65_536 compact buckets must not each pre-allocate `batch` rows
-    const rows = Math.min(capacity, 64);
+    const rows = Math.min(capacity, 16);
     this.keyOffs = new Uint32Array(rows + 1);
     this.lineOffs = new Uint32Array(rows + 1);
     this.segs = new Uint32Array(rows);

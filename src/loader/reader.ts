@@ -23,74 +23,97 @@ export interface OversizeLine {
   next: number;
 }
 
+/** One of the reader's two buffers: buf[0, fill) holds file bytes starting at offset `base`. */
+interface Slot {
+  buf: Buffer;
+  base: number;
+  fill: number;
+  eof: boolean;
+}
+
+/**
+ * Double-buffered: while the caller parses one buffer, the next chunk is already being read into
+ * the other (the read runs on libuv's thread pool), so parsing rarely waits for I/O.
+ */
 export class FileChunkReader {
   private fh: FileHandle | undefined;
-  private readonly buf: Buffer;
-  /** Absolute file offset of buf[0]. */
-  private base: number;
-  private fill = 0;
-  private pos = 0;
-  private eof = false;
+  private readonly slots: [Slot, Slot];
+  private cur = 0;
+  private pending: Promise<void> | undefined;
 
   constructor(private readonly path: string, bufferSize: number, startOffset = 0) {
-    this.buf = Buffer.allocUnsafe(bufferSize);
-    this.base = startOffset;
+    this.slots = [
+      { buf: Buffer.allocUnsafe(bufferSize), base: startOffset, fill: 0, eof: false },
+      { buf: Buffer.allocUnsafe(bufferSize), base: startOffset, fill: 0, eof: false },
+    ];
   }
 
   async open(): Promise<void> {
     this.fh = await open(this.path, 'r');
+    this.pending = this.fillSlot(this.slots[0]);
   }
 
   async close(): Promise<void> {
+    await this.pending?.catch(() => undefined);
     await this.fh?.close();
     this.fh = undefined;
   }
 
-  private async readMore(): Promise<void> {
-    // keep the unconsumed tail (a partial line) at the front, then fill the rest
-    if (this.pos > 0) {
-      this.buf.copyWithin(0, this.pos, this.fill);
-      this.base += this.pos;
-      this.fill -= this.pos;
-      this.pos = 0;
+  /** Reads until the slot is full or the file ends. */
+  private async fillSlot(s: Slot): Promise<void> {
+    while (s.fill < s.buf.length && !s.eof) {
+      const { bytesRead } = await this.fh!.read(s.buf, s.fill, s.buf.length - s.fill, s.base + s.fill);
+      if (bytesRead === 0) s.eof = true;
+      s.fill += bytesRead;
     }
-    while (this.fill < this.buf.length && !this.eof) {
-      const { bytesRead } = await this.fh!.read(this.buf, this.fill, this.buf.length - this.fill, this.base + this.fill);
-      if (bytesRead === 0) this.eof = true;
-      this.fill += bytesRead;
-    }
+  }
+
+  /** Moves x[from, fill) to the other slot's front and starts filling the rest of it. */
+  private handOff(x: Slot, from: number): void {
+    const y = this.slots[this.cur ^ 1]!;
+    y.base = x.base + from;
+    y.fill = x.buf.copy(y.buf, 0, from, x.fill);
+    y.eof = x.eof;
+    this.cur ^= 1;
+    this.pending = this.fillSlot(y);
   }
 
   /**
    * Next region of complete lines, an oversize line to reject, or null at end of file.
-   * The returned buffer is reused by the next call.
+   * The returned buffer stays valid until the following call.
    */
   async next(): Promise<Region | OversizeLine | null> {
-    await this.readMore();
-    if (this.fill === 0) return null;
-    const lastNl = this.buf.lastIndexOf(NL, this.fill - 1);
-    if (lastNl >= 0 && !(this.eof && lastNl < this.fill - 1)) {
-      const r: Region = { buf: this.buf, start: 0, end: lastNl + 1, offset: this.base, final: false };
-      this.pos = lastNl + 1;
+    await this.pending;
+    this.pending = undefined;
+    const x = this.slots[this.cur]!;
+    if (x.fill === 0) return null;
+    const lastNl = x.buf.lastIndexOf(NL, x.fill - 1);
+    if (lastNl >= 0 && !(x.eof && lastNl < x.fill - 1)) {
+      const r: Region = { buf: x.buf, start: 0, end: lastNl + 1, offset: x.base, final: false };
+      this.handOff(x, lastNl + 1);
       return r;
     }
-    if (this.eof) {
-      const r: Region = { buf: this.buf, start: 0, end: this.fill, offset: this.base, final: true };
-      this.pos = this.fill;
+    if (x.eof) {
+      const r: Region = { buf: x.buf, start: 0, end: x.fill, offset: x.base, final: true };
+      this.handOff(x, x.fill);
       return r;
     }
-    // buffer full and no newline: one line longer than the buffer
-    const offset = this.base;
-    const head = Buffer.from(this.buf.subarray(0, Math.min(256, this.fill)));
+    // buffer full and no newline: one line longer than the buffer; skip to its end
+    const offset = x.base;
+    const head = Buffer.from(x.buf.subarray(0, Math.min(256, x.fill)));
     for (;;) {
-      const nl = this.buf.indexOf(NL, this.pos);
-      if (nl >= 0 && nl < this.fill) {
-        this.pos = nl + 1;
-        return { offset, head, next: this.base + this.pos };
+      const nl = x.buf.indexOf(NL);
+      if (nl >= 0 && nl < x.fill) {
+        this.handOff(x, nl + 1);
+        return { offset, head, next: x.base + nl + 1 };
       }
-      this.pos = this.fill;
-      await this.readMore();
-      if (this.fill === 0) return { offset, head, next: this.base };
+      x.base += x.fill;
+      x.fill = 0;
+      await this.fillSlot(x);
+      if (x.fill === 0) {
+        this.handOff(x, 0);
+        return { offset, head, next: x.base };
+      }
     }
   }
 }

@@ -96,7 +96,7 @@ function fmtSummary(s: LoadSummary): string {
     `${s.dryRun ? 'dry run' : 'load'} ${s.interrupted ? 'INTERRUPTED' : s.ok ? 'done' : 'done with failures'}: ${s.files} files (${s.filesSkipped} skipped by checkpoint), ${mb(s.bytes)}, ${s.lines} lines`,
     `  rows ${s.rows}, loaded ${s.loaded}, new members ${s.newMembers}, failed ${s.failed} (${s.failedBatches} batches, ${s.retries} retries), rejected ${s.rejected}${reasons ? ` (${reasons})` : ''}`,
     `  windows ${s.windows.join(', ') || '-'}; ${s.buckets} buckets, rows per bucket min ${s.bucketRows.min} max ${s.bucketRows.max} mean ${s.bucketRows.mean.toFixed(1)}`,
-    `  ${(s.elapsedMs / 1000).toFixed(2)} s, ${Math.round(s.rowsPerSec)} rows/s, peak RSS ${mb(s.peakRssBytes)}`,
+    `  ${(s.elapsedMs / 1000).toFixed(2)} s, ${Math.round(s.rowsPerSec)} rows/s (${Math.round(s.rowsPerCpuSec)} rows per CPU second), peak RSS ${mb(s.peakRssBytes)}`,
     ...(s.failed > 0 ? [`  failed rows written to ${s.failedFile}; re-run with that file as input to retry them (last error: ${s.lastError})`] : []),
     ...(s.rejected > 0 && s.rejectsFile ? [`  rejected rows listed in ${s.rejectsFile}`] : []),
   ].join('\n');

@@ -1,0 +1,240 @@
+// Bulk loader throughput on a generated Hive-style export (10M lines in 10 files; tiny in quick
+// mode) into a private redis-server (never 6379): `hashgate load` (child process, both layouts,
+// and --dry-run) vs an ioredis pipelined loader written the obvious way (readline, split, per-
+// bucket arrays, pipelined SADD) vs the seed's first attempt, one awaited SADD per row (sample).
+// Peak RSS comes from each child's summary; loading 1 file vs all files shows it is bounded.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createReadStream, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { Suite, size, type SuiteOptions, type SuiteResult } from './common.js';
+import { generateExport } from '../src/loader/generate.js';
+import { bucketOf } from '../src/hash/index.js';
+
+const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli', 'main.js');
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
+    });
+  });
+}
+
+async function startRedis(): Promise<{ url: string; stop(): Promise<void> } | undefined> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'hashgate-bench-load-'));
+  let child: ChildProcess;
+  try {
+    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+  } catch {
+    return undefined;
+  }
+  const ok = await new Promise<boolean>((resolve) => {
+    child.once('error', () => resolve(false));
+    const deadline = Date.now() + 10_000;
+    const poll = (): void => {
+      const r = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      r.connect().then(
+        () => {
+          r.disconnect();
+          resolve(true);
+        },
+        () => {
+          r.disconnect();
+          if (Date.now() > deadline) resolve(false);
+          else setTimeout(poll, 50);
+        },
+      );
+    };
+    poll();
+  });
+  if (!ok) {
+    child.kill('SIGKILL');
+    return undefined;
+  }
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    async stop() {
+      await new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      });
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+interface CliSummary {
+  rows: number;
+  loaded: number;
+  failed: number;
+  newMembers: number;
+  elapsedMs: number;
+  rowsPerSec: number;
+  peakRssBytes: number;
+}
+
+/** Runs `hashgate load` in a child process and returns its --json summary. */
+async function cliLoad(args: string[]): Promise<CliSummary> {
+  const child = spawn(process.execPath, [CLI, 'load', ...args, '--json', '--quiet'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (err += d));
+  const code = await new Promise<number | null>((r) => child.once('exit', r));
+  if (code !== 0) throw new Error(`hashgate load exited ${code}: ${err.trim()}`);
+  return JSON.parse(out) as CliSummary;
+}
+
+/** The obvious Node loader: readline + split + per-bucket string arrays + pipelined SADD. */
+async function pipelinedLoader(redis: Redis, files: string[], maxRows: number, buckets: number, batch: number): Promise<number> {
+  const per: string[][] = Array.from({ length: buckets }, () => []);
+  let pl = redis.pipeline();
+  let queued = 0;
+  let rows = 0;
+  const flushPipeline = async (): Promise<void> => {
+    if (queued === 0) return;
+    const res = await pl.exec();
+    for (const [e] of res ?? []) if (e) throw e;
+    pl = redis.pipeline();
+    queued = 0;
+  };
+  outer: for (const f of files) {
+    const rl = createInterface({ input: createReadStream(f), crlfDelay: Infinity });
+    for await (const line of rl) {
+      if (rows >= maxRows) {
+        rl.close();
+        break outer;
+      }
+      const parts = line.split('|');
+      if (parts.length !== 2) continue;
+      const key = parts[0]! + parts[1]!;
+      const b = bucketOf(key, buckets);
+      const arr = per[b]!;
+      arr.push(key);
+      rows++;
+      if (arr.length >= batch) {
+        pl.sadd(`pl:2026:${b}`, ...arr);
+        per[b] = [];
+        if (++queued >= 64) await flushPipeline();
+      }
+    }
+  }
+  for (let b = 0; b < buckets; b++) if (per[b]!.length) pl.sadd(`pl:2026:${b}`, ...per[b]!), queued++;
+  await flushPipeline();
+  return rows;
+}
+
+/** The seed's first attempt: one awaited SADD per row (20 ms each there; loopback here). */
+async function naiveLoader(redis: Redis, file: string, maxRows: number, buckets: number): Promise<number> {
+  let rows = 0;
+  const rl = createInterface({ input: createReadStream(file), crlfDelay: Infinity });
+  for await (const line of rl) {
+    if (rows >= maxRows) break;
+    const [name, id] = line.split('|');
+    if (name === undefined || id === undefined) continue;
+    const key = name + id;
+    await redis.sadd(`naive:2026:${bucketOf(key, buckets)}`, key);
+    rows++;
+  }
+  rl.close();
+  return rows;
+}
+
+async function scardSum(redis: Redis, prefix: string, buckets: number, compact: boolean): Promise<number> {
+  const p = redis.pipeline();
+  for (let b = 0; b < buckets; b++) p.scard(compact ? `${prefix}:2026:c:${b}` : `${prefix}:2026:${b}`);
+  let n = 0;
+  for (const [, v] of (await p.exec()) ?? []) n += Number(v);
+  return n;
+}
+
+export async function run(opts: SuiteOptions): Promise<SuiteResult> {
+  const s = new Suite('load', opts);
+  const files = size(opts, 10, 2);
+  const rowsPerFile = size(opts, 1_000_000, 20_000);
+  const dir = mkdtempSync(join(tmpdir(), 'hashgate-bench-export-'));
+  const srv = await startRedis();
+  try {
+    const t0 = performance.now();
+    const gen = generateExport({ dir, files, rowsPerFile, dupRatio: 0.2, crlfRatio: 0.05, seed: 2026 });
+    s.notes.push(`export: ${files} files x ${rowsPerFile} lines = ${gen.rows} rows (${(gen.bytes / 2 ** 20).toFixed(0)} MiB, ${gen.distinct} distinct, 20% duplicates across files) generated in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    const name = `${gen.rows} rows`;
+
+    // --dry-run: parse + hash + bucket + count, no Redis
+    const dryRuns: CliSummary[] = [];
+    for (let i = 0; i < (opts.quick ? 1 : 3); i++) dryRuns.push(await cliLoad([dir, '--dry-run', '--layout', 'sets', '--buckets', '1000']));
+    const dryBest = Math.max(...dryRuns.map((d) => d.rowsPerSec));
+    s.addRow({
+      name: `dry-run ${name}`, impl: 'hashgate load --dry-run', role: 'hashgate', opsPerSec: dryBest, unit: 'rows/s', ok: dryRuns.every((d) => d.rows === gen.rows),
+      samples: dryRuns.map((d) => d.rowsPerSec).sort((a, b) => a - b), extra: { peakRssMiB: Math.round(Math.max(...dryRuns.map((d) => d.peakRssBytes)) / 2 ** 20) },
+    });
+    s.target('hashgate load --dry-run (parse + hash + bucket)', '>=', 5_000_000, dryBest, 'rows/s', 'best of the runs; single thread');
+
+    if (!srv) {
+      s.notes.push('redis-server not available: Redis rows not measured');
+      s.target('hashgate load into Redis', '>=', 500_000, null, 'rows/s');
+      return s.finish();
+    }
+    const redis = new Redis(srv.url);
+    try {
+      for (const layout of ['sets', 'compact'] as const) {
+        await redis.flushall();
+        const buckets = layout === 'sets' ? 1000 : 65_536;
+        const sum = await cliLoad([dir, '--redis', srv.url, '--layout', layout, '--prefix', 'hg', '--window', '2026', '--buckets', String(buckets), '--checkpoint', join(dir, `cp-${layout}.json`), '--failed-file', join(dir, 'failed.txt'), '--rejects-file', join(dir, 'rejects.tsv')]);
+        const members = await scardSum(redis, 'hg', buckets, layout === 'compact');
+        s.addRow({
+          name: `into Redis ${name}`, impl: `hashgate load (${layout})`, role: 'hashgate', opsPerSec: sum.rowsPerSec, unit: 'rows/s',
+          ok: members === gen.distinct && sum.failed === 0, ...(members === gen.distinct ? {} : { error: `SCARD sum ${members} != ${gen.distinct}` }),
+          extra: { peakRssMiB: Math.round(sum.peakRssBytes / 2 ** 20), buckets, seconds: Math.round(sum.elapsedMs / 100) / 10 },
+        });
+        s.target(`hashgate load into Redis (${layout} layout)`, '>=', 500_000, sum.rowsPerSec, 'rows/s', 'includes PFADD to the window HyperLogLog and the exact SCARD check afterwards');
+      }
+      // bounded memory: peak RSS for one file vs all files (sets layout)
+      await redis.flushall();
+      const one = await cliLoad([gen.files[0]!, '--redis', srv.url, '--layout', 'sets', '--prefix', 'hg1', '--window', '2026', '--buckets', '1000', '--checkpoint', join(dir, 'cp-one.json'), '--failed-file', join(dir, 'failed.txt')]);
+      const all = s.rows.find((r) => r.impl === 'hashgate load (sets)');
+      const allRss = Number(all?.extra?.peakRssMiB ?? NaN);
+      const oneRss = Math.round(one.peakRssBytes / 2 ** 20);
+      s.notes.push(`peak RSS: ${oneRss} MiB loading 1 file (${rowsPerFile} rows), ${allRss} MiB loading ${files} files (${gen.rows} rows)`);
+      s.target(`peak RSS ${files} files / 1 file`, '<=', 1.5, allRss / oneRss, 'x', 'memory is bounded by buffers, not input size');
+
+      // peer: ioredis pipelined loader (sample of the export)
+      await redis.flushall();
+      const pipeRows = size(opts, 2_000_000, 20_000);
+      await s.sample({
+        name: `into Redis ${name}`, impl: `ioredis pipelined loader (sample ${pipeRows} rows)`, role: 'peer', unit: 'rows/s', runs: 1, warmup: 0,
+        beforeEach: () => redis.flushall(),
+        fn: () => pipelinedLoader(redis, gen.files, pipeRows, 1000, 1000),
+      });
+      // baseline: one awaited SADD per row
+      const naiveRows = size(opts, 20_000, 2_000);
+      await s.sample({
+        name: `into Redis ${name}`, impl: `one awaited SADD per row (sample ${naiveRows} rows)`, role: 'baseline', unit: 'rows/s', runs: 1, warmup: 0,
+        beforeEach: () => redis.flushall(),
+        fn: () => naiveLoader(redis, gen.files[0]!, naiveRows, 1000),
+      });
+      const ours = s.find(`into Redis ${name}`, 'hashgate load (sets)');
+      const peer = s.rows.find((r) => r.impl.startsWith('ioredis pipelined'));
+      const naive = s.rows.find((r) => r.impl.startsWith('one awaited'));
+      if (ours && peer && peer.opsPerSec > 0) s.notes.push(`hashgate load (sets) = ${(ours.opsPerSec / peer.opsPerSec).toFixed(1)}x the ioredis pipelined loader`);
+      if (ours && naive && naive.opsPerSec > 0) s.notes.push(`hashgate load (sets) = ${(ours.opsPerSec / naive.opsPerSec).toFixed(0)}x one awaited SADD per row (the seed's 20 ms/row remote Redis would be ~${Math.round((gen.rows * 0.02) / 86400)} days for this export)`);
+    } finally {
+      redis.disconnect();
+    }
+    s.notes.push('shared 2-core box running other agents; loader and redis-server compete for the same cores, numbers are noisy.');
+    return s.finish();
+  } finally {
+    await srv?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
