@@ -8,7 +8,8 @@ import type { RedisClient } from './layout.js';
  * KEYS = bucket keys of G groups [+ the HyperLogLog key when ARGV[2] == '1'];
  * ARGV = G, hll flag, count of group 1..G, then the members of every group back to back.
  * Returns one character per member: '1' = was not in its bucket (first seen), '0' = was.
- * SMISMEMBER + SADD per group (chunks of 4000 to stay under Lua's unpack limit).
+ * SMISMEMBER + SADD per group (chunks of 4000 to stay under Lua's unpack limit); a group of one
+ * member is a single SADD, whose reply is already the answer.
  */
 export const FIRST_SEEN_LUA = `#!lua
 local g = tonumber(ARGV[1])
@@ -24,11 +25,16 @@ for k = 1, g do
     local m = c
     if m > 4000 then m = 4000 end
     local e = p + m - 1
-    local r = redis.call('SMISMEMBER', key, unpack(ARGV, p, e))
-    redis.call('SADD', key, unpack(ARGV, p, e))
-    for j = 1, m do
+    if m == 1 then
       n = n + 1
-      out[n] = 1 - r[j]
+      out[n] = redis.call('SADD', key, ARGV[p])
+    else
+      local r = redis.call('SMISMEMBER', key, unpack(ARGV, p, e))
+      redis.call('SADD', key, unpack(ARGV, p, e))
+      for j = 1, m do
+        n = n + 1
+        out[n] = 1 - r[j]
+      end
     end
     p = e + 1
     c = c - m
