@@ -124,7 +124,8 @@ if sets[1][1] <= small then
   local ks = {}
   for j = 1, #sets do ks[j] = sets[j][2] end
   local all = redis.call('SINTER', unpack(ks))
-  for j = 1, math.min(limit, #all) do out[j] = all[j] end
+  if #all <= limit then return all end
+  for j = 1, limit do out[j] = all[j] end
   return out
 end
 local seenm = {}
@@ -168,7 +169,8 @@ if total <= small then
   local ks = {}
   for j = 1, #sets do ks[j] = sets[j][2] end
   local all = redis.call('SUNION', unpack(ks))
-  for j = 1, math.min(limit, #all) do out[j] = all[j] end
+  if #all <= limit then return all end
+  for j = 1, limit do out[j] = all[j] end
   return out
 end
 local seenm = {}

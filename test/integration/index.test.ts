@@ -90,8 +90,8 @@ describe.skipIf(!has)('FingerprintIndex on a real redis-server', () => {
     await fc.assert(
       fc.asyncProperty(fc.array(op, { maxLength: 30 }), async (ops) => {
         await r.flushdb();
-        // threshold 1 so the Lua walk (not only SINTER) is checked against the model too
-        const idx = new FingerprintIndex({ redis: r, sinterThreshold: ops.length % 2 });
+        // thresholds 0/1 force the Lua walk, 4096 the pipelined SCARD + SINTER path
+        const idx = new FingerprintIndex({ redis: r, sinterThreshold: [0, 1, 4096][ops.length % 3] });
         await runModel(idx, ops);
       }),
       { numRuns: 60 },
@@ -151,7 +151,7 @@ describe.skipIf(!has)('FingerprintIndex on a real redis-server', () => {
     // control: a present value does reach redis, so the counter and MONITOR do see index traffic
     expect((await idx.match({ canvas: 'c1', ua: 'u1' })).length).toBeGreaterThan(0);
     await new Promise((res) => setTimeout(res, 100));
-    expect(seen.filter((s) => /^(evalsha|eval) /i.test(s)).length).toBe(1);
+    expect(seen.some((s) => s.includes('idx:canvas:c1'))).toBe(true);
     expect(seen.filter((s) => s.includes('absent-') || s.includes('nope-'))).toEqual([]);
     expect(await commandsProcessed(probe)).toBeGreaterThan(after + 1);
     expect(idx.stats().gateShortCircuits).toBe(1000);

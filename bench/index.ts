@@ -1,0 +1,273 @@
+// Index and logical-id throughput (issue 7): FingerprintIndex writes and 2-/3-attribute match
+// queries on a private redis-server against a naive ioredis SADD/SINTER loop at the same
+// concurrency, Bloom-gated absent queries, and IdRegistry upserts for new/duplicate mixes.
+// Redis server CPU per operation (INFO cpu) is recorded in `extra` to name the bottleneck.
+import { Redis } from 'ioredis';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Suite, size, type SuiteOptions, type SuiteResult } from './common.js';
+import { FingerprintIndex } from '../src/index/index.js';
+import { IdRegistry } from '../src/ids/index.js';
+import { murmur3_128Hex } from '../src/hash/index.js';
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
+    });
+  });
+}
+
+/** A private redis-server (never the shared 6379), or undefined when not installed. */
+async function startRedis(): Promise<{ url: string; stop(): Promise<void> } | undefined> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'hashgate-bench-index-'));
+  let child: ChildProcess;
+  try {
+    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+  } catch {
+    return undefined;
+  }
+  const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  probe.on('error', () => undefined);
+  const deadline = Date.now() + 10_000;
+  let ok = false;
+  let spawnFailed = false;
+  child.once('error', () => (spawnFailed = true));
+  while (!ok && !spawnFailed && Date.now() < deadline) {
+    try {
+      await probe.connect();
+      await probe.ping();
+      ok = true;
+    } catch {
+      probe.disconnect();
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  probe.disconnect();
+  if (!ok) {
+    child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+    return undefined;
+  }
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    stop: async () => {
+      await new Promise<void>((r) => {
+        child.once('exit', () => r());
+        child.kill('SIGTERM');
+      });
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Runs `n` async jobs with at most `window` in flight (how a server handles concurrent requests). */
+async function windowed(n: number, window: number, job: (i: number) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < n) await job(next++);
+  };
+  await Promise.all(Array.from({ length: Math.min(window, n) }, lane));
+}
+
+async function serverCpuUs(r: Redis): Promise<number> {
+  const info = await r.info('cpu');
+  const user = Number(/used_cpu_user:([\d.]+)/.exec(info)?.[1] ?? 0);
+  const sys = Number(/used_cpu_sys:([\d.]+)/.exec(info)?.[1] ?? 0);
+  return (user + sys) * 1e6;
+}
+
+interface Device {
+  id: string;
+  canvas: string;
+  ua: string;
+  ip: string;
+}
+
+function devices(n: number): Device[] {
+  // realistic cardinalities: many devices share a UA, fewer share a canvas hash, IPs are spread
+  return Array.from({ length: n }, (_, i) => ({
+    id: `device_${i}`,
+    canvas: `cv${(i * 7919) % Math.max(1, Math.floor(n / 20))}`,
+    ua: `Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/${100 + (i % 40)}.0 Safari/537.36`,
+    ip: `10.${(i >> 8) & 255}.${i & 255}.${i % 3}`,
+  }));
+}
+
+export async function run(opts: SuiteOptions): Promise<SuiteResult> {
+  const s = new Suite('index', opts);
+  const N = size(opts, 20_000, 1_000);
+  const Q = size(opts, 10_000, 500);
+  const W = 128;
+  const devs = devices(N);
+  const q2 = devs.slice(0, Q).map((d) => ({ canvas: d.canvas, ua: d.ua }));
+  const q3 = devs.slice(0, Q).map((d) => ({ canvas: d.canvas, ua: d.ua, ip: d.ip }));
+  s.note(`${N} devices x 3 attributes (canvas ~${Math.floor(N / 20)} values, ua 40 long values -> murmur3_128 keys, ip ~unique); ${W} requests in flight.`);
+
+  // --- embedded backend (no Redis): the no-service default
+  {
+    const mem = new FingerprintIndex({ bloom: { expectedItems: N * 3, fpp: 0.001 } });
+    await s.sample({
+      name: 'index writes (3 attrs)', impl: 'hashgate FingerprintIndex (memory)', unit: 'devices/s',
+      fn: async () => {
+        for (const d of devs) await mem.put(d.id, { canvas: d.canvas, ua: d.ua, ip: d.ip });
+        return N;
+      },
+    });
+    await s.sample({
+      name: 'match 3 attrs', impl: 'hashgate FingerprintIndex (memory)', unit: 'queries/s',
+      check: async () => ((await mem.match(q3[0]!)).includes(devs[0]!.id) ? true : 'device missing from its own match'),
+      fn: async () => {
+        for (const q of q3) await mem.match(q, { limit: 100 });
+        return Q;
+      },
+    });
+  }
+
+  const srv = await startRedis();
+  if (!srv) {
+    s.note('redis-server not available: Redis rows not measured');
+    return s.finish();
+  }
+  const r = new Redis(srv.url);
+  const naiveKey = (attr: string, v: string): string => (v.length > 64 ? `naive:${attr}:#${murmur3_128Hex(v)}` : `naive:${attr}:${v}`);
+  try {
+    // --- writes
+    const idx = new FingerprintIndex({ redis: r, bloom: { expectedItems: N * 3, fpp: 0.001 } });
+    let cpu0 = 0;
+    const cpuExtra: Record<string, number> = {};
+    const track = (key: string, ops: number) => ({
+      beforeEach: async () => { cpu0 = await serverCpuUs(r); },
+      after: async () => { cpuExtra[key] = Math.round(((await serverCpuUs(r)) - cpu0) / ops * 10) / 10; },
+    });
+    const tw = track('write', N);
+    await s.sample({
+      name: 'index writes (3 attrs)', impl: 'hashgate FingerprintIndex (redis)', unit: 'devices/s',
+      beforeEach: async () => { await r.flushdb(); await tw.beforeEach(); },
+      fn: async () => {
+        await windowed(N, W, (i) => { const d = devs[i]!; return idx.put(d.id, { canvas: d.canvas, ua: d.ua, ip: d.ip }); });
+        await tw.after();
+        return N;
+      },
+    });
+    const tn = track('naiveWrite', N);
+    await s.sample({
+      name: 'index writes (3 attrs)', impl: 'naive ioredis SADD loop', role: 'peer', unit: 'devices/s',
+      beforeEach: async () => { await tn.beforeEach(); },
+      fn: async () => {
+        await windowed(N, W, (i) => {
+          const d = devs[i]!;
+          return Promise.all([r.sadd(naiveKey('canvas', d.canvas), d.id), r.sadd(naiveKey('ua', d.ua), d.id), r.sadd(naiveKey('ip', d.ip), d.id)]);
+        });
+        await tn.after();
+        return N;
+      },
+    });
+    // leave both layouts fully loaded for the queries
+    await windowed(N, W, (i) => { const d = devs[i]!; return idx.put(d.id, { canvas: d.canvas, ua: d.ua, ip: d.ip }); });
+
+    // --- match queries
+    for (const [name, qs] of [['match 2 attrs', q2], ['match 3 attrs', q3]] as const) {
+      const check = async (): Promise<true | string> => {
+        for (const q of qs.slice(0, 20)) {
+          const ours = (await idx.match(q, { limit: 100_000 })).sort();
+          const naive = (await r.sinter(...Object.entries(q).map(([a, v]) => naiveKey(a, v)))).sort();
+          if (JSON.stringify(ours) !== JSON.stringify(naive)) return `match ${JSON.stringify(q)} differs from SINTER`;
+        }
+        return true;
+      };
+      const tq = track(name, Q);
+      await s.sample({
+        name, impl: 'hashgate FingerprintIndex (redis)', unit: 'queries/s', check,
+        beforeEach: tq.beforeEach,
+        fn: async () => {
+          await windowed(Q, W, (i) => idx.match(qs[i]!, { limit: 100 }));
+          await tq.after();
+          return Q;
+        },
+      });
+      const tn2 = track(`naive ${name}`, Q);
+      await s.sample({
+        name, impl: 'naive ioredis SINTER loop', role: 'peer', unit: 'queries/s',
+        beforeEach: tn2.beforeEach,
+        fn: async () => {
+          await windowed(Q, W, (i) => r.sinter(...Object.entries(qs[i]!).map(([a, v]) => naiveKey(a, v))));
+          await tn2.after();
+          return Q;
+        },
+      });
+    }
+
+    // --- absent values: the Bloom gate answers without Redis
+    const absent = Array.from({ length: Q }, (_, i) => ({ canvas: `never-${i}`, ua: devs[i % N]!.ua }));
+    await s.sample({
+      name: 'match with a never-indexed value', impl: 'hashgate FingerprintIndex (redis, Bloom-gated)', unit: 'queries/s',
+      check: async () => ((await idx.match(absent[0]!)).length === 0 ? true : 'absent value matched'),
+      fn: async () => {
+        for (const q of absent) await idx.match(q);
+        return Q;
+      },
+    });
+    await s.sample({
+      name: 'match with a never-indexed value', impl: 'naive ioredis SINTER loop', role: 'peer', unit: 'queries/s',
+      fn: async () => {
+        await windowed(Q, W, (i) => r.sinter(...Object.entries(absent[i]!).map(([a, v]) => naiveKey(a, v))));
+        return Q;
+      },
+    });
+
+    // --- logical-id upserts
+    const U = size(opts, 10_000, 500);
+    const recs = Array.from({ length: U }, (_, i) => ({ user: i, event: 'login', ip: `10.0.${i & 255}.${i >> 8}`, ts: 1_700_000_000 + i }));
+    for (const [label, dupShare] of [['100% new', 0], ['50% new / 50% duplicate', 0.5], ['100% duplicate', 1]] as const) {
+      let reg: IdRegistry;
+      const pre = Math.floor(U * dupShare);
+      const tu = track(`upsert ${label}`, U);
+      await s.sample({
+        name: `upserts ${label}`, impl: 'hashgate IdRegistry (redis)', unit: 'upserts/s',
+        beforeEach: async () => {
+          await r.flushdb();
+          reg = new IdRegistry({ redis: r });
+          // the duplicate share is written before the timed run, in the order it will be re-sent
+          await windowed(pre, W, (i) => reg.upsert(recs[i]));
+          await tu.beforeEach();
+        },
+        fn: async () => {
+          await windowed(U, W, (i) => reg.upsert(recs[i]));
+          await tu.after();
+          return U;
+        },
+      });
+      let memReg = new IdRegistry();
+      await s.sample({
+        name: `upserts ${label}`, impl: 'hashgate IdRegistry (memory)', unit: 'upserts/s',
+        beforeEach: async () => {
+          memReg = new IdRegistry();
+          for (let i = 0; i < pre; i++) await memReg.upsert(recs[i]);
+        },
+        fn: async () => {
+          for (let i = 0; i < U; i++) await memReg.upsert(recs[i]);
+          return U;
+        },
+      });
+    }
+    const cpu = (k: string): number | string => cpuExtra[k] ?? 'n/a';
+    s.note(`Redis server CPU per operation (µs): put ${cpu('write')} vs naive 3xSADD ${cpu('naiveWrite')}; match2 ${cpu('match 2 attrs')} vs SINTER ${cpu('naive match 2 attrs')}; match3 ${cpu('match 3 attrs')} vs SINTER ${cpu('naive match 3 attrs')}; upsert new ${cpu('upsert 100% new')}, dup ${cpu('upsert 100% duplicate')}.`);
+    s.note('Bottleneck: the single-threaded redis-server. A put is one EVALSHA that reads the device record, resolves hashed keys and rewrites sets and record atomically (~8 commands inside Lua) where the naive loop sends 3 bare SADDs with no record, no replace and no collision check; a match runs SCARD per term plus SINTER inside Lua. On this 2-core shared box client and server also compete for CPU, so absolute numbers are noisy; compare the ratios.');
+    for (const [k, v] of Object.entries(cpuExtra)) s.note(`server CPU µs/op ${k}: ${v}`);
+    s.target('match 3 attrs vs naive SINTER', '>=', 0.5, s.ratio('match 3 attrs', 'hashgate FingerprintIndex (redis)', 'naive ioredis SINTER loop'), 'x', 'no fixed target in the issue; informational floor');
+    s.target('Bloom-gated absent match vs naive SINTER', '>=', 2, s.ratio('match with a never-indexed value', 'hashgate FingerprintIndex (redis, Bloom-gated)', 'naive ioredis SINTER loop'), 'x', 'absent values never reach Redis');
+    await idx.close();
+  } finally {
+    r.disconnect();
+    await srv.stop();
+  }
+  return s.finish();
+}
