@@ -311,6 +311,8 @@ export class HBaseStore {
     // forward: next row to read (inclusive). reversed: rows strictly below `cursor` are still to
     // be read (empty = from the very end of the table)
     let cursor = reversed ? upper : lower;
+    // relocation budget: operationTimeoutMs from the first failure since the last good batch
+    let relocateUntil = 0;
     for (;;) {
       const region = await this.withDeadline('scan', table, (d) => this.retrying(d, async () => reversed
         ? (cursor.length === 0 ? this.regions.locate(table, LAST_ROW_PROBE) : this.regionBelow(table, cursor))
@@ -329,6 +331,7 @@ export class HBaseStore {
       let scannerId: unknown = null;
       let regionDone = false;
       let finished = false;
+      let relocated = false;
       let lastKey: Buffer | null = null;
       try {
         while (!regionDone && !finished) {
@@ -355,15 +358,25 @@ export class HBaseStore {
               }
               continue;
             }
+            // the region moved, split or its table was recreated: find it again and go on after
+            // the last row handed out (the server-side scanner died with the region)
+            if (relocateUntil === 0) relocateUntil = Date.now() + this.operationTimeoutMs;
+            if (isRelocateException(remoteClass(err)) && Date.now() < relocateUntil) {
+              scannerId = null;
+              if (lastKey) cursor = reversed ? lastKey : Buffer.concat([lastKey, ZERO]);
+              relocated = true;
+              break;
+            }
             throw err;
           }
+          relocateUntil = 0;
           if (resp?.scannerId != null) scannerId = resp.scannerId;
           const results: unknown[] = resp?.results ?? [];
           for (const r of results) {
             const row = parseResult(r);
             if (!row) continue;
-            lastKey = row.key;
             if (skipFrom && compareBytes(row.key, skipFrom) >= 0) continue;
+            lastKey = row.key;
             if (reversed ? compareBytes(row.key, lower) < 0 : upper.length > 0 && compareBytes(row.key, upper) >= 0) {
               finished = true;
               break;
@@ -385,6 +398,11 @@ export class HBaseStore {
         if (scannerId !== null) this.closeScanner(region, scannerId);
       }
       if (finished) return;
+      if (relocated) {
+        this.regions.invalidateTable(table);
+        await sleep(DEFAULTS.retryPauseMs);
+        continue;
+      }
       if (!reversed) {
         if (region.endKey.length === 0 || (upper.length > 0 && compareBytes(region.endKey, upper) >= 0)) return;
         cursor = region.endKey;

@@ -173,6 +173,23 @@ describe.skipIf(!hbaseConfigured('hbase adapter integration'))('HBase adapter (r
     expect(live.callCounts().rpcs.metaScan).toBeGreaterThan(0);
   });
 
+  it('HBase 2 fixes: a scan continues after its table is dropped and recreated mid-scan', async () => {
+    const t = await hb.createTable('midscan', ['cf'], ['f']);
+    const rows = 'abcdefghij'.split('');
+    const fill = () => store.mput(t, rows.map((r) => ({ row: r, values: { 'cf:q': r } })));
+    await fill();
+    const it = store.scanIterator(t, { batchSize: 2 });
+    const seen: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const n = await it.next();
+      seen.push((n.value as { key: Buffer }).key.toString());
+    }
+    await hb.ddl(`create ${t} -f cf -s c,h --replace`);
+    await fill();
+    for await (const row of it) seen.push(row.key.toString());
+    expect(seen).toEqual(rows);
+  });
+
   it('call counters count operations and RPCs (a warm get is one Get RPC)', async () => {
     const s = hb.store();
     await s.get(table, 'alpha'); // warms the region cache
