@@ -21,9 +21,11 @@ if epoch ~= ARGV[2] then
 end
 local raw, pid, colId, alg, now = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local n = tonumber(ARGV[8])
+local primary
 for i = 1, n do
   local lid = ARGV[8 + i]
   local all = redis.call('HGETALL', P .. ':b:' .. lid)
+  if i == 1 then primary = all end
   for j = 1, #all, 2 do
     if all[j + 1] == raw and all[j] ~= '!r' then
       redis.call('HSET', P .. ':d:' .. all[j], 'u', now)
@@ -33,11 +35,10 @@ for i = 1, n do
 end
 local lid = ARGV[9]
 local bk = P .. ':b:' .. lid
-if redis.call('HEXISTS', bk, '!r') == 1 then return { 'redirect' } end
 local first = nil
-local all = redis.call('HGETALL', bk)
-for j = 1, #all, 2 do
-  if all[j] ~= '!r' then first = { all[j], all[j + 1] } break end
+for j = 1, #primary, 2 do
+  if primary[j] == '!r' then return { 'redirect' } end
+  if not first then first = { primary[j], primary[j + 1] } end
 end
 redis.call('HSET', bk, pid, raw)
 redis.call('HINCRBY', P .. ':stats', 'docs', 1)
