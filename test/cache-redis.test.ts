@@ -186,6 +186,17 @@ describe.skipIf(!has)('TieredCache + HotColdStore on a real redis-server', () =>
       expect(first.scanned + rest.scanned).toBeGreaterThanOrEqual(102);
     });
 
+    it('an aborted run stops after the current batch with its checkpoint saved', async () => {
+      const cold = new MemoryColdStore();
+      const { hot } = await setup(cold);
+      const ac = new AbortController();
+      const first = await hot.migrateCold({ batchSize: 10, signal: ac.signal, onBatch: () => ac.abort() });
+      expect(first).toMatchObject({ aborted: true, complete: false, batches: 1 });
+      const rest = await hot.migrateCold({ batchSize: 10 });
+      expect(rest.resumedFrom).toBe(first.cursor);
+      expect(first.migrated + rest.migrated).toBe(40);
+    });
+
     it('dual-write archives on write, so migration has nothing to do; dry run writes nothing', async () => {
       const cold = new MemoryColdStore();
       const hot = new HotColdStore({ redis: admin, cold, mode: 'dual-write' });

@@ -78,6 +78,8 @@ export interface MigrateOptions {
   /** Count candidates without writing anything. */
   dryRun?: boolean;
   onBatch?: (progress: MigrateResult) => void;
+  /** Stop after the current batch (its checkpoint is saved, so the next run resumes). */
+  signal?: AbortSignal;
 }
 
 export interface MigrateResult {
@@ -97,6 +99,8 @@ export interface MigrateResult {
   /** Values rewritten between read and mark; the new value is archived by a later pass. */
   raced: number;
   lockLost: boolean;
+  /** Stopped early through options.signal. */
+  aborted: boolean;
   dryRun: boolean;
 }
 
@@ -204,7 +208,7 @@ export class HotColdStore {
 
     const r: MigrateResult = {
       acquired: false, complete: false, resumedFrom: '0', cursor: '0', batches: 0, scanned: 0, candidates: 0,
-      migrated: 0, alreadyArchived: 0, noTtl: 0, foreign: 0, raced: 0, lockLost: false, dryRun,
+      migrated: 0, alreadyArchived: 0, noTtl: 0, foreign: 0, raced: 0, lockLost: false, aborted: false, dryRun,
     };
     const redis = this.#redis;
     const lock = await RedisLock.acquire(redis, this.#lockKey, lockTtlMs);
@@ -240,6 +244,10 @@ export class HotColdStore {
           }
         }
         opts.onBatch?.(r);
+        if (opts.signal?.aborted) {
+          r.aborted = true;
+          break;
+        }
       } while (cursor !== '0' && r.batches < maxBatches);
       r.complete = cursor === '0' && !r.lockLost;
       return r;

@@ -41,7 +41,8 @@ function summary(r: MigrateResult): string {
     `batches ${r.batches}, scanned ${r.scanned}, candidates ${r.candidates}, migrated ${r.migrated}, ` +
     `already archived ${r.alreadyArchived}, no TTL ${r.noTtl}, foreign ${r.foreign}, raced ${r.raced}` +
     (r.resumedFrom !== '0' ? `, resumed from ${r.resumedFrom}` : '') +
-    (r.lockLost ? '; LOCK LOST (another run may continue)' : '')
+    (r.lockLost ? '; LOCK LOST (another run may continue)' : '') +
+    (r.aborted ? '; interrupted (checkpoint saved, rerun to resume)' : '')
   );
 }
 
@@ -101,6 +102,11 @@ export async function run(argv: string[]): Promise<number> {
   const cold = hbase
     ? new HBaseColdStore({ store: hbase, ...(values.family ? { family: values.family } : {}), tableName: (t) => tablePrefix + t })
     : undefined;
+  // Ctrl-C / SIGTERM: finish the current batch, save the checkpoint, release the lock
+  const stop = new AbortController();
+  const onSignal = (): void => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
   try {
     const store = new HotColdStore({ redis, ...(cold ? { cold } : {}), ...(values.prefix !== undefined ? { prefix: values.prefix } : {}) });
     const r = await store.migrateCold({
@@ -108,6 +114,7 @@ export async function run(argv: string[]): Promise<number> {
       batchSize,
       dryRun,
       resume: values.fresh !== true,
+      signal: stop.signal,
       ...(maxBatches !== undefined ? { maxBatches } : {}),
       ...(values.table ? { tables: values.table } : {}),
       onBatch: values.quiet || values.json ? undefined : (p) => process.stderr.write(`\r  batch ${p.batches}: scanned ${p.scanned}, migrated ${p.migrated}`),
@@ -126,6 +133,8 @@ export async function run(argv: string[]): Promise<number> {
     console.error(`hashgate migrate: ${e.message}${e.code ? ` [${e.code}]` : ''}`);
     return EXIT.error;
   } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
     redis.disconnect();
     await hbase?.close();
   }
