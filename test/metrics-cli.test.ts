@@ -37,7 +37,11 @@ describe('hashgate metrics', () => {
     expect(code).toBe(0);
     const f = parseExposition(out.join(''));
     expect(sampleValue(f, 'hashgate_journal_backlog_bytes', { journal: dir })).toBe(321);
+    expect(sampleValue(f, 'hashgate_journal_backlog_segments', { journal: dir })).toBe(1);
     expect(f.has('hashgate_process_cpu_user_seconds_total')).toBe(false);
+    // only what the sidecar observes: no empty in-process families that would add to a service's
+    expect(f.has('hashgate_dedup_keys_checked_total')).toBe(false);
+    expect([...f.keys()].every((k) => k.startsWith('hashgate_journal_'))).toBe(true);
     rmSync(join(dir, 'seg-000001.hgj'));
   });
 
@@ -47,6 +51,7 @@ describe('hashgate metrics', () => {
       expect(await run(['--port', 'abc'])).toBe(2);
       expect(await run(['--bogus'])).toBe(2);
       expect(await run(['--path', 'metrics'])).toBe(2);
+      expect(await run(['--prefix', 'bad-prefix', '--once'])).toBe(2);
       expect(String(err.mock.calls[0]?.[0])).toMatch(/--port/);
     } finally {
       err.mockRestore();

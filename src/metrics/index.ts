@@ -31,6 +31,7 @@
 //   journal_last_replay_timestamp_seconds gauge
 //   journal_backlog_records{journal}      gauge      not yet replayed (alert: > 0 for 1 h)
 //   journal_backlog_bytes{journal}        gauge
+//   journal_backlog_segments{journal}     gauge
 //   journal_oldest_record_age_seconds{journal} gauge
 //   loader_rows_total{outcome}            counter    loaded | rejected | failed; rows/s = rate()
 //   loader_bytes_total                    counter

@@ -193,6 +193,13 @@ export class PromMetrics implements Metrics {
     };
     gauge('journal_backlog_records', 'Journaled records not yet replayed (alert: > 0 for more than 1 h)', ['journal'], backlog('records'));
     gauge('journal_backlog_bytes', 'Journaled bytes not yet replayed', ['journal'], backlog('bytes'));
+    gauge('journal_backlog_segments', 'Journal segment files not yet replayed', ['journal'], (g) => {
+      g.reset();
+      for (const [name, read] of self.journals) {
+        const s = safeRead(read);
+        if (s && s.segments !== undefined) g.set({ journal: name }, s.segments);
+      }
+    });
     gauge('journal_oldest_record_age_seconds', 'Age of the oldest unreplayed journal record', ['journal'], (g) => {
       g.reset();
       for (const [name, read] of self.journals) {

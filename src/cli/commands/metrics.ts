@@ -6,11 +6,12 @@
 // --once prints the exposition text to stdout and exits (node_exporter textfile collector, cron).
 
 import { parseArgs } from 'node:util';
-import { Gauge } from 'prom-client';
+import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { Redis } from 'ioredis';
 import { checkInt } from '../../errors.js';
-import { createMetrics, journalDirStats, serveMetrics } from '../../metrics/index.js';
-import type { MetricsServer, PromMetrics } from '../../metrics/index.js';
+import { journalDirStats, serveMetrics } from '../../metrics/index.js';
+import type { MetricsServer } from '../../metrics/index.js';
+import { invalidType } from '../../errors.js';
 
 export const DEFAULTS = {
   port: 9464,
@@ -29,7 +30,8 @@ const USAGE = `usage: hashgate metrics [--port ${DEFAULTS.port}] [--host ${DEFAU
   --once            print the metrics once to stdout and exit`;
 
 export interface MetricsCommand {
-  metrics: PromMetrics;
+  /** Only what the sidecar observes (no empty in-process families that would add to a service's). */
+  registry: Registry;
   server?: MetricsServer;
   close(): Promise<void>;
 }
@@ -53,14 +55,38 @@ export async function start(argv: string[]): Promise<MetricsCommand & { once: bo
     allowPositionals: false,
   });
   const noop = async (): Promise<void> => {};
-  if (values.help) return { metrics: createMetrics(), close: noop, once: false, help: true };
+  if (values.help) return { registry: new Registry(), close: noop, once: false, help: true };
   const port = values.port === undefined ? DEFAULTS.port : checkInt('--port', Number(values.port), 0, 65535);
   const path = values.path ?? DEFAULTS.path;
   if (!path.startsWith('/')) throw new TypeError(`--path must start with '/', got ${JSON.stringify(path)}`);
-  const metrics = createMetrics({ collectDefaultMetrics: !values['no-process'], ...(values.prefix === undefined ? {} : { prefix: values.prefix }) });
+  const p = values.prefix ?? 'hashgate_';
+  if (!/^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(p)) throw invalidType('--prefix', 'a Prometheus name prefix', p);
+  const registry = new Registry();
+  const reg = [registry];
+  if (!values['no-process']) collectDefaultMetrics({ register: registry, prefix: p });
   const closers: (() => Promise<void> | void)[] = [];
 
-  for (const dir of values['journal-dir'] ?? []) metrics.journalSource(dir, () => journalDirStats(dir));
+  // Same names and labels as the in-process journal gauges, so one alert rule covers both.
+  const dirs = values['journal-dir'] ?? [];
+  if (dirs.length) {
+    const journalGauge = (name: string, help: string, pick: (s: ReturnType<typeof journalDirStats>) => number | undefined) =>
+      new Gauge({
+        name: p + name,
+        help,
+        labelNames: ['journal'],
+        registers: reg,
+        collect() {
+          this.reset();
+          for (const dir of dirs) {
+            const v = pick(journalDirStats(dir));
+            if (v !== undefined) this.set({ journal: dir }, v);
+          }
+        },
+      });
+    journalGauge('journal_backlog_bytes', 'Journaled bytes not yet replayed (alert: > 0 for more than 1 h)', (s) => s.bytes);
+    journalGauge('journal_backlog_segments', 'Journal segment files not yet replayed', (s) => s.segments);
+    journalGauge('journal_oldest_record_age_seconds', 'Age of the oldest unreplayed journal segment', (s) => s.oldestAgeSeconds);
+  }
 
   if (values.redis !== undefined) {
     const redis = new Redis(values.redis, {
@@ -73,8 +99,6 @@ export async function start(argv: string[]): Promise<MetricsCommand & { once: bo
     });
     redis.on('error', () => {}); // reported as redis_up 0 on the next scrape
     closers.push(() => redis.disconnect());
-    const p = metrics.prefix;
-    const reg = [metrics.registry];
     let info: { up: number; used: number; keys: number } = { up: 0, used: NaN, keys: NaN };
     // Down: memory and keys read NaN (unknown), not 0. One probe per scrape, shared by the three gauges (prom-client collects them in sequence).
     let probe: Promise<void> | undefined;
@@ -99,10 +123,10 @@ export async function start(argv: string[]): Promise<MetricsCommand & { once: bo
   const close = async () => {
     for (const c of closers.splice(0).reverse()) await c();
   };
-  if (values.once) return { metrics, close, once: true, help: false };
-  const server = await serveMetrics(metrics, { port, host: values.host ?? DEFAULTS.host, path });
+  if (values.once) return { registry, close, once: true, help: false };
+  const server = await serveMetrics(registry, { port, host: values.host ?? DEFAULTS.host, path });
   closers.unshift(() => server.close());
-  return { metrics, server, close, once: false, help: false };
+  return { registry, server, close, once: false, help: false };
 }
 
 export async function run(argv: string[]): Promise<number> {
@@ -119,7 +143,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   if (cmd.once) {
     try {
-      process.stdout.write(await cmd.metrics.text());
+      process.stdout.write(await cmd.registry.metrics());
     } finally {
       await cmd.close();
     }
