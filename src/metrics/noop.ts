@@ -2,7 +2,7 @@
 // without subscribers), so a user can trace batches without enabling Prometheus.
 
 import { performance } from 'node:perf_hooks';
-import { publishBatchEnd, publishBatchStart, publishStoreError } from './channels.js';
+import { batchEndChannel, batchStartChannel, publishBatchEnd, publishBatchStart, publishStoreError } from './channels.js';
 import type { BatchOp } from './channels.js';
 import type { BloomStats, CacheTierTotals, DedupCountersView, JournalStats, Metrics, PoolStats, Tier } from './types.js';
 
@@ -10,12 +10,16 @@ const unregister = (): void => {};
 
 export class NoopMetrics implements Metrics {
   readonly enabled = false;
+  /** Returns 0 (and reads no clock) when nobody listens on the batch channels. */
   batchStart(op: BatchOp, keys: number): number {
+    if (!batchStartChannel.hasSubscribers && !batchEndChannel.hasSubscribers) return 0;
     const start = performance.now();
     publishBatchStart(op, keys, start);
     return start;
   }
   batchEnd(op: BatchOp, keys: number, start: number, error?: unknown): void {
+    // start 0: nobody listened when the batch began, so there is no duration to report.
+    if (start === 0 || !batchEndChannel.hasSubscribers) return;
     publishBatchEnd(op, keys, start, performance.now(), error);
   }
   observeBatch(_op: BatchOp, _keys: number, _seconds: number): void {}
