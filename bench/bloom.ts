@@ -8,7 +8,7 @@
 // Pool-of-1/2 rows are added by the facade's bench (lead).
 import { createRequire } from 'node:module';
 import type { BloomFilter as BfLibT } from 'bloom-filters';
-import { Suite, makeKeys, size } from './common.js';
+import { Suite, makeKeys, size, spread } from './common.js';
 import type { SuiteOptions, SuiteResult } from './common.js';
 import { BloomFilter } from '../src/bloom/index.js';
 import { packKeys } from '../src/hash/index.js';
@@ -47,7 +47,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const n = size(opts, 1_000_000, 20_000);
   const runs = opts.quick ? 2 : 5;
   const slowN = Math.min(n, opts.quick ? 5_000 : 50_000);
-  s.note(`n = ${n}, p = ${P}; checks are a 50/50 mix of added and never-added keys; ${runs} timed passes after 1 warm-up.`);
+  s.note(`n = ${n}, p = ${P}; checks are a 50/50 mix of added and never-added keys; ${runs} interleaved rounds after 1 warm-up round; opsPerSec = median round.`);
   s.note(`bloom-filters is timed on its own filter of ${slowN} keys sized for ${slowN} at the same p (it is ~100x slower); FPP from ${slowN} absent keys.`);
 
   for (const shape of ['A', 'B'] as const) {
@@ -160,53 +160,70 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       },
     ];
 
+    // Correctness first (a wrong implementation is shown but never timed), then FPP and size on
+    // one filter per implementation, then timing in interleaved rounds: every round times each
+    // implementation once, so a load spike on this shared 2-core box hits all of them alike.
+    interface Live { im: Impl; built: unknown; extra: Record<string, number | string>; add: number[]; check: number[] }
+    const live: Live[] = [];
     for (const im of impls) {
-      // Built once outside timing for the check rows; FPP and size measured on it.
-      const built = im.make();
-      let setBytes = NaN;
-      if (im.impl === 'JS Set') {
-        global.gc?.();
-        const before = process.memoryUsage().heapUsed;
-        im.add(built);
-        global.gc?.();
-        setBytes = process.memoryUsage().heapUsed - before;
-      } else {
-        im.add(built);
+      const wantHits = im.ops === n ? presentExpected : Math.ceil(im.ops / 2);
+      let bad: string | undefined;
+      let built: unknown;
+      let bytes = NaN;
+      try {
+        built = im.make();
+        if (im.impl === 'JS Set') {
+          global.gc?.();
+          const before = process.memoryUsage().heapUsed;
+          im.add(built);
+          global.gc?.();
+          bytes = process.memoryUsage().heapUsed - before;
+        } else {
+          im.add(built);
+          bytes = im.bytes(built);
+        }
+        const hits = im.check(built);
+        // The present half must all hit; the absent half may add only false positives.
+        if (hits < wantHits) bad = `only ${hits} of ${wantHits} added keys found (false negatives)`;
+        else if (hits > wantHits + im.ops * 0.01) bad = `${hits} hits, expected ~${wantHits}`;
+      } catch (err) {
+        bad = `threw: ${err instanceof Error ? err.message : String(err)}`;
+      }
+      if (bad !== undefined) {
+        for (const what of ['add', 'check']) {
+          s.addRow({ name: `${what} ${label}`, impl: im.impl, role: im.role, opsPerSec: 0, ok: false, error: bad });
+        }
+        console.warn(`[bloom] ${im.impl} @ ${label}: WRONG (${bad}) - not timed, not ranked`);
+        continue;
       }
       const fpp = im.fpp(built);
-      const bytes = im.impl === 'JS Set' ? setBytes : im.bytes(built);
-      const extra: Record<string, number | string> = { fpp, bytesUsed: bytes, bitsPerKey: (bytes * 8) / n, keys: im.ops };
+      const extra: Record<string, number | string> = { fpp, bytesUsed: bytes, bitsPerKey: (bytes * 8) / n, keysPerPass: im.ops };
       if (im.impl === 'JS Set' && !global.gc) extra.note = 'heap delta without --expose-gc: rough';
-      const wantHits = im.ops === n ? presentExpected : Math.ceil(im.ops / 2);
-      let fresh: unknown;
-      await s.sample({
-        name: `add ${label}`, impl: im.impl, role: im.role, runs, warmup: 1, extra,
-        beforeEach: () => {
-          fresh = im.make();
-        },
-        check: () => {
-          const f = im.make();
-          im.add(f);
-          const hits = im.check(f);
-          return hits >= wantHits ? true : `only ${hits} of ${wantHits} added keys found (false negatives)`;
-        },
-        fn: () => {
-          im.add(fresh);
-          return im.ops;
-        },
-      });
-      await s.sample({
-        name: `check ${label}`, impl: im.impl, role: im.role, runs, warmup: 1, extra,
-        check: () => {
-          const hits = im.check(built);
-          // present half must all hit; the absent half may add only false positives
-          return hits >= wantHits && hits <= wantHits + im.ops * 0.01 ? true : `${hits} hits, expected ~${wantHits}`;
-        },
-        fn: () => {
-          im.check(built);
-          return im.ops;
-        },
-      });
+      live.push({ im, built, extra, add: [], check: [] });
+    }
+    const rounds = runs + 1; // first round is warm-up
+    for (let r = 0; r < rounds; r++) {
+      for (const l of live) {
+        const fresh = l.im.make();
+        let t0 = performance.now();
+        l.im.add(fresh);
+        const addSec = (performance.now() - t0) / 1000;
+        t0 = performance.now();
+        l.im.check(l.built);
+        const checkSec = (performance.now() - t0) / 1000;
+        if (r > 0) {
+          l.add.push(l.im.ops / addSec);
+          l.check.push(l.im.ops / checkSec);
+        }
+      }
+    }
+    for (const l of live) {
+      for (const [what, samples] of [['add', l.add], ['check', l.check]] as const) {
+        const sp = spread(samples);
+        // Median of the rounds: robust to the other tenants' bursts.
+        s.addRow({ name: `${what} ${label}`, impl: l.im.impl, role: l.im.role, opsPerSec: sp.median ?? 0, ...sp, ok: true, extra: l.extra });
+        console.log(`[bloom] ${what} ${label} | ${l.im.impl}: ${((sp.median ?? 0) / 1e6).toFixed(2)} M ops/s (median of ${samples.length})`);
+      }
     }
 
     const strRatio = s.ratio(`check ${label}`, 'hashgate (string keys)', 'bloomfilter');

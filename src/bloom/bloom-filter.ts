@@ -142,7 +142,7 @@ export class BloomFilter {
     if (d.version !== 1 || d.strategy !== 'MURMUR128_MITZ_64') throw shapeError(`descriptor: unsupported version ${d.version} / strategy ${d.strategy}`, { version: d.version });
     if (!(d.memory instanceof WebAssembly.Memory)) throw invalidType('descriptor.memory', 'a shared WebAssembly.Memory', d.memory);
     const s = shapeFor(d.bitSize, d.hashFunctions, 'descriptor.bitSize');
-    if (s.bitSize !== d.bitSize || d.bitsOffset % 8 !== 0 || d.bitsOffset + d.bitSize / 8 > d.memory.buffer.byteLength) {
+    if (s.bitSize !== d.bitSize || !Number.isInteger(d.bitsOffset) || d.bitsOffset < BITS_OFFSET || d.bitsOffset % 8 !== 0 || d.bitsOffset + d.bitSize / 8 > d.memory.buffer.byteLength) {
       throw shapeError('descriptor: bitSize/bitsOffset do not fit the memory', { bitSize: d.bitSize, bitsOffset: d.bitsOffset });
     }
     return new BloomFilter(d.memory, d.bitsOffset, d.bitSize, d.hashFunctions, checkUint32('descriptor.seed', d.seed));
