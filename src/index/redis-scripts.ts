@@ -67,6 +67,7 @@ for j = 1, n do
     keys[j] = k
   end
 end
+local fields = {}
 for j = 1, n do
   local k = keys[j]
   if k then
@@ -74,9 +75,14 @@ for j = 1, n do
     local attr, val = ARGV[p], ARGV[p + 1]
     if oldk[attr] then unlink(oldk[attr], id) end
     redis.call('SADD', k, id)
-    redis.call('HSET', dev, 'v:' .. attr, val, 'k:' .. attr, k)
+    local f = #fields
+    fields[f + 1] = 'v:' .. attr
+    fields[f + 2] = val
+    fields[f + 3] = 'k:' .. attr
+    fields[f + 4] = k
   end
 end
+if #fields > 0 then redis.call('HSET', dev, unpack(fields)) end
 if mode == 'replace' then
   for attr, k in pairs(oldk) do
     if not seen[attr] then
