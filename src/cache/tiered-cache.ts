@@ -120,6 +120,11 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 const TABLE_RE = /^[A-Za-z0-9_.-]{1,128}$/;
 
+function checkKey(key: unknown, i: number): void {
+  if (typeof key === 'string' && key.length > 0) return;
+  throw key === '' ? new HashGateError(ErrorCodes.EMPTY_KEY, `keys[${i}] is empty`) : invalidType(`keys[${i}]`, 'a string', key);
+}
+
 export function checkTable(table: unknown, name = 'table'): string {
   if (typeof table !== 'string') throw invalidType(name, 'a string', table);
   if (!TABLE_RE.test(table)) throw outOfRange(name, 'a name of 1-128 chars from [A-Za-z0-9_.-]', table);
@@ -343,22 +348,19 @@ export class TieredCache {
     const out: Slot[] = new Array<Slot>(n);
     const bloom = this.#bloomFor(table);
     const lru = ts.lru;
-    for (let i = 0; i < n; i++) {
-      const key = keys[i];
-      if (typeof key !== 'string' || key.length === 0) {
-        throw key === '' ? new HashGateError(ErrorCodes.EMPTY_KEY, `keys[${i}] is empty`) : invalidType(`keys[${i}]`, 'a string', key);
-      }
+    // one kernel call for the whole batch when the filter offers it (keys checked first)
+    let gate: Uint8Array | undefined;
+    if (bloom !== undefined && n >= BLOOM_BATCH_MIN && typeof bloom.mightContainAll === 'function') {
+      for (let i = 0; i < n; i++) checkKey(keys[i], i);
+      gate = bloom.mightContainAll(keys as string[], this.#gateScratch(n));
     }
-    // one kernel call for the whole batch when the filter offers it
-    const gate = bloom !== undefined && n >= BLOOM_BATCH_MIN && typeof bloom.mightContainAll === 'function'
-      ? bloom.mightContainAll(keys as string[], this.#gateScratch(n))
-      : undefined;
     let missIdx: number[] | undefined;
     let rejected = 0;
     let hits = 0;
     let negHits = 0;
     for (let i = 0; i < n; i++) {
       const key = keys[i]!;
+      if (typeof key !== 'string' || key.length === 0) checkKey(key, i); // throws
       out[i] = undefined;
       if (gate !== undefined ? gate[i] === 0 : bloom !== undefined && !bloom.mightContain(key)) {
         rejected++;
