@@ -15,6 +15,11 @@ export function slug(s: string): string {
   return s.toLowerCase().replace(/[^a-z0-9_-]+/g, '-').replace(/^-+|-+$/g, '') || 'x';
 }
 
+/** 'FAILED' when the implementation threw (could not be run or checked), else 'WRONG' (bad answers). */
+export function failLabel(r: BenchRow): 'WRONG' | 'FAILED' {
+  return /^(check )?threw/.test(r.error ?? '') ? 'FAILED' : 'WRONG';
+}
+
 function roleOf(r: BenchRow): Role {
   return r.role ?? (r.impl.toLowerCase().startsWith('hashgate') ? 'hashgate' : 'peer');
 }
@@ -49,7 +54,7 @@ export function suiteChart(result: SuiteResult): string | undefined {
       unit: units.length === 1 ? (units[0] as string) : '',
       bars: sorted.map((r) => {
         const kind = r.ok === false ? 'wrong' : roleOf(r);
-        const note = r.ok === false ? r.error : r.ratioToBestPeer !== undefined ? `${r.ratioToBestPeer.toFixed(2)}x best peer` : undefined;
+        const note = r.ok === false ? `${failLabel(r)}: ${r.error ?? 'check failed'}` : r.ratioToBestPeer !== undefined ? `${r.ratioToBestPeer.toFixed(2)}x best peer` : undefined;
         return note === undefined ? { label: r.impl, value: r.opsPerSec, kind } : { label: r.impl, value: r.opsPerSec, kind, note };
       }),
     });
@@ -132,7 +137,7 @@ export function renderSummary(input: readonly SuiteResult[]): string {
       const okOurs = ours.filter((x) => x.ok !== false).sort((a, b) => b.opsPerSec - a.opsPerSec);
       for (const h of okOurs.length ? okOurs.slice(0, 1) : ours.slice(0, 1)) {
         any = true;
-        const ours = h.ok === false ? `WRONG (${h.error ?? 'check failed'})` : fmtNum(h.opsPerSec);
+        const ours = h.ok === false ? `${failLabel(h)} (${h.error ?? 'check failed'})` : fmtNum(h.opsPerSec);
         const ratio = h.ratioToBestPeer !== undefined ? `**${h.ratioToBestPeer.toFixed(2)}x**` : '';
         out.push(`| ${cell(r.suite)} | ${cell(name)} | ${cell(h.impl)} | ${cell(ours)} | ${cell(best?.impl ?? '-')} | ${fmtNum(best?.opsPerSec)} | ${ratio} |`);
       }
@@ -176,7 +181,7 @@ export function renderSuite(r: SuiteResult, charts: readonly string[] = []): str
         const wrong = x.ok === false;
         const role = roleOf(x);
         const impl = role === 'hashgate' ? `**${cell(x.impl)}**` : cell(x.impl);
-        const ops = wrong ? `WRONG: ${cell(x.error ?? 'check failed')} (not ranked)` : `${fmtNum(x.opsPerSec)}${x.unit ? ' ' + cell(x.unit) : ''}`;
+        const ops = wrong ? `${failLabel(x)}: ${cell(x.error ?? 'check failed')} (not ranked)` : `${fmtNum(x.opsPerSec)}${x.unit ? ' ' + cell(x.unit) : ''}`;
         const ratio = !wrong && x.ratioToBestPeer !== undefined ? `${x.ratioToBestPeer.toFixed(2)}x` : '';
         const spread = !wrong && x.min !== undefined ? `${fmtNum(x.min)} / ${fmtNum(x.median)} / ${fmtNum(x.max)}` : '';
         const n = x.sampleCount ?? x.samples?.length;
@@ -209,7 +214,7 @@ export function renderReport(results: readonly SuiteResult[], o: ReportOptions =
     `Generated ${o.generatedAt ?? new Date().toISOString()} by \`${o.command ?? 'npm run bench'}\` on ${machineLine(machine)}.`,
     '',
     'Every implementation answers a correctness check on the same input before it is timed; one that',
-    'answers wrongly is marked WRONG and never ranked. "vs best peer" divides by the fastest correct',
+    'answers wrongly is marked WRONG (FAILED if it threw) and never ranked. "vs best peer" divides by the fastest correct',
     'non-hashgate implementation of the same measure (baselines such as one awaited call per key are',
     'shown but are not the bar). min / median / max are per-sample throughputs.',
     '',

@@ -7,7 +7,7 @@ export interface Bar {
   label: string;
   value: number;
   kind: BarKind;
-  /** Text after the value, e.g. '1.52x best peer' or 'WRONG: hash mismatch'. */
+  /** Text after the value, e.g. '1.52x best peer'; for wrong bars the whole label ('WRONG: hash mismatch'). */
   note?: string;
 }
 
@@ -116,7 +116,7 @@ export function barChart(o: BarChartOptions): string {
         `<text x="${labelW - 8}" y="${y + 14}" text-anchor="end" fill="#111827"${weight}>${escapeXml(truncate(b.label, 44))}</text>`,
         `<rect x="${labelW}" y="${y + 3}" width="${w.toFixed(1)}" height="${rowH - 6}" rx="2" fill="${COLORS[b.kind]}"/>`,
       );
-      const valueText = b.kind === 'wrong' ? `WRONG${b.note ? ': ' + b.note : ''}` : `${formatSi(b.value)}${unit ? ' ' + unit : ''}${b.note ? '  ' + b.note : ''}`;
+      const valueText = b.kind === 'wrong' ? (b.note ?? 'WRONG') : `${formatSi(b.value)}${unit ? ' ' + unit : ''}${b.note ? '  ' + b.note : ''}`;
       parts.push(
         `<text x="${(labelW + w + 6).toFixed(1)}" y="${y + 14}" fill="${b.kind === 'wrong' ? COLORS.wrong : '#374151'}">${escapeXml(truncate(valueText, 60))}</text>`,
         `</g>`,
@@ -129,7 +129,7 @@ export function barChart(o: BarChartOptions): string {
     ['hashgate', 'hashgate'],
     ['peer', 'peer'],
     ['baseline', 'baseline'],
-    ['wrong', 'wrong answers (not ranked)'],
+    ['wrong', 'wrong answers or failed (not ranked)'],
   ];
   let lx = 16;
   for (const [k, text] of legend) {

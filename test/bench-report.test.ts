@@ -169,6 +169,9 @@ describe('bench/report', () => {
     const wasm = suite.find((r) => r[1] === 'murmurhash-wasm') as string[];
     expect(wasm[3]).toMatch(/^WRONG: wrong hash for bytes >= 0x80 \(not ranked\)$/);
     expect(wasm[4]).toBe('');
+    const crashed = { ...synthetic(), rows: [{ name: 'm', impl: 'p', opsPerSec: 0, ok: false, error: 'threw: boom' }, { name: 'm', impl: 'hashgate', opsPerSec: 1 }] };
+    expect(renderReport([crashed])).toContain('FAILED: threw: boom (not ranked)');
+    expect(suiteChart(crashed)).toContain('FAILED: threw: boom');
     const ours = suite.find((r) => r[1] === '**hashgate batch**') as string[];
     expect(ours[4]).toBe('1.50x');
     expect(ours[5]).toBe('8M / 9M / 10M');
