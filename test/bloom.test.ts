@@ -191,6 +191,24 @@ describe('BloomFilter basics', () => {
     expect(() => f.mightContainAll('abc' as never)).toThrow(TypeError);
   });
 
+  it('fromShared attaches in-thread and refuses forged descriptors', () => {
+    const f = BloomFilter.create({ expectedItems: 1000, fpp: 0.01 });
+    f.add('shared');
+    const d = structuredClone(f.toShared());
+    const g = BloomFilter.fromShared(d);
+    expect(g.id).toBe(f.id);
+    expect(g.mightContain('shared')).toBe(true);
+    g.add('from-g');
+    expect(f.mightContain('from-g')).toBe(true);
+    expect(f.bitCount()).toBe(f.countBits());
+    expect(() => BloomFilter.fromShared({ ...d, kind: 'nope' } as never)).toThrow(TypeError);
+    expect(() => BloomFilter.fromShared({ ...d, memory: new ArrayBuffer(8) } as never)).toThrow(/descriptor\.memory/);
+    expect(() => BloomFilter.fromShared({ ...d, bitsOffset: 0 })).toThrow(expect.objectContaining({ code: ErrorCodes.BLOOM_SHAPE_MISMATCH }));
+    expect(() => BloomFilter.fromShared({ ...d, bitSize: d.bitSize * 1024 })).toThrow(expect.objectContaining({ code: ErrorCodes.BLOOM_SHAPE_MISMATCH }));
+    const plain = new WebAssembly.Memory({ initial: 2, maximum: 4, shared: true });
+    expect(() => BloomFilter.fromShared({ ...d, memory: plain, bitSize: 64 })).toThrow(/header/);
+  });
+
   it('refuses filters above the ceiling with a RangeError (HG_ERR_CAPACITY), never a crash', () => {
     // n = 3e9 at p = 0.001 is ~5.4 GB of bits: above one wasm32 memory.
     let err: unknown;
