@@ -1,5 +1,6 @@
 // Tier logic against the in-process cold store: fake clock, no servers.
 import { describe, expect, it } from 'vitest';
+import diagnostics_channel from 'node:diagnostics_channel';
 import { BloomFilter } from '../src/bloom/index.js';
 import { MemoryColdStore, TieredCache, encodeValue, type ColdCell, type ColdEntry, type ColdStore } from '../src/cache/index.js';
 
@@ -119,7 +120,14 @@ describe('TieredCache (memory cold tier)', () => {
     const clk = clock();
     const cold = new SwitchableCold();
     await cold.mput('t', [{ key: 'a', value: rec({ a: 1 }), ts: 1 }]);
-    const c = new TieredCache({ cold, now: clk.now, breaker: { failures: 2, cooldownMs: 1_000 } });
+    const seen: string[] = [];
+    const c = new TieredCache({
+      cold, now: clk.now, breaker: { failures: 2, cooldownMs: 1_000 },
+      onTierError: (e) => {
+        seen.push(`${e.tier}:${e.code}`);
+        throw new Error('observer bug'); // must not break the lookup
+      },
+    });
     expect(await c.lookup('t', ['a'])).toEqual([{ a: 1 }]);
     cold.down = true;
     const r = await c.lookupDetailed('t', ['a', 'b']);
@@ -131,6 +139,7 @@ describe('TieredCache (memory cold tier)', () => {
     expect(s.cold!.errors).toBe(2);
     expect(s.cold!.breakerOpen).toBe(true);
     expect(s.degraded).toBe(true);
+    expect(seen).toEqual(['cold:ECONNREFUSED', 'cold:ECONNREFUSED']);
     // breaker open: the tier is skipped, not called
     await c.lookup('t', ['b']);
     expect(cold.calls).toBe(3);
@@ -224,5 +233,19 @@ describe('TieredCache (memory cold tier)', () => {
     c.invalidate('t', ['r']); // the write lands while the load is in flight
     expect(await pending).toEqual([{ v: 'old' }]);
     expect(await c.lookup('t', ['r'])).toEqual([{ v: 'new' }]);
+  });
+
+  it("publishes tier failures on diagnostics_channel 'hashgate:store:error' with the store kind", async () => {
+    const cold = new SwitchableCold();
+    cold.down = true;
+    const got: { store: string; kind: string }[] = [];
+    const sub = (m: unknown): void => void got.push(m as { store: string; kind: string });
+    diagnostics_channel.subscribe('hashgate:store:error', sub);
+    try {
+      await new TieredCache({ cold }).lookup('t', ['x']);
+    } finally {
+      diagnostics_channel.unsubscribe('hashgate:store:error', sub);
+    }
+    expect(got).toEqual([expect.objectContaining({ store: 'cold', kind: 'connection' })]);
   });
 });

@@ -21,6 +21,7 @@ export interface HBaseColdStoreOptions {
 }
 
 export class HBaseColdStore implements ColdStore {
+  readonly kind = 'hbase';
   readonly store: HBaseStore;
   readonly #column: string;
   readonly #columns: string[];

@@ -6,6 +6,7 @@ import type { ColdCell, ColdEntry, ColdStore } from './types.js';
 export const MEMORY_COLD_DEFAULTS = { maxEntries: 1_000_000 } as const;
 
 export class MemoryColdStore implements ColdStore {
+  readonly kind = 'memory';
   readonly #tables = new Map<string, Map<string, ColdCell>>();
   readonly #maxEntries: number;
   #size = 0;

@@ -13,6 +13,7 @@ import {
 } from '../errors.js';
 import { FLAG_ARCHIVED, HEADER_BYTES, decodeEnvelopeValue, decodeValue, wrapEnvelope } from './codec.js';
 import { RemoteTierStats, type CacheStats, type TierError } from './stats.js';
+import { errorKind, publishStoreError } from '../metrics/channels.js';
 import type { BloomLike, CacheValue, ColdCell, ColdStore } from './types.js';
 
 export const CACHE_DEFAULTS = {
@@ -64,6 +65,8 @@ export interface TieredCacheOptions {
   /** After `failures` consecutive errors a tier is skipped for `cooldownMs`, then retried. */
   breaker?: { failures?: number; cooldownMs?: number };
   maxKeysPerLookup?: number;
+  /** Called for every tier failure (also published on diagnostics_channel 'hashgate:store:error'). */
+  onTierError?: (err: TierError, cause: unknown) => void;
   now?: () => number;
 }
 
@@ -149,6 +152,7 @@ export class TieredCache {
   readonly #breakerFailures: number;
   readonly #breakerCooldownMs: number;
   readonly #maxKeys: number;
+  readonly #onTierError: TieredCacheOptions['onTierError'];
   readonly #now: () => number;
   readonly #redisStats = new RemoteTierStats();
   readonly #coldStats = new RemoteTierStats();
@@ -226,6 +230,10 @@ export class TieredCache {
     this.#breakerFailures = checkInt('breaker.failures', br.failures ?? D.breaker.failures, 1);
     this.#breakerCooldownMs = checkInt('breaker.cooldownMs', br.cooldownMs ?? D.breaker.cooldownMs, 0);
     this.#maxKeys = checkInt('maxKeysPerLookup', opts.maxKeysPerLookup ?? D.maxKeysPerLookup, 1);
+    if (opts.onTierError !== undefined && typeof opts.onTierError !== 'function') {
+      throw invalidType('onTierError', 'a function', opts.onTierError);
+    }
+    this.#onTierError = opts.onTierError;
   }
 
   /** The Redis client in use (undefined without a hot tier). */
@@ -610,6 +618,14 @@ export class TieredCache {
     const err: TierError = { tier, code, message: e instanceof Error ? e.message : String(e), at };
     s.lastError = err;
     errors?.push(err);
+    publishStoreError(tier === 'redis' ? 'redis' : (this.#cold?.kind ?? 'cold'), errorKind(e), e);
+    if (this.#onTierError) {
+      try {
+        this.#onTierError(err, e);
+      } catch {
+        // a throwing observer must not turn a degraded lookup into a failed one
+      }
+    }
     if (s.consecutiveErrors >= this.#breakerFailures) s.openUntil = at + this.#breakerCooldownMs;
   }
 }

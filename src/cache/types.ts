@@ -23,6 +23,8 @@ export interface ColdEntry extends ColdCell {
  * and rejects when the store cannot answer; the cache counts that as a tier error and degrades.
  */
 export interface ColdStore {
+  /** Store label for metrics ('hbase', 'memory', ...); default 'cold'. */
+  readonly kind?: string;
   mget(table: string, keys: readonly string[]): Promise<(ColdCell | undefined)[]>;
   mput(table: string, entries: readonly ColdEntry[]): Promise<void>;
   close?(): Promise<void>;
