@@ -9,6 +9,7 @@
 //     bloom: filter | ((table) => filter | undefined) | false,
 //     breaker: { failures: 5, cooldownMs: 1_000 },
 //     maxKeysPerLookup: 100_000,
+//     onTierError: (err, cause) => void,   // also published on diagnostics_channel 'hashgate:store:error'
 //     now: () => number,
 //   });
 //   const values = await cache.lookup('blacklist', keys);      // undefined = absent (or unknown)
