@@ -1,10 +1,43 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { ensureHBase, hbaseConfigured, type HBaseHarness } from '../helpers/hbase.js';
 import type { HBaseStore } from '../../src/stores/hbase.js';
 import { HBaseIdStore, IdRegistry, logicalId, type CustomIdHash } from '../../src/ids/index.js';
 import { checkRepair, checkWeakHashScenario, records, weak12 } from '../ids-scenarios.js';
 
 const ok = hbaseConfigured('ids (hbase)');
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+/** Child processes run the built JS; rebuild when dist is missing or older than the sources. */
+function ensureBuilt(): void {
+  const newest = (dir: string): number =>
+    Math.max(...readdirSync(dir).filter((f) => f.endsWith('.ts')).map((f) => statSync(join(dir, f)).mtimeMs));
+  const srcTime = Math.max(newest(join(root, 'src/ids')), newest(join(root, 'src/stores')), newest(join(root, 'src/hash')));
+  const outs = ['dist/src/ids/hbase-store.js', 'dist/src/ids/registry.js', 'dist/src/stores/hbase.js'].map((f) => join(root, f));
+  if (outs.every((f) => existsSync(f) && statSync(f).mtimeMs >= srcTime)) return;
+  const r = spawnSync('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: root, stdio: 'inherit' });
+  if (r.status !== 0) throw new Error('tsc build for the multi-process test failed');
+}
+
+// Each child is its own process with its own HBase connection; a start file on disk lines them up.
+const CHILD = `
+import { existsSync } from 'node:fs';
+const { HBaseStore } = await import(process.env.HG_HB);
+const { IdRegistry } = await import(process.env.HG_IDS);
+const hb = new HBaseStore({ zookeeper: process.env.HG_ZK });
+const reg = new IdRegistry({ hbase: hb, hbaseTable: process.env.HG_TABLE });
+await hb.ready(process.env.HG_TABLE);
+process.stderr.write('ready\\n');
+while (!existsSync(process.env.HG_GO)) await new Promise((s) => setTimeout(s, 5));
+const n = Number(process.env.HG_N);
+const out = await Promise.all(Array.from({ length: n }, (_, i) => reg.upsert({ order: i, who: 'same-record' })));
+process.stdout.write(JSON.stringify(out.map((o) => [o.status, o.physicalId])));
+await hb.close();
+`;
 
 describe.skipIf(!ok)('IdRegistry on a real HBase (checkAndPut)', () => {
   let h: HBaseHarness;
@@ -43,6 +76,41 @@ describe.skipIf(!ok)('IdRegistry on a real HBase (checkAndPut)', () => {
       expect(pair[0]!.physicalId).toBe(pair[1]!.physicalId);
     }
     expect((await regs[0]!.stats()).docs).toBe(40);
+  }, 300_000);
+
+  it('two processes upserting the same records at once: exactly one new per record', async () => {
+    ensureBuilt();
+    const t = await fresh();
+    const go = join(tmpdir(), `hashgate-ids-hbase-go-${process.pid}`);
+    const n = 30;
+    let ready = 0;
+    const child = (): Promise<Array<[string, string]>> => new Promise((res, rej) => {
+      const c = spawn(process.execPath, ['--input-type=module', '-e', CHILD], {
+        cwd: root, stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, HG_HB: join(root, 'dist/src/stores/hbase.js'), HG_IDS: join(root, 'dist/src/ids/index.js'), HG_ZK: h.zookeeper, HG_TABLE: t, HG_GO: go, HG_N: String(n) },
+      });
+      let out = '';
+      let err = '';
+      c.stdout.on('data', (d) => (out += d));
+      c.stderr.on('data', (d) => {
+        err += d;
+        if (String(d).includes('ready')) ready++;
+      });
+      c.on('exit', (code) => (code === 0 ? res(JSON.parse(out)) : rej(new Error(`child exited ${code}: ${err}`))));
+    });
+    const pa = child();
+    const pb = child();
+    while (ready < 2) await new Promise((s) => setTimeout(s, 20));
+    writeFileSync(go, '1');
+    try {
+      const [a, b] = await Promise.all([pa, pb]);
+      for (let i = 0; i < n; i++) {
+        expect([a[i]![0], b[i]![0]].sort()).toEqual(['duplicate', 'new']);
+        expect(a[i]![1]).toBe(b[i]![1]);
+      }
+    } finally {
+      rmSync(go, { force: true });
+    }
   }, 300_000);
 
   it('colliding distinct records racing on one row: one new, the rest collisions', async () => {

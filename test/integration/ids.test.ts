@@ -124,6 +124,25 @@ describe.skipIf(!has)('IdRegistry on a real redis-server', () => {
     r2.disconnect();
   });
 
+  it('repair merges pseudo-collisions (non-canonical writer) and re-ids true ones, stored in redis', async () => {
+    await r.flushdb();
+    const constHash: CustomIdHash = { name: 'const', hash: () => 'k' };
+    let t = 1000;
+    const sloppy = new IdRegistry({ redis: r, algorithm: constHash, canonicalize: (v) => JSON.stringify(v), now: () => t++ });
+    const a = await sloppy.upsert({ a: 1, b: 2 });
+    const b = await sloppy.upsert({ b: 2, a: 1 });
+    const c = await sloppy.upsert({ z: 1 });
+    expect([a.status, b.status, c.status]).toEqual(['new', 'collision', 'collision']);
+    const good = new IdRegistry({ redis: r, algorithm: constHash, now: () => t++ });
+    expect(await good.repairCollisions()).toEqual({ logicalIds: 1, merged: 1, rehashed: 2, resolvedRecords: 2 });
+    expect((await good.collisions('resolved')).map((x) => x.resolution).sort()).toEqual(['merged', 'rehashed']);
+    expect((await good.get(b.physicalId))?.physicalId).toBe(a.physicalId);
+    expect(await r.get(`ids:a:${b.physicalId}`)).toBe(a.physicalId);
+    expect((await good.find({ z: 1 }))?.logicalId).toBe(logicalId({ z: 1 }, 'sha256'));
+    expect((await good.stats()).docs).toBe(2);
+    expect((await good.repairCollisions()).logicalIds).toBe(0);
+  });
+
   it('store errors surface as HashGateError HG_ERR_STORE', async () => {
     const dead = new Redis({ port: srv.port + 1, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
     dead.on('error', () => undefined);
