@@ -141,6 +141,85 @@ function peakRss(): number {
   return Math.max(process.resourceUsage().maxRSS * 1024, process.memoryUsage.rss());
 }
 
+/**
+ * The per-row hot loop, kept out of the async load() (whose locals live in a generator context
+ * and behind closures): appends one region's rows to their (window, bucket) buffers and stops at
+ * the first buffer that fills, so the caller can await its dispatch and resume.
+ */
+class Batcher {
+  slots: (BatchBuffer | undefined)[];
+  readonly active = new Set<BatchBuffer>();
+  buffered = 0;
+  /** The buffer that filled up in the last run(). */
+  full: BatchBuffer | undefined;
+  // the current region
+  kb!: Uint8Array;
+  ko!: Uint32Array;
+  bk!: Uint32Array;
+  lineBuf!: Uint8Array;
+  rowStart!: Uint32Array;
+  rowEnd!: Uint32Array;
+  /** Window index per row, -1 = rejected; null = everything in window 0. */
+  win: Int32Array | null = null;
+  seg = 0;
+  accepted = 0;
+
+  constructor(
+    private readonly pool: BufferPool,
+    private readonly buckets: number,
+    private readonly compact: boolean,
+    private readonly bucketRows: Float64Array,
+    windows: number,
+  ) {
+    this.slots = new Array<BatchBuffer | undefined>(Math.max(1, windows) * buckets);
+  }
+
+  ensureWindows(windows: number): void {
+    if (this.slots.length < windows * this.buckets) this.slots = this.slots.concat(new Array<BatchBuffer | undefined>(windows * this.buckets - this.slots.length));
+  }
+
+  /** Appends rows [i, n); returns n, or the index after the row that filled `this.full`. */
+  run(i: number, n: number): number {
+    const { kb, ko, bk, lineBuf, rowStart, rowEnd, win, seg, compact, slots, bucketRows } = this;
+    const nb = this.buckets;
+    let buffered = this.buffered;
+    let accepted = this.accepted;
+    for (; i < n; i++) {
+      let w = 0;
+      if (win !== null) {
+        w = win[i]!;
+        if (w < 0) continue;
+      }
+      const b0 = bk[i]!;
+      bucketRows[b0]!++;
+      accepted++;
+      const slot = w * nb + b0;
+      let b = slots[slot];
+      if (b === undefined) {
+        b = this.pool.get();
+        b.slot = slot;
+        slots[slot] = b;
+        this.active.add(b);
+      }
+      const ks = ko[i]!;
+      const ke = compact ? ks + 8 : ko[i + 1]!;
+      const ls = rowStart[i]!;
+      const le = rowEnd[i]!;
+      buffered += ke - ks + (le - ls) + 12;
+      if (b.append(kb, ks, ke, lineBuf, ls, le, seg)) {
+        this.full = b;
+        this.buffered = buffered;
+        this.accepted = accepted;
+        return i + 1;
+      }
+    }
+    this.full = undefined;
+    this.buffered = buffered;
+    this.accepted = accepted;
+    return n;
+  }
+}
+
 const TWO32 = 4294967296;
 
 /** Compact-layout bucket: digest bytes 8..15 as unsigned 64-bit LE mod n (src/dedup/layout.ts). */
@@ -258,9 +337,9 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   const winByCode = new Map<number, number>();
   const bucketRows = new Float64Array(o.buckets);
   const pool = new BufferPool(o.batch, 128, o.concurrency + 64);
-  let slots: (BatchBuffer | undefined)[] = new Array(windows.length * o.buckets || o.buckets);
-  const active = new Set<BatchBuffer>();
-  let buffered = 0;
+  const batcher = new Batcher(pool, o.buckets, compact, bucketRows, windows.length);
+  const active = batcher.active;
+  const winIdx = coder ? new Int32Array(maxRows) : null;
 
   // segments: one per parsed region (plus end-of-file markers), acknowledged in any order
   const segFile: number[] = [];
@@ -397,9 +476,9 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   };
 
   const dispatch = async (buf: BatchBuffer): Promise<void> => {
-    slots[buf.slot] = undefined;
+    batcher.slots[buf.slot] = undefined;
     active.delete(buf);
-    buffered -= buf.usedBytes;
+    batcher.buffered -= buf.usedBytes;
     while (inFlight >= o.concurrency) {
       await new Promise<void>((r) => (wake = r));
       if (fatal) throw fatal;
@@ -442,7 +521,7 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
       w = windows.length;
       windows.push(windowIdFromCode(code, o.windowUnit));
       winByCode.set(code, w);
-      if (slots.length < windows.length * o.buckets) slots = slots.concat(new Array(windows.length * o.buckets - slots.length));
+      batcher.ensureWindows(windows.length);
     }
     return w;
   };
@@ -507,43 +586,41 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
               accepted++;
             }
           } else {
-            for (let i = 0; i < n; i++) {
-              const w = windowOfRow(r.buf, i);
-              if (w < 0) {
-                writeReject(file, lineNo + parser.rowLine[i]! + 1, R_WINDOW, r.buf.subarray(parser.rowStart[i]!, parser.rowEnd[i]!));
-                segPending[seg - segBase]!--;
-                continue;
+            if (winIdx) {
+              for (let i = 0; i < n; i++) {
+                const w = windowOfRow(r.buf, i);
+                winIdx[i] = w;
+                if (w < 0) {
+                  writeReject(file, lineNo + parser.rowLine[i]! + 1, R_WINDOW, r.buf.subarray(parser.rowStart[i]!, parser.rowEnd[i]!));
+                  segPending[seg - segBase]!--;
+                }
               }
-              const bk = buckets[i]!;
-              bucketRows[bk]!++;
-              accepted++;
-              const slot = w * o.buckets + bk;
-              let b = slots[slot];
-              if (b === undefined) {
-                b = pool.get();
-                b.slot = slot;
-                slots[slot] = b;
-                active.add(b);
-              }
-              const ks = ko[i]!;
-              const ke = compact ? ks + 8 : ko[i + 1]!;
-              const ls = parser.rowStart[i]!;
-              const le = parser.rowEnd[i]!;
-              const full = b.append(kb, ks, ke, r.buf, ls, le, seg);
-              buffered += ke - ks + (le - ls) + 12;
-              if (full) await dispatch(b);
             }
+            batcher.kb = kb;
+            batcher.ko = ko;
+            batcher.bk = buckets;
+            batcher.lineBuf = r.buf;
+            batcher.rowStart = parser.rowStart;
+            batcher.rowEnd = parser.rowEnd;
+            batcher.win = winIdx;
+            batcher.seg = seg;
+            batcher.accepted = 0;
+            for (let i = 0; i < n; ) {
+              i = batcher.run(i, n);
+              if (batcher.full) await dispatch(batcher.full);
+            }
+            accepted = batcher.accepted;
           }
           s.rows += accepted;
           lineNo += parser.lines;
           s.bytes += r.end - r.start;
           if (!o.dryRun) {
             // global cap: flush every bucket, fullest first (big batches are the cheap ones)
-            if (buffered > o.maxBufferedBytes) {
+            if (batcher.buffered > o.maxBufferedBytes) {
               const list = [...active].sort((a, b) => b.count - a.count);
               for (const b of list) {
                 await dispatch(b);
-                if (buffered <= o.maxBufferedBytes / 2) break;
+                if (batcher.buffered <= o.maxBufferedBytes / 2) break;
               }
             }
             // a rarely-hit bucket must not pin the checkpoint forever

@@ -124,8 +124,14 @@ export class ChunkParser {
     const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
     const dmask = (delim * 0x01010101) >>> 0;
     const end4 = end - 4;
-    this.rowsN = 0;
-    this.lineN = 0;
+    const maxLen = this.spec.maxLineBytes;
+    const ko = this.keyOffsets;
+    const rowStart = this.rowStart;
+    const rowEnd = this.rowEnd;
+    const rowLine = this.rowLine;
+    let fc = this.fieldCount;
+    let rows = 0;
+    let line = 0;
     let kp = 0;
     let ls = start;
     let nd = 0;
@@ -150,10 +156,29 @@ export class ChunkParser {
         i++;
         continue;
       }
-      kp = this.endLineAll(buf, ls, i, nd, kp, checkLines);
+      // end of line inlined for the common case (a good line); anything else takes endLineAll
+      const cr = i > ls && buf[i - 1] === CR && delim !== CR ? 1 : 0;
+      const le = i - cr;
+      const kEnd = kp - cr;
+      if (le > ls && le - ls <= maxLen && nd + 1 === fc && kEnd > ko[rows]! && !checkLines) {
+        rowStart[rows] = ls;
+        rowEnd[rows] = le;
+        rowLine[rows] = line++;
+        ko[++rows] = kEnd;
+        kp = kEnd;
+      } else {
+        this.rowsN = rows;
+        this.lineN = line;
+        kp = this.endLineAll(buf, ls, i, nd, kp, checkLines);
+        rows = this.rowsN;
+        line = this.lineN;
+        fc = this.fieldCount;
+      }
       nd = 0;
       ls = ++i;
     }
+    this.rowsN = rows;
+    this.lineN = line;
     if (final && ls < end) this.endLineAll(buf, ls, end, nd, kp, checkLines);
     this.count = this.rowsN;
     this.lines = this.lineN;
