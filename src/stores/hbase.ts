@@ -343,9 +343,8 @@ export class HBaseStore {
           try {
             resp = await this.withDeadline('scan', table, (d) => this.rpc(region, 'Scan', req, d));
           } catch (err) {
-            // HBase 2 closes a scanner by itself once its region is exhausted; this client's proto
-            // predates the more_results_in_region flag, so a batch that ended exactly at the region
-            // end shows up here. Reopen after the last row: an exhausted region answers empty.
+            // HBase 2 closes a scanner by itself once its region is exhausted (see below). Reopen
+            // after the last row: an exhausted region answers with an empty batch.
             if (scannerId !== null && remoteClass(err).includes('UnknownScanner')) {
               scannerId = null;
               if (lastKey) {
@@ -388,9 +387,16 @@ export class HBaseStore {
               break;
             }
           }
-          if (results.length < want || resp?.moreResults === false) {
+          // A short batch does NOT mean the region is exhausted: HBase 2 cuts batches early
+          // (seen live: 3 of 100 rows mid-region) and signals the region end in
+          // more_results_in_region, a field this client's proto lacks. So read until a batch is
+          // empty; at the region end HBase 2 has already closed the scanner, which surfaces as
+          // UnknownScannerException and the reopen above then answers empty.
+          if (resp?.moreResults === false) {
             regionDone = true;
             scannerId = null; // the server closed it
+          } else if (results.length === 0) {
+            regionDone = true;
           }
         }
       } finally {
