@@ -102,7 +102,8 @@ function runChild(self: string, s: SuiteFile, quick: boolean, timeoutMs: number)
   return new Promise((resolvePromise) => {
     const args = ['--child', s.file, '--suite', s.suite];
     if (quick) args.push('--quick');
-    const child = fork(self, args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    // --expose-gc lets memory measures settle the heap before reading RSS.
+    const child = fork(self, args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [...process.execArgv, '--expose-gc'] });
     let outcome: ChildOutcome | undefined;
     let timedOut = false;
     const timer = setTimeout(() => {
