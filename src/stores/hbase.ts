@@ -392,11 +392,9 @@ export class HBaseStore {
           // more_results_in_region, a field this client's proto lacks. So read until a batch is
           // empty; at the region end HBase 2 has already closed the scanner, which surfaces as
           // UnknownScannerException and the reopen above then answers empty.
-          if (resp?.moreResults === false) {
+          if (resp?.moreResults === false || results.length === 0) {
             regionDone = true;
-            scannerId = null; // the server closed it
-          } else if (results.length === 0) {
-            regionDone = true;
+            scannerId = null; // HBase 2 closes a scanner that has nothing left in its region
           }
         }
       } finally {
