@@ -118,6 +118,24 @@ describe('metrics: gauges read on scrape only', () => {
     expect(sampleValue(f, 'hashgate_bloom_fill_ratio', { filter: 'dedup' })).toBeUndefined();
   });
 
+  it('two components registering the same name are both kept; unregister is idempotent', async () => {
+    const m = createMetrics();
+    const offA = m.dedupSource('gate', () => ({ keys: 10, firstSeen: 6 }));
+    const offB = m.dedupSource('gate', () => ({ keys: 5, firstSeen: 5 }));
+    m.poolSource('kernel', () => ({ threads: 1, queueDepth: 0, utilization: 0 }));
+    m.poolSource('kernel', () => ({ threads: 3, queueDepth: 0, utilization: 0 }));
+    let f = await scrape(m);
+    expect(sampleValue(f, 'hashgate_dedup_keys_checked_total')).toBe(15);
+    expect(sampleValue(f, 'hashgate_duplicates_skipped_total')).toBe(4);
+    expect(sampleValue(f, 'hashgate_pool_threads', { pool: 'kernel' })).toBe(1);
+    expect(sampleValue(f, 'hashgate_pool_threads', { pool: 'kernel-2' })).toBe(3);
+    offA();
+    offA();
+    offB();
+    f = await scrape(m);
+    expect(sampleValue(f, 'hashgate_dedup_keys_checked_total')).toBe(15);
+  });
+
   it('pool and journal sources; journalBacklog goes to 0 after replay', async () => {
     const m = createMetrics();
     let backlog = { records: 1200, bytes: 48_000, oldestAgeSeconds: 4000 };

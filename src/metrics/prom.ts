@@ -319,26 +319,18 @@ export class PromMetrics implements Metrics {
   }
 
   cacheSource(name: string, read: () => CacheTierTotals): () => void {
-    const off = addSource(this.caches, 'name', name, read);
-    return () => {
-      if (this.caches.get(name) === read) {
-        const s = safeRead(read);
-        if (s) for (const [tier, v] of Object.entries(s)) if (v) addTier(this.tierBase, tier, v);
-      }
-      off();
-    };
+    return addSource(this.caches, 'name', name, read, () => {
+      const s = safeRead(read);
+      if (s) for (const [tier, v] of Object.entries(s)) if (v) addTier(this.tierBase, tier, v);
+    });
   }
 
   dedupSource(name: string, read: () => DedupCountersView): () => void {
-    const off = addSource(this.dedups, 'name', name, read);
-    return () => {
-      // Fold the final reading into the base so the counters never go backwards on close.
-      if (this.dedups.get(name) === read) {
-        const s = safeRead(read);
-        if (s) addView(this.dedupBase, s);
-      }
-      off();
-    };
+    // On close the final reading is folded into the base so the counters never go backwards.
+    return addSource(this.dedups, 'name', name, read, () => {
+      const s = safeRead(read);
+      if (s) addView(this.dedupBase, s);
+    });
   }
 
   ids(hashFunction: string, created: number, duplicates: number, collisions: number): void {
@@ -447,12 +439,21 @@ function addView(t: DedupTotals, s: DedupCountersView): void {
   t.storeErrors += s.storeErrors ?? 0;
 }
 
-function addSource<T>(map: Sources<T>, what: string, name: string, read: () => T): () => void {
+/**
+ * Registers `read` under `name`, or `name-2`, `name-3`, ... when another live source holds the
+ * name (two gates sharing one metrics instance must not hide each other). The returned function
+ * runs `onClose` once and unregisters; calling it again does nothing.
+ */
+function addSource<T>(map: Sources<T>, what: string, name: string, read: () => T, onClose?: () => void): () => void {
   if (typeof name !== 'string' || name === '') throw invalidType(what, 'a non-empty string', name);
   if (typeof read !== 'function') throw invalidType('read', 'a function', read);
-  map.set(name, read);
+  let key = name;
+  for (let i = 2; map.has(key); i++) key = `${name}-${i}`;
+  map.set(key, read);
   return () => {
-    if (map.get(name) === read) map.delete(name);
+    if (map.get(key) !== read) return;
+    onClose?.();
+    map.delete(key);
   };
 }
 
