@@ -146,12 +146,12 @@ export function writeInt64Le(out: Buffer, q: number, src: Uint8Array, p: number)
 }
 
 /** RESP bulk strings of a batch's members: raw key bytes ('sets') or int64 decimals ('compact'). */
-export function encodeMembers(batch: SinkBatch, compact: boolean): Buffer {
+export function encodeMembers(batch: SinkBatch, compact: boolean, headRoom = 0): Buffer {
   const n = batch.count;
   const ko = batch.keyOffsets;
   const src = batch.keys;
-  const out = Buffer.allocUnsafe(compact ? n * 28 : ko[n]! - ko[0]! + n * 15);
-  let p = 0;
+  const out = Buffer.allocUnsafe(headRoom + (compact ? n * 28 : ko[n]! - ko[0]! + n * 15));
+  let p = headRoom;
   for (let i = 0; i < n; i++) {
     const s = ko[i]!;
     const e = ko[i + 1]!;
@@ -275,11 +275,16 @@ export class RedisLayoutSink implements LoadSink {
     if (st === 'reconnecting' || st === 'close' || st === 'end') throw new Error(`Connection is closed (client ${st})`);
     const { layout, prefix } = this.opts;
     const key = layoutKeys.bucket(layout, prefix, batch.window, batch.bucket);
-    const members = encodeMembers(batch, layout === 'compact');
+    // members are encoded once, right after room for the SADD header; PFADD copies them
+    const head = `*${batch.count + 2}\r\n$4\r\nSADD\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`;
+    const hl = Buffer.byteLength(head);
+    const wire = encodeMembers(batch, layout === 'compact', hl);
+    wire.write(head, 0, 'utf8');
     const r = this.redis as Redis;
-    const sadd = r.sendCommand(new RawCommand('sadd', key, commandWire('SADD', key, batch.count, members)));
+    const sadd = r.sendCommand(new RawCommand('sadd', key, wire));
     if (this.hll) {
       const hk = layoutKeys.hll(layout, prefix, batch.window);
+      const members = wire.subarray(hl);
       const [added] = await Promise.all([sadd, r.sendCommand(new RawCommand('pfadd', hk, commandWire('PFADD', hk, batch.count, members)))]);
       return Number(added);
     }
