@@ -157,8 +157,10 @@ describe('metrics: gauges read on scrape only', () => {
     expect(sampleValue(f, 'hashgate_journal_backlog_bytes', { journal: 'default' })).toBe(70);
   });
 
-  it('a throwing source does not break the scrape', async () => {
+  it('a throwing or nonsensical source does not break the scrape', async () => {
     const m = createMetrics();
+    m.dedupSource('odd', () => ({ keys: 1, firstSeen: 3 }));
+    m.cacheSource('odd', () => ({ redis: { hits: -1, misses: NaN, errors: 0 } }));
     m.poolSource('bad', () => {
       throw new Error('closed');
     });

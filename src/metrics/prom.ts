@@ -128,7 +128,9 @@ export class PromMetrics implements Metrics {
           registers: reg,
           collect(this: Counter) {
             this.reset();
-            this.inc(pick(self.dedupTotals()));
+            // A counter may not go negative: a misbehaving source must not fail the scrape.
+            const v = pick(self.dedupTotals());
+            if (v > 0) this.inc(v);
           },
         }),
       );
@@ -159,7 +161,7 @@ export class PromMetrics implements Metrics {
           registers: reg,
           collect(this: Counter<'tier'>) {
             this.reset();
-            for (const [tier, t] of self.tierTotals()) this.inc({ tier }, t[field]);
+            for (const [tier, t] of self.tierTotals()) if (t[field] > 0) this.inc({ tier }, t[field]);
           },
         }),
       );
