@@ -34,6 +34,9 @@ export interface FingerprintIndexOptions {
   /** Redis: smallest-set size up to which plain SINTER/SUNION runs; above it a Lua walk of the
    * smallest set stops at `limit` (default 4096). */
   sinterThreshold?: number;
+  /** Redis: one round trip of GET raw + plain SINTER/SUNION instead of the query script; faster,
+   * but no smallest-first early exit at `limit` (see RedisIndexBackendOptions). Default false. */
+  directQueries?: boolean;
   /**
    * Local Bloom gate of indexed (attr, value) pairs, or false to disable. The gate only knows
    * values written through this instance or loaded by `rebuildGate()`: with several writers on
@@ -96,7 +99,9 @@ export class FingerprintIndex {
       const cluster = (options.redis as Cluster).isCluster === true;
       const shards = checkInt('index.shards', options.shards ?? (cluster ? DEFAULTS.clusterShards : DEFAULTS.shards), 1, 16384);
       const sinterThreshold = checkInt('index.sinterThreshold', options.sinterThreshold ?? DEFAULTS.sinterThreshold, 0);
-      this.backend = new RedisIndexBackend({ client: options.redis, keyPrefix, shards, maxValueLength, sinterThreshold });
+      const directQueries = options.directQueries ?? false;
+      if (typeof directQueries !== 'boolean') throw invalidType('index.directQueries', 'a boolean', directQueries);
+      this.backend = new RedisIndexBackend({ client: options.redis, keyPrefix, shards, maxValueLength, sinterThreshold, directQueries });
     } else {
       this.backend = new MemoryIndexBackend();
     }

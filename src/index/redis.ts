@@ -22,6 +22,13 @@ export interface RedisIndexBackendOptions {
   maxValueLength: number;
   /** Smallest-set size up to which the server's C SINTER/SUNION is used instead of the early-exit walk. */
   sinterThreshold?: number;
+  /**
+   * Skip the query script: send GET raw (hashed terms) and SINTER/SUNION together in one round
+   * trip, truncating client-side. ~Naive-SINTER speed, but no smallest-first early exit: a query
+   * whose every set is huge gets the whole intersection back. Use only when every query names a
+   * selective attribute. Default false.
+   */
+  directQueries?: boolean;
 }
 
 type Scripted = {
@@ -40,11 +47,13 @@ export class RedisIndexBackend implements IndexBackend {
   private readonly shardPrefixes: string[];
   private readonly maxValueLength: number;
   private readonly small: string;
+  private readonly direct: boolean;
 
   constructor(opts: RedisIndexBackendOptions) {
     this.client = opts.client;
     this.maxValueLength = opts.maxValueLength;
     this.small = String(opts.sinterThreshold ?? 4096);
+    this.direct = opts.directQueries === true;
     const tagged = opts.shards > 1 || isCluster(opts.client);
     this.shardPrefixes = Array.from({ length: opts.shards }, (_, i) =>
       tagged ? `${opts.keyPrefix}:{${opts.shards === 1 ? opts.keyPrefix : i}}` : opts.keyPrefix,
@@ -140,10 +149,33 @@ export class RedisIndexBackend implements IndexBackend {
    * alternative of pipelined GET/SCARD + a second SINTER round trip, the single script was ~2x
    * faster per query (client command overhead dominates small-set queries).
    */
-  private queryShard(kind: 'match' | 'any', sp: string, suffixes: ReadonlyArray<readonly [string, '0' | '1', string]>, limit: number): Promise<string[]> {
+  private async queryShard(kind: 'match' | 'any', sp: string, suffixes: ReadonlyArray<readonly [string, '0' | '1', string]>, limit: number): Promise<string[]> {
+    if (this.direct) {
+      const raws: Array<Promise<string | null>> = [];
+      const keys: string[] = [];
+      for (const [suffix, hashed] of suffixes) {
+        if (hashed === '1') raws.push(this.client.get(`${sp}${suffix}:raw`));
+        keys.push(sp + suffix);
+      }
+      const setOp = kind === 'match' ? this.client.sinter(...keys) : this.client.sunion(...keys);
+      const [owners, all] = await Promise.all([Promise.all(raws), setOp]);
+      let h = 0;
+      let missing = false;
+      let collided = false;
+      for (const [, hashed, v] of suffixes) {
+        if (hashed !== '1') continue;
+        const raw = owners[h++];
+        if (raw === null) missing = true; // never indexed: no set under that key
+        else if (raw !== v) collided = true; // slot 0 belongs to another value: the script walks the probe chain
+      }
+      if (!collided) {
+        if (kind === 'match' && missing) return [];
+        return all.length > limit ? all.slice(0, limit) : all;
+      }
+    }
     const args: string[] = [`${sp}:~dev:`, String(limit), String(suffixes.length), this.small];
     for (const [suffix, hashed, v] of suffixes) args.push(sp + suffix, v, hashed);
-    return kind === 'match' ? this.s.hgIdxMatch(...args) : this.s.hgIdxAny(...args);
+    return kind === 'match' ? await this.s.hgIdxMatch(...args) : await this.s.hgIdxAny(...args);
   }
 
   match(terms: ReadonlyArray<readonly [string, string]>, limit: number): Promise<string[]> {

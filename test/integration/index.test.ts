@@ -90,8 +90,9 @@ describe.skipIf(!has)('FingerprintIndex on a real redis-server', () => {
     await fc.assert(
       fc.asyncProperty(fc.array(op, { maxLength: 30 }), async (ops) => {
         await r.flushdb();
-        // thresholds 0/1 force the Lua walk, 4096 the pipelined SCARD + SINTER path
-        const idx = new FingerprintIndex({ redis: r, sinterThreshold: [0, 1, 4096][ops.length % 3] });
+        // thresholds 0/1 force the Lua walk, 4096 its SINTER branch; directQueries skips the script
+        const k = ops.length % 4;
+        const idx = new FingerprintIndex({ redis: r, sinterThreshold: [0, 1, 4096, 4096][k], directQueries: k === 3 });
         await runModel(idx, ops);
       }),
       { numRuns: 60 },
@@ -127,6 +128,9 @@ describe.skipIf(!has)('FingerprintIndex on a real redis-server', () => {
     expect(await r.smembers(`${hk}~1`)).toEqual(['dev1']);
     expect(await idx.match({ ua: v })).toEqual(['dev1']);
     expect(await idx.any({ ua: v })).toEqual(['dev1']);
+    const direct = new FingerprintIndex({ redis: r, directQueries: true, bloom: false });
+    expect(await direct.match({ ua: v })).toEqual(['dev1']);
+    expect(await direct.any({ ua: v, canvas: 'none' })).toEqual(['dev1']);
     await idx.remove('dev1');
     expect(await r.exists(`${hk}~1:raw`)).toBe(0);
     expect(await r.get(`${hk}:raw`)).toBe('some other long value');
