@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { createKernelMemory, instantiateKernel, kernelModule, kernelPath, KERNEL_RESERVED_BYTES } from '../src/hash/kernel.js';
@@ -91,7 +92,7 @@ describe('wasm kernel (raw exports)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'hg-wasm-'));
     try {
       const out = join(dir, 'hashgate.wasm');
-      execFileSync(process.execPath, [join(process.cwd(), 'wasm', 'build.mjs'), '--out', out], { stdio: 'pipe' });
+      execFileSync(process.execPath, [fileURLToPath(new URL('../wasm/build.mjs', import.meta.url)), '--out', out], { stdio: 'pipe' });
       // If this fails: a wasm/assembly/*.ts changed without `npm run build:wasm` (and committing the binary).
       expect(Buffer.compare(readFileSync(out), readFileSync(kernelPath()))).toBe(0);
     } finally {
