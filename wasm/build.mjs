@@ -4,6 +4,8 @@
 import asc from 'assemblyscript/asc';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
 // `--out FILE` builds elsewhere (test/wasm-kernel.test.ts checks the committed binary is current).
@@ -33,3 +35,8 @@ if (error) {
   process.exit(1);
 }
 console.log(`built ${out}`);
+
+// One script builds every committed binary: wasm/hashgate.wasm compiles bloom.ts too, and the
+// Bloom suite's standalone wasm/bloom.wasm comes from build-bloom.mjs.
+const bloom = join(here, 'build-bloom.mjs');
+if (outAt < 0 && existsSync(bloom)) await import(pathToFileURL(bloom).href);
