@@ -6,6 +6,9 @@ import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redi
 import { FLAG_ARCHIVED, MemoryColdStore, TieredCache, encodeValue, readEnvelope } from '../src/cache/index.js';
 import { HotColdStore } from '../src/tiering/index.js';
 
+/** Generous tier timeouts: a loaded CI box must not turn a slow answer into a degraded one. */
+const SLOW = 20_000;
+
 const has = requireRedisOrSkip('cache-redis');
 
 async function cmdCalls(r: Redis, cmd: string): Promise<number> {
@@ -36,7 +39,7 @@ describe.skipIf(!has)('TieredCache + HotColdStore on a real redis-server', () =>
     const hot = new HotColdStore({ redis: admin, cold });
     await hot.write('risk', [{ key: 'hot1', value: { level: 1 } }]);
     await cold.mput('risk', [{ key: 'cold1', value: encodeValue({ level: 9 }), ts: 1234 }]);
-    const cache = new TieredCache({ redis: { url: srv.url, ttlSeconds: 120 }, cold });
+    const cache = new TieredCache({ redis: { url: srv.url, ttlSeconds: 120, timeoutMs: SLOW }, cold });
     await cache.ready();
     expect(await cache.lookup('risk', ['hot1', 'cold1', 'none'])).toEqual([{ level: 1 }, { level: 9 }, undefined]);
     let s = cache.stats();
@@ -56,7 +59,7 @@ describe.skipIf(!has)('TieredCache + HotColdStore on a real redis-server', () =>
     s = cache.stats();
     expect(s.local).toMatchObject({ hits: 2, negativeHits: 1 });
     // a fresh process (empty local tier) now finds cold1 in Redis
-    const cache2 = new TieredCache({ redis: { client: admin }, cold });
+    const cache2 = new TieredCache({ redis: { client: admin, timeoutMs: SLOW }, cold, coldOptions: { timeoutMs: SLOW } });
     expect(await cache2.lookup('risk', ['cold1'])).toEqual([{ level: 9 }]);
     expect(cache2.stats().redis!.hits).toBe(1);
     expect(cold.counters.keysRead).toBe(2);
@@ -69,7 +72,7 @@ describe.skipIf(!has)('TieredCache + HotColdStore on a real redis-server', () =>
     await cold.mput('t', [{ key: 'bad', value: encodeValue({ from: 'cold' }), ts: 1 }]);
     await admin.set('hg:v:t:foreign', 'plain text');
     await admin.set('hg:v:t:bad', Buffer.from([1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x92, 0x01])); // truncated msgpack array
-    const cache = new TieredCache({ redis: { client: admin }, cold });
+    const cache = new TieredCache({ redis: { client: admin, timeoutMs: SLOW }, cold, coldOptions: { timeoutMs: SLOW } });
     const r = await cache.lookupDetailed('t', ['foreign', 'bad']);
     expect(r.values).toEqual([undefined, { from: 'cold' }]);
     expect(r.errors).toEqual([expect.objectContaining({ tier: 'redis', code: 'HG_ERR_PARSE' })]);
@@ -79,7 +82,7 @@ describe.skipIf(!has)('TieredCache + HotColdStore on a real redis-server', () =>
   it('Bloom-gated absent keys reach neither Redis nor the cold tier', async () => {
     const cold = new MemoryColdStore();
     const present = new Set(['p']);
-    const cache = new TieredCache({ redis: { client: admin }, cold, bloom: { mightContain: (k) => present.has(k) } });
+    const cache = new TieredCache({ redis: { client: admin, timeoutMs: SLOW }, cold, coldOptions: { timeoutMs: SLOW }, bloom: { mightContain: (k) => present.has(k) } });
     const before = await cmdCalls(admin, 'mget');
     expect(await cache.lookup('t', ['a', 'b', 'c'])).toEqual([undefined, undefined, undefined]);
     expect(await cmdCalls(admin, 'mget')).toBe(before);
@@ -91,7 +94,7 @@ describe.skipIf(!has)('TieredCache + HotColdStore on a real redis-server', () =>
   it('Redis down -> lookups answered by the cold tier, errors counted; recovers after restart', async () => {
     const cold = new MemoryColdStore();
     await cold.mput('t', [{ key: 'k1', value: encodeValue({ v: 1 }), ts: 1 }, { key: 'k2', value: encodeValue({ v: 2 }), ts: 1 }]);
-    const cache = new TieredCache({ redis: { url: srv.url, timeoutMs: 500 }, cold, breaker: { failures: 1000 } });
+    const cache = new TieredCache({ redis: { url: srv.url, timeoutMs: 500 }, cold, coldOptions: { timeoutMs: SLOW }, breaker: { failures: 1000 } });
     await cache.ready();
     await srv.kill();
     const r = await cache.lookupDetailed('t', ['k1', 'zz']);
@@ -118,7 +121,7 @@ describe.skipIf(!has)('TieredCache + HotColdStore on a real redis-server', () =>
   it('100 concurrent lookups of one key -> one Redis MGET and one cold read', async () => {
     const cold = new MemoryColdStore();
     await cold.mput('t', [{ key: 'hot', value: encodeValue({ n: 1 }), ts: 1 }]);
-    const cache = new TieredCache({ redis: { client: admin }, cold });
+    const cache = new TieredCache({ redis: { client: admin, timeoutMs: SLOW }, cold, coldOptions: { timeoutMs: SLOW } });
     const before = await cmdCalls(admin, 'mget');
     const res = await Promise.all(Array.from({ length: 100 }, () => cache.lookup('t', ['hot'])));
     expect(res.every((r) => (r[0] as { n: number }).n === 1)).toBe(true);
@@ -234,7 +237,7 @@ describe.skipIf(!has)('TieredCache + HotColdStore on a real redis-server', () =>
 
     it('write() adds keys to the Bloom gate and drops negative local entries', async () => {
       const added: string[] = [];
-      const cache = new TieredCache({ redis: { client: admin } });
+      const cache = new TieredCache({ redis: { client: admin, timeoutMs: SLOW } });
       expect(await cache.lookup('t', ['w'])).toEqual([undefined]);
       const hot = new HotColdStore({ redis: admin, cache, bloom: { add: (k: string) => added.push(k), mightContain: () => true } });
       await hot.write('t', [{ key: 'w', value: { w: 1 } }]);

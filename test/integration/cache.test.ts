@@ -9,6 +9,9 @@ import { HBaseStore } from '../../src/stores/hbase.js';
 import { BloomFilter } from '../../src/bloom/index.js';
 import { FLAG_ARCHIVED, HBaseColdStore, TieredCache, coldTableDdl, encodeValue, readEnvelope, wrapEnvelope } from '../../src/cache/index.js';
 
+/** Generous tier timeouts: a loaded CI box must not turn a slow answer into a degraded one. */
+const SLOW = 20_000;
+
 const hasRedis = requireRedisOrSkip('cache (integration)');
 const hasHBase = hbaseConfigured('cache (integration)');
 
@@ -62,7 +65,7 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
   });
 
   it('backfill: an HBase hit is copied into Redis (archived, original ts) and the local tier', async () => {
-    const cache = new TieredCache({ redis: { client: admin, ttlSeconds: 300 }, cold });
+    const cache = new TieredCache({ redis: { client: admin, ttlSeconds: 300, timeoutMs: SLOW }, cold, coldOptions: { timeoutMs: SLOW } });
     expect(await cache.lookup(table, ['u1', 'bin'])).toEqual([{ level: 0, reason: 'r0' }, Buffer.of(1, 2, 3)]);
     expect(hbaseReads(store)).toBe(1);
     const env = readEnvelope((await admin.getBuffer(`hg:v:${table}:u1`))!);
@@ -74,7 +77,7 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
     expect(await cache.lookup(table, ['u1'])).toEqual([{ level: 0, reason: 'r0' }]);
     expect(await cmdCalls(admin, 'mget')).toBe(mgets);
     // a second cache (empty local tier, e.g. another process) is served by Redis, not HBase
-    const other = new TieredCache({ redis: { client: admin }, cold });
+    const other = new TieredCache({ redis: { client: admin, timeoutMs: SLOW }, cold, coldOptions: { timeoutMs: SLOW } });
     expect(await other.lookup(table, ['u1'])).toEqual([{ level: 0, reason: 'r0' }]);
     expect(other.stats().redis!.hits).toBe(1);
     expect(hbaseReads(store)).toBe(1);
@@ -83,7 +86,7 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
 
   it('negative cache: a key absent everywhere costs one HBase read, then none until the TTL passes', async () => {
     let t = 1_000;
-    const cache = new TieredCache({ redis: { client: admin }, cold, negativeTtlMs: 500, now: () => t });
+    const cache = new TieredCache({ redis: { client: admin, timeoutMs: SLOW }, cold, coldOptions: { timeoutMs: SLOW }, negativeTtlMs: 500, now: () => t });
     expect(await cache.lookup(table, ['nope'])).toEqual([undefined]);
     expect(await cache.lookup(table, ['nope'])).toEqual([undefined]);
     expect(hbaseReads(store)).toBe(1);
@@ -94,7 +97,7 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
   });
 
   it('stampede: 100 concurrent lookups of one missing key -> exactly 1 HBase read', async () => {
-    const cache = new TieredCache({ redis: { client: admin }, cold });
+    const cache = new TieredCache({ redis: { client: admin, timeoutMs: SLOW }, cold, coldOptions: { timeoutMs: SLOW } });
     const before = store.callCounts().rpcs;
     const res = await Promise.all(Array.from({ length: 100 }, () => cache.lookup(table, ['stampede'])));
     expect(res.every((r) => (r[0] as { level: number }).level === 3)).toBe(true);
@@ -107,7 +110,7 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
   it('Bloom gate: absent keys cause zero HBase and zero Redis calls', async () => {
     const bloom = BloomFilter.create({ expectedItems: 1_000, fpp: 0.001 });
     for (const k of ['u1', 'u2', 'u3']) bloom.add(k);
-    const cache = new TieredCache({ redis: { client: admin }, cold, bloom });
+    const cache = new TieredCache({ redis: { client: admin, timeoutMs: SLOW }, cold, coldOptions: { timeoutMs: SLOW }, bloom });
     const absent = Array.from({ length: 50 }, (_, i) => `absent-${i}`);
     const rpcs = store.callCounts().rpcs;
     const res = await cache.lookup(table, absent);
@@ -121,7 +124,7 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
   });
 
   it('Redis stopped: lookups are still answered from HBase and the errors are counted', async () => {
-    const cache = new TieredCache({ redis: { url: srv.url, timeoutMs: 500 }, cold, breaker: { failures: 3, cooldownMs: 60_000 } });
+    const cache = new TieredCache({ redis: { url: srv.url, timeoutMs: 500 }, cold, coldOptions: { timeoutMs: SLOW }, breaker: { failures: 3, cooldownMs: 60_000 } });
     await cache.ready();
     await srv.kill();
     try {
@@ -149,7 +152,7 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
     const deadPort = await freePort();
     const dead = new HBaseStore({ zookeeper: `127.0.0.1:${deadPort}`, operationTimeoutMs: 1_500, connectTimeoutMs: 500 });
     const deadCold = new HBaseColdStore({ store: dead });
-    const cache = new TieredCache({ redis: { client: admin }, cold: deadCold, coldOptions: { timeoutMs: 3_000 } });
+    const cache = new TieredCache({ redis: { client: admin, timeoutMs: SLOW }, cold: deadCold, coldOptions: { timeoutMs: 3_000 } });
     await admin.set(`hg:v:${table}:hot`, wrapEnvelope(encodeValue({ hot: true }), Date.now()), 'PX', 60_000);
     try {
       const r = await cache.lookupDetailed(table, ['hot', 'u1']);

@@ -9,6 +9,9 @@ import type { HBaseStore } from '../../src/stores/hbase.js';
 import { FLAG_ARCHIVED, HBaseColdStore, TieredCache, coldTableDdl, decodeValue, readEnvelope } from '../../src/cache/index.js';
 import { HotColdStore } from '../../src/tiering/index.js';
 
+/** Generous tier timeouts: a loaded CI box must not turn a slow answer into a degraded one. */
+const SLOW = 20_000;
+
 const hasRedis = requireRedisOrSkip('tiering (integration)');
 const hasHBase = hbaseConfigured('tiering (integration)');
 
@@ -98,7 +101,7 @@ describe.skipIf(!hasRedis || !hasHBase)('migrateCold: Redis -> real HBase', () =
     expect((await store.scan(table, { limit: 1_000 })).length).toBe(30);
     // the hot copies expire (simulated by deleting them): lookups fall through to the cold tier
     await redis.del(...near.map((e) => `hg:v:${table}:${e.key}`));
-    const cache = new TieredCache({ redis: { client: redis }, cold });
+    const cache = new TieredCache({ redis: { client: redis, timeoutMs: SLOW }, cold, coldOptions: { timeoutMs: SLOW } });
     const vals = await cache.lookup(table, ['near0', 'near29', 'far0']);
     expect(vals).toEqual([{ i: 0, kind: 'near' }, { i: 29, kind: 'near' }, { i: 0, kind: 'far' }]);
     expect(cache.stats().cold!.hits).toBe(2);
