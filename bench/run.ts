@@ -8,7 +8,7 @@
 // written from this run's results plus, with --keep-old, older JSON files of suites not run now.
 
 import { fork } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { readResult, repoRoot, resultPath, writeResult, machineInfo } from './common.js';
@@ -263,7 +263,18 @@ async function main(argv: string[]): Promise<number> {
   return exitCode;
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+function invokedDirectly(): boolean {
+  const script = process.argv[1];
+  if (script === undefined) return false;
+  try {
+    // Compare real paths: the checkout may sit behind a symlink.
+    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (invokedDirectly()) {
   main(process.argv.slice(2)).then(
     (code) => {
       if (code >= 0) process.exitCode = code;
