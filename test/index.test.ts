@@ -89,6 +89,7 @@ describe('FingerprintIndex (in-memory)', () => {
     expect(() => new FingerprintIndex({ defaultLimit: 0 })).toThrow(/index\.defaultLimit/);
     expect(() => new FingerprintIndex({ bloom: { fpp: 2 } })).toThrow(/index\.bloom\.fpp/);
     expect(() => new FingerprintIndex({ maxValueLength: -1 })).toThrow(RangeError);
+    expect(() => new FingerprintIndex({ directQueries: 'yes' as never })).toThrow(/index\.directQueries/);
     const idx = new FingerprintIndex();
     await expect(idx.match({})).rejects.toThrow(RangeError);
     await expect(idx.put('', { a: 'b' })).rejects.toThrow(/deviceId/);

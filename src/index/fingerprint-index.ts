@@ -93,14 +93,14 @@ export class FingerprintIndex {
     }
     const maxValueLength = checkInt('index.maxValueLength', options.maxValueLength ?? DEFAULTS.maxValueLength, 1, 4096);
     this.defaultLimit = checkInt('index.defaultLimit', options.defaultLimit ?? DEFAULTS.defaultLimit, 1, DEFAULTS.maxLimit);
+    const directQueries = options.directQueries ?? false;
+    if (typeof directQueries !== 'boolean') throw invalidType('index.directQueries', 'a boolean', directQueries);
     if (options.backend) {
       this.backend = options.backend;
     } else if (options.redis) {
       const cluster = (options.redis as Cluster).isCluster === true;
       const shards = checkInt('index.shards', options.shards ?? (cluster ? DEFAULTS.clusterShards : DEFAULTS.shards), 1, 16384);
       const sinterThreshold = checkInt('index.sinterThreshold', options.sinterThreshold ?? DEFAULTS.sinterThreshold, 0);
-      const directQueries = options.directQueries ?? false;
-      if (typeof directQueries !== 'boolean') throw invalidType('index.directQueries', 'a boolean', directQueries);
       this.backend = new RedisIndexBackend({ client: options.redis, keyPrefix, shards, maxValueLength, sinterThreshold, directQueries });
     } else {
       this.backend = new MemoryIndexBackend();
