@@ -7,8 +7,9 @@
 //   ...             bytes     the rest, up to `end` (or the memory's end, growing on demand)
 //
 // Batches are cut into chunks of at most chunkKeys keys whose bytes fit the bytes region; a key
-// that alone does not fit grows the memory (typed-array views are rebuilt after every growth and
-// whenever another thread has grown the shared memory). Nothing is allocated per key.
+// that alone does not fit grows the memory, up to maxBytes (typed-array views are rebuilt after
+// every growth and whenever another thread has grown the shared memory); a key beyond maxBytes is
+// hashed in a throw-away memory. Nothing is allocated per key.
 import { ErrorCodes, HashGateError, checkInt, invalidType, outOfRange } from '../errors.js';
 import { KERNEL_MAX_PAGES, KERNEL_RESERVED_BYTES, WASM_PAGE, createKernelMemory, instantiateKernel } from './kernel.js';
 import type { KernelExports } from './kernel.js';
@@ -25,8 +26,10 @@ export const ARENA_DEFAULTS = {
   maxBytes: 64 * 1024 * 1024,
 } as const;
 
-/** Which kernel batch routine to run, and how many output bytes each key gets. */
-/** Xxh64 takes the seed's low 32 bits as `seed` and the high 32 bits as `param`. */
+/**
+ * Which kernel batch routine to run (KIND_SIZE: output bytes per key). `param` is the bucket
+ * count for Bucket/Jump; Xxh64 takes the seed's low 32 bits as `seed` and the high 32 as `param`.
+ */
 export const BatchKind = { Murmur128: 0, Murmur32: 1, Murmur86_128: 2, Bucket: 3, Jump: 4, Xxh64: 5 } as const;
 export type BatchKind = (typeof BatchKind)[keyof typeof BatchKind];
 const KIND_SIZE = [16, 4, 16, 4, 4, 8] as const;
@@ -43,7 +46,7 @@ export interface HashArenaOptions {
   memory?: WebAssembly.Memory;
   /** First byte of this arena's region (>= 65536). */
   base?: number;
-  /** End of this arena's region (exclusive). When set the arena never grows the memory. */
+  /** End of this arena's region (exclusive): the arena never touches memory past it. */
   end?: number;
   chunkKeys?: number;
   /** Largest bytes region this arena grows to (default ARENA_DEFAULTS.maxBytes). */
