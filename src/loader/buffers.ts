@@ -10,6 +10,8 @@ export class BatchBuffer {
   lines: Buffer;
   lineOffs: Uint32Array;
   segs: Uint32Array;
+  /** Bucket of each row (a buffer may hold a group of buckets, see Batcher). */
+  bkts: Uint32Array;
 
   constructor(readonly capacity: number, initialBytes: number) {
     this.keys = Buffer.allocUnsafe(initialBytes);
@@ -19,16 +21,17 @@ export class BatchBuffer {
     this.keyOffs = new Uint32Array(rows + 1);
     this.lineOffs = new Uint32Array(rows + 1);
     this.segs = new Uint32Array(rows);
+    this.bkts = new Uint32Array(rows);
   }
 
   /** Bytes this buffer holds now (what the global cap counts). */
   get usedBytes(): number {
-    return this.keyOffs[this.count]! + this.lineOffs[this.count]! + this.count * 12;
+    return this.keyOffs[this.count]! + this.lineOffs[this.count]! + this.count * 16;
   }
 
   /** Bytes allocated (for the RSS bound). */
   get allocatedBytes(): number {
-    return this.keys.length + this.lines.length + this.segs.length * 12;
+    return this.keys.length + this.lines.length + this.segs.length * 16;
   }
 
   reset(): void {
@@ -55,10 +58,13 @@ export class BatchBuffer {
     const sg = new Uint32Array(n);
     sg.set(this.segs);
     this.segs = sg;
+    const bk = new Uint32Array(n);
+    bk.set(this.bkts);
+    this.bkts = bk;
   }
 
   /** Appends one row; returns true when the buffer is full. */
-  append(kSrc: Uint8Array, ks: number, ke: number, lSrc: Uint8Array, ls: number, le: number, seg: number): boolean {
+  append(kSrc: Uint8Array, ks: number, ke: number, lSrc: Uint8Array, ls: number, le: number, seg: number, bucket: number): boolean {
     const c = this.count;
     if (c >= this.segs.length) this.growRows();
     let kp = this.keyOffs[c]!;
@@ -79,6 +85,7 @@ export class BatchBuffer {
       lp += le - ls;
     }
     this.segs[c] = seg;
+    this.bkts[c] = bucket;
     this.count = c + 1;
     this.keyOffs[c + 1] = kp;
     this.lineOffs[c + 1] = lp;

@@ -11,7 +11,7 @@ import { expandInputs } from './inputs.js';
 import { ChunkParser, REJECT_NAMES, R_TOO_LONG, R_WINDOW, type RejectName } from './parse.js';
 import type { ProgressReporter, ProgressSnapshot } from './progress.js';
 import { FileChunkReader, isOversize } from './reader.js';
-import { isTransient, type LoadSink } from './sink.js';
+import { isTransient, type LoadSink, type SinkBatch } from './sink.js';
 import { makeWindowCoder, windowIdFromCode, zonedDate, windowId, type WindowUnit } from './window.js';
 
 export const DEFAULTS = {
@@ -36,6 +36,8 @@ export const DEFAULTS = {
   maxWindows: 64,
   /** Parsed-but-unacknowledged read regions before the oldest buckets are force-flushed. */
   maxLiveSegments: 256,
+  /** Most batch buffers per window; more buckets than this share buffers (bucket % groups). */
+  maxGroups: 2048,
 } as const;
 
 export interface LoadOptions {
@@ -166,22 +168,23 @@ class Batcher {
 
   constructor(
     private readonly pool: BufferPool,
-    private readonly buckets: number,
+    /** Buffers per window: one per bucket, or bucket % groups when there are many buckets. */
+    readonly groups: number,
     private readonly compact: boolean,
     private readonly bucketRows: Float64Array,
     windows: number,
   ) {
-    this.slots = new Array<BatchBuffer | undefined>(Math.max(1, windows) * buckets);
+    this.slots = new Array<BatchBuffer | undefined>(Math.max(1, windows) * groups);
   }
 
   ensureWindows(windows: number): void {
-    if (this.slots.length < windows * this.buckets) this.slots = this.slots.concat(new Array<BatchBuffer | undefined>(windows * this.buckets - this.slots.length));
+    if (this.slots.length < windows * this.groups) this.slots = this.slots.concat(new Array<BatchBuffer | undefined>(windows * this.groups - this.slots.length));
   }
 
   /** Appends rows [i, n); returns n, or the index after the row that filled `this.full`. */
   run(i: number, n: number): number {
     const { kb, ko, bk, lineBuf, rowStart, rowEnd, win, seg, compact, slots, bucketRows } = this;
-    const nb = this.buckets;
+    const ng = this.groups;
     let buffered = this.buffered;
     let accepted = this.accepted;
     for (; i < n; i++) {
@@ -193,7 +196,7 @@ class Batcher {
       const b0 = bk[i]!;
       bucketRows[b0]!++;
       accepted++;
-      const slot = w * nb + b0;
+      const slot = w * ng + (b0 % ng);
       let b = slots[slot];
       if (b === undefined) {
         b = this.pool.get();
@@ -205,8 +208,8 @@ class Batcher {
       const ke = compact ? ks + 8 : ko[i + 1]!;
       const ls = rowStart[i]!;
       const le = rowEnd[i]!;
-      buffered += ke - ks + (le - ls) + 12;
-      if (b.append(kb, ks, ke, lineBuf, ls, le, seg)) {
+      buffered += ke - ks + (le - ls) + 16;
+      if (b.append(kb, ks, ke, lineBuf, ls, le, seg, b0)) {
         this.full = b;
         this.buffered = buffered;
         this.accepted = accepted;
@@ -337,7 +340,10 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   const winByCode = new Map<number, number>();
   const bucketRows = new Float64Array(o.buckets);
   const pool = new BufferPool(o.batch, 128, o.concurrency + 64);
-  const batcher = new Batcher(pool, o.buckets, compact, bucketRows, windows.length);
+  // Many buckets (compact: 65_536) would mean tiny per-bucket batches: buffer per group of
+  // buckets instead and let the sink write one SADD per bucket of the group in one go.
+  const groups = Math.min(o.buckets, DEFAULTS.maxGroups);
+  const batcher = new Batcher(pool, groups, compact, bucketRows, windows.length);
   const active = batcher.active;
   const winIdx = coder ? new Int32Array(maxRows) : null;
 
@@ -440,8 +446,9 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   };
 
   const sendWithRetry = async (buf: BatchBuffer): Promise<void> => {
-    const w = Math.floor(buf.slot / o.buckets);
-    const batch = { window: windows[w]!, bucket: buf.slot % o.buckets, count: buf.count, keys: buf.keys, keyOffsets: buf.keyOffs };
+    const w = Math.floor(buf.slot / groups);
+    const batch: SinkBatch = { window: windows[w]!, bucket: buf.bkts[0]!, count: buf.count, keys: buf.keys, keyOffsets: buf.keyOffs };
+    if (groups < o.buckets) batch.rowBuckets = buf.bkts;
     let ok = false;
     for (let attempt = 0; ; attempt++) {
       try {

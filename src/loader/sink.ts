@@ -7,7 +7,9 @@ import { bucketKey, hllKey, metaField, metaKey } from '../dedup/layout.js';
 /** One batch of one (window, bucket): key i = keys[keyOffsets[i] .. keyOffsets[i+1]). */
 export interface SinkBatch {
   window: string;
+  /** The bucket of every row, unless `rowBuckets` is given (a batch spanning a group of buckets). */
   bucket: number;
+  rowBuckets?: Uint32Array;
   count: number;
   keys: Uint8Array;
   keyOffsets: Uint32Array;
@@ -146,13 +148,19 @@ export function writeInt64Le(out: Buffer, q: number, src: Uint8Array, p: number)
 }
 
 /** RESP bulk strings of a batch's members: raw key bytes ('sets') or int64 decimals ('compact'). */
-export function encodeMembers(batch: SinkBatch, compact: boolean, headRoom = 0): Buffer {
-  const n = batch.count;
+export function encodeMembers(batch: SinkBatch, compact: boolean, headRoom = 0, rows?: Uint32Array): Buffer {
+  const n = rows ? rows.length : batch.count;
   const ko = batch.keyOffsets;
   const src = batch.keys;
-  const out = Buffer.allocUnsafe(headRoom + (compact ? n * 28 : ko[n]! - ko[0]! + n * 15));
+  let bytes = 0;
+  if (!compact) {
+    if (rows) for (let j = 0; j < n; j++) bytes += ko[rows[j]! + 1]! - ko[rows[j]!]!;
+    else bytes = ko[n]! - ko[0]!;
+  }
+  const out = Buffer.allocUnsafe(headRoom + (compact ? n * 28 : bytes + n * 15));
   let p = headRoom;
-  for (let i = 0; i < n; i++) {
+  for (let j = 0; j < n; j++) {
+    const i = rows ? rows[j]! : j;
     const s = ko[i]!;
     const e = ko[i + 1]!;
     out[p++] = 36; // '$'
@@ -268,11 +276,47 @@ export class RedisLayoutSink implements LoadSink {
     return p;
   }
 
+  /** One SADD per bucket of a grouped batch, all written at once; one PFADD for the whole batch. */
+  private async addGrouped(batch: SinkBatch, rb: Uint32Array): Promise<number> {
+    const { layout, prefix } = this.opts;
+    const n = batch.count;
+    // order rows by bucket: bucket * 2^20 + row sorts as one Float64Array (rows < 2^20)
+    const order = new Float64Array(n);
+    for (let i = 0; i < n; i++) order[i] = rb[i]! * 1048576 + i;
+    order.sort();
+    const r = this.redis as Redis;
+    const adds: Promise<unknown>[] = [];
+    const compact = layout === 'compact';
+    for (let a = 0; a < n; ) {
+      const bucket = Math.floor(order[a]! / 1048576);
+      let b = a + 1;
+      while (b < n && Math.floor(order[b]! / 1048576) === bucket) b++;
+      const rows = new Uint32Array(b - a);
+      for (let j = a; j < b; j++) rows[j - a] = order[j]! % 1048576;
+      const key = layoutKeys.bucket(layout, prefix, batch.window, bucket);
+      const head = `*${b - a + 2}\r\n$4\r\nSADD\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`;
+      const hl = Buffer.byteLength(head);
+      const wire = encodeMembers(batch, compact, hl, rows);
+      wire.write(head, 0, 'utf8');
+      adds.push(r.sendCommand(new RawCommand('sadd', key, wire)) as Promise<unknown>);
+      a = b;
+    }
+    if (this.hll) {
+      const hk = layoutKeys.hll(layout, prefix, batch.window);
+      adds.push((r.sendCommand(new RawCommand('pfadd', hk, commandWire('PFADD', hk, n, encodeMembers(batch, compact)))) as Promise<unknown>).then(() => 0));
+    }
+    const res = await Promise.all(adds);
+    let added = 0;
+    for (const v of res) added += Number(v);
+    return added;
+  }
+
   async add(batch: SinkBatch): Promise<number> {
     // while the client is reconnecting, fail at once: the loader's backoff decides when to retry,
     // instead of every batch queueing behind ioredis' reconnect attempts
     const st = this.redis.status;
     if (st === 'reconnecting' || st === 'close' || st === 'end') throw new Error(`Connection is closed (client ${st})`);
+    if (batch.rowBuckets) return this.addGrouped(batch, batch.rowBuckets);
     const { layout, prefix } = this.opts;
     const key = layoutKeys.bucket(layout, prefix, batch.window, batch.bucket);
     // members are encoded once, right after room for the SADD header; PFADD copies them
