@@ -6,6 +6,8 @@
 //   const rows = await hb.mget('t', ['a', 'b']);     // request order, null where absent
 //   await hb.mput('t', [{ row: 'a', values: { 'cf:q': 'x' } }]);
 //   await hb.delete('t', 'a');                       // whole row, or { columns: ['cf', 'cf:q'] }
+//   await hb.mdelete('t', ['a', 'b']);
+//   await hb.ready('t');                             // ZooKeeper + meta answer, table located
 //   const ok = await hb.checkAndPut('t', 'a', { column: 'cf:q', value: null }, { 'cf:q': 'x' });
 //   await hb.scan('t', { prefix: 'user1_', reversed: true, limit: 10 });
 //   for await (const r of hb.scanIterator('t', { startRow: 'a', stopRow: 'm' })) ...
@@ -26,7 +28,12 @@
 //   skipped; cached locations are dropped and re-resolved when a region moves or its table is
 //   dropped and recreated under a live client.
 // - callCounts() counts adapter operations (ops) and RPCs sent (rpcs), so callers can prove that
-//   e.g. a Bloom-gated absent key never reached HBase.
+//   e.g. a Bloom-gated absent key never reached HBase; options.onRpc sees each RPC as it is sent.
+// - mget/mput/mdelete group rows per region server (one Multi RPC per server, at most maxBatch
+//   actions each) and retry only the rows whose region moved. Scans read a region until an empty
+//   batch (HBase 2 sends short batches mid-region) and resume after the last row if the region
+//   moves mid-scan.
+// - Tables are created with services/hbase (HBaseDdl): this client has no admin API.
 
 import { HashGateError, ErrorCodes, invalidType, outOfRange } from '../errors.js';
 import { RpcConnection, readMetaLocation, toBuf, unavailable, proto, type RpcMethod } from './hbase-wire.js';
