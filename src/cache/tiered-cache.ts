@@ -158,6 +158,9 @@ export class TieredCache {
   readonly #coldStats = new RemoteTierStats();
   #closed = false;
   #gateBuf = new Uint8Array(0);
+  // lru-cache writes a `status` back into set()'s options; cleared per call so none is shared
+  readonly #setPos: { size: number; status?: undefined } = { size: 0, status: undefined };
+  readonly #setNeg: { size: number; ttl: number; status?: undefined } = { size: 0, ttl: 0, status: undefined };
   #lookups = 0;
   #keys = 0;
   #bloomRejected = 0;
@@ -506,12 +509,21 @@ export class TieredCache {
     // a write invalidated this table while we were reading: answer, but do not cache stale data
     if (ts.gen !== gen) return vals;
     const lru = ts.lru;
+    // set() reads its options synchronously: two reused objects instead of one per key
+    const pos = this.#setPos;
+    const neg = this.#setNeg;
+    neg.ttl = this.#negativeTtlMs;
     for (let j = 0; j < n; j++) {
       const k = keys[j]!;
       const s = state[j];
-      if (s === FOUND) lru.set(k, vals[j] as object, { size: sizes[j]! + k.length * 2 + ENTRY_OVERHEAD });
-      else if (s === MISSING && this.#negativeTtlMs > 0) {
-        lru.set(k, NEGATIVE, { size: k.length * 2 + ENTRY_OVERHEAD, ttl: this.#negativeTtlMs });
+      if (s === FOUND) {
+        pos.size = sizes[j]! + k.length * 2 + ENTRY_OVERHEAD;
+        pos.status = undefined;
+        lru.set(k, vals[j] as object, pos);
+      } else if (s === MISSING && neg.ttl > 0) {
+        neg.size = k.length * 2 + ENTRY_OVERHEAD;
+        neg.status = undefined;
+        lru.set(k, NEGATIVE, neg);
       }
     }
     return vals;
