@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
-import { FLAG_ARCHIVED, MemoryColdStore, TieredCache, encodeValue, readEnvelope } from '../src/cache/index.js';
+import { FLAG_ARCHIVED, MemoryColdStore, TieredCache, encodeValue, readEnvelope, type ColdEntry } from '../src/cache/index.js';
 import { HotColdStore } from '../src/tiering/index.js';
 
 /** Generous tier timeouts: a loaded CI box must not turn a slow answer into a degraded one. */
@@ -233,6 +233,30 @@ describe.skipIf(!has)('TieredCache + HotColdStore on a real redis-server', () =>
       expect(await admin.get('hg:migrate:lock')).toBe('other-owner');
       // the cursor saved before the takeover lets the new owner continue
       expect(await admin.exists('hg:migrate:cursor')).toBe(1);
+    });
+
+    it('cold tier down: dual-write leaves values unarchived for later; migrateCold rejects, frees the lock, and a rerun finishes', async () => {
+      const good = new MemoryColdStore();
+      let down = true;
+      const flaky = {
+        kind: 'flaky',
+        mget: (t: string, k: readonly string[]) => good.mget(t, k),
+        mput: async (t: string, e: readonly ColdEntry[]) => {
+          if (down) throw Object.assign(new Error('region server gone'), { code: 'HG_ERR_HBASE_UNAVAILABLE' });
+          return good.mput(t, e);
+        },
+      };
+      const hot = new HotColdStore({ redis: admin, cold: flaky, mode: 'dual-write' });
+      const w = await hot.write('fp', [{ key: 'x', value: { x: 1 } }], { ttlSeconds: 60 });
+      expect(w.coldWritten).toBe(0);
+      expect(w.coldError).toMatchObject({ code: 'HG_ERR_HBASE_UNAVAILABLE' });
+      expect(readEnvelope((await admin.getBuffer('hg:v:fp:x'))!)!.flags & FLAG_ARCHIVED).toBe(0);
+      await expect(hot.migrateCold()).rejects.toMatchObject({ code: 'HG_ERR_HBASE_UNAVAILABLE' });
+      expect(await admin.exists('hg:migrate:lock')).toBe(0);
+      down = false;
+      const r = await hot.migrateCold();
+      expect(r).toMatchObject({ complete: true, migrated: 1 });
+      expect((await good.mget('fp', ['x']))[0]).toBeDefined();
     });
 
     it('write() adds keys to the Bloom gate and drops negative local entries', async () => {
