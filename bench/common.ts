@@ -97,6 +97,7 @@ export interface Sweep {
   xLabel: string;
   yLabel: string;
   logX?: boolean;
+  logY?: boolean;
   series: SweepSeries[];
 }
 

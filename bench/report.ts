@@ -74,6 +74,7 @@ export function sweepChart(suite: string, s: Sweep): string {
     yLabel: s.yLabel,
     series: s.series,
     ...(s.logX !== undefined ? { logX: s.logX } : {}),
+    ...(s.logY !== undefined ? { logY: s.logY } : {}),
   });
 }
 

@@ -157,7 +157,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     rssSeries.points.push({ x: n, y: perKey });
     bloomSeries.points.push({ x: n, y: rep.bloomBytes / n });
   }
-  s.sweep({ name: 'embedded memory per key vs keys', xLabel: 'distinct keys', yLabel: 'bytes per key', logX: true, series: [rssSeries, bloomSeries] });
+  s.sweep({ name: 'embedded memory per key vs keys', xLabel: 'distinct keys', yLabel: 'bytes per key', logX: true, logY: true, series: [rssSeries, bloomSeries] });
 
   // Redis memory per key by layout.
   const srv = await startRedis();

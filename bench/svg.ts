@@ -38,6 +38,8 @@ export interface LineChartOptions {
   yLabel: string;
   series: LineSeries[];
   logX?: boolean;
+  /** Log y axis, for series that differ by orders of magnitude (needs every y > 0). */
+  logY?: boolean;
   width?: number;
   height?: number;
 }
@@ -169,9 +171,13 @@ export function lineChart(o: LineChartOptions): string {
     xMin -= 1;
     xMax += 1;
   }
+  const logY = !!o.logY && pts.length > 0 && pts.every((p) => p.y > 0);
   const yMax = Math.max(1e-12, ...pts.map((p) => p.y)) * 1.08;
+  // log axis: whole decades around the data
+  const lyMin = logY ? Math.floor(Math.log10(Math.min(...pts.map((p) => p.y)))) : 0;
+  const lyMax = logY ? Math.max(lyMin + 1, Math.ceil(Math.log10(Math.max(...pts.map((p) => p.y))))) : 0;
   const X = (x: number) => m.left + ((fx(x) - xMin) / (xMax - xMin)) * pw;
-  const Y = (y: number) => m.top + ph - (y / yMax) * ph;
+  const Y = (y: number) => (logY ? m.top + ph - ((Math.log10(y) - lyMin) / (lyMax - lyMin)) * ph : m.top + ph - (y / yMax) * ph);
   const parts: string[] = [];
   parts.push(
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" ${FONT} font-size="12">`,
@@ -180,7 +186,8 @@ export function lineChart(o: LineChartOptions): string {
   );
   if (o.subtitle) parts.push(`<text x="16" y="46" fill="#4b5563">${escapeXml(o.subtitle)}</text>`);
   // y grid and ticks
-  for (const t of niceTicks(0, yMax)) {
+  const yTicks = logY ? Array.from({ length: lyMax - lyMin + 1 }, (_, i) => 10 ** (lyMin + i)) : niceTicks(0, yMax);
+  for (const t of yTicks) {
     const y = Y(t);
     parts.push(
       `<line x1="${m.left}" y1="${y.toFixed(1)}" x2="${m.left + pw}" y2="${y.toFixed(1)}" stroke="#e5e7eb"/>`,
@@ -201,11 +208,11 @@ export function lineChart(o: LineChartOptions): string {
     `<line x1="${m.left}" y1="${m.top}" x2="${m.left}" y2="${m.top + ph}" stroke="#6b7280"/>`,
     `<line x1="${m.left}" y1="${m.top + ph}" x2="${m.left + pw}" y2="${m.top + ph}" stroke="#6b7280"/>`,
     `<text x="${m.left + pw / 2}" y="${height - 14}" text-anchor="middle" fill="#111827">${escapeXml(o.xLabel + (logX ? ' (log scale)' : ''))}</text>`,
-    `<text x="18" y="${m.top + ph / 2}" text-anchor="middle" fill="#111827" transform="rotate(-90 18 ${m.top + ph / 2})">${escapeXml(o.yLabel)}</text>`,
+    `<text x="18" y="${m.top + ph / 2}" text-anchor="middle" fill="#111827" transform="rotate(-90 18 ${m.top + ph / 2})">${escapeXml(o.yLabel + (logY ? ' (log scale)' : ''))}</text>`,
   );
   o.series.forEach((s, i) => {
     const color = PALETTE[i % PALETTE.length] as string;
-    const sp = s.points.filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y) && (!logX || p.x > 0)).sort((a, b) => a.x - b.x);
+    const sp = s.points.filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y) && (!logX || p.x > 0) && (!logY || p.y > 0)).sort((a, b) => a.x - b.x);
     parts.push(`<g class="series" data-name="${escapeXml(s.name)}">`);
     if (sp.length > 1) {
       parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${sp.map((p) => `${X(p.x).toFixed(1)},${Y(p.y).toFixed(1)}`).join(' ')}"/>`);

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Suite, computeRatios, makeTarget, spread, makeKeys, shapeAKey } from '../bench/common.js';
 import type { BenchRow, SuiteResult } from '../bench/common.js';
 import { renderReport, renderSummary, suiteChart, sweepChart, writeReport, loadResults, spliceReadme, SUMMARY_START, SUMMARY_END } from '../bench/report.js';
-import { barChart, escapeXml, formatSi, niceTicks } from '../bench/svg.js';
+import { barChart, escapeXml, formatSi, lineChart, niceTicks } from '../bench/svg.js';
 import { discoverSuites, parseArgs, runAll } from '../bench/run.js';
 
 let tmp: string;
@@ -229,6 +229,17 @@ describe('bench/report', () => {
     expect(tags.get('circle')).toBe(4);
     expect(svg).toContain('inline &lt;&amp;&gt;');
     expect(svg).toContain('worker threads');
+  });
+
+  it('log y axis: decade ticks, every point inside the plot', () => {
+    const svg = lineChart({ title: 't', xLabel: 'x', yLabel: 'y', logX: true, logY: true, series: [{ name: 'a', points: [{ x: 10, y: 2000 }, { x: 1000, y: 250 }] }, { name: 'b', points: [{ x: 10, y: 1.8 }, { x: 1000, y: 1.8 }] }] });
+    assertWellFormedSvg(svg);
+    const ticks = [...svg.matchAll(/text-anchor="end" fill="#4b5563">([^<]+)</g)].map((m) => m[1]);
+    expect(ticks).toEqual(['1', '10', '100', '1k', '10k']);
+    const ys = [...svg.matchAll(/<circle cx="[\d.]+" cy="([\d.]+)"/g)].map((m) => Number(m[1]));
+    expect(ys).toHaveLength(4);
+    for (const y of ys) expect(y >= 46 && y <= 420 - 56).toBe(true);
+    expect(svg).toContain('y (log scale)');
   });
 
   it('svg helpers', () => {
