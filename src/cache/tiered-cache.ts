@@ -107,6 +107,8 @@ interface TableState {
   inflight: Map<string, FlightRef>;
   /** Bumped by invalidate(): a load that started before must not store what it read. */
   gen: number;
+  /** `${redis.prefix}${table}:`, built once. */
+  redisPrefix: string;
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -325,7 +327,7 @@ export class TieredCache {
       if (this.#tables.size >= this.#maxTables) {
         throw new HashGateError(ErrorCodes.CAPACITY, `more than local.maxTables (${this.#maxTables}) tables looked up`);
       }
-      t = { lru: new LRUCache<string, object>(this.#lruOptions), inflight: new Map(), gen: 0 };
+      t = { lru: new LRUCache<string, object>(this.#lruOptions), inflight: new Map(), gen: 0, redisPrefix: this.#prefix + table + ':' };
       this.#tables.set(table, t);
     }
     return t;
@@ -435,7 +437,8 @@ export class TieredCache {
         const vals = await flight.p;
         for (let j = 0; j < leadKeys.length; j++) out[leadIdx[j]!] = vals[j];
       } finally {
-        for (const k of leadKeys) if (inflight.get(k)?.f === flight) inflight.delete(k);
+        // nobody can replace a claim while it is registered, so these entries are still ours
+        for (const k of leadKeys) inflight.delete(k);
       }
     }
     if (waits !== undefined) await waits;
@@ -464,7 +467,8 @@ export class TieredCache {
         for (let off = 0; off < n; off += this.#redisBatch) {
           const end = Math.min(n, off + this.#redisBatch);
           const rkeys: string[] = new Array<string>(end - off);
-          for (let j = off; j < end; j++) rkeys[j - off] = this.#prefix + table + ':' + keys[j];
+          const rp = ts.redisPrefix;
+          for (let j = off; j < end; j++) rkeys[j - off] = rp + keys[j];
           const t0 = performance.now();
           let bufs: (Buffer | null)[];
           try {
