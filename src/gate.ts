@@ -11,6 +11,7 @@ import type { DedupOptions, RedisConfig } from './dedup/options.js';
 import { TieredCache, type TieredCacheOptions } from './cache/index.js';
 import type { CacheValue } from './cache/index.js';
 import { resolveMetrics, type Metrics, type MetricsOptions } from './metrics/index.js';
+import { cacheTierTotals, journalDirStats } from './metrics/adapters.js';
 import { KernelPool, type PoolStats } from './pool/pool.js';
 import type { KeyInput } from './pool/slots.js';
 
@@ -187,6 +188,12 @@ export class HashGate {
       );
     }
     this.unregister.push(this.metrics.dedupSource('gate', () => this.dedup.counters));
+    const cache = this.cache;
+    if (cache !== undefined) this.unregister.push(this.metrics.cacheSource('gate', () => cacheTierTotals(cache.stats())));
+    if (this.dedup.redis !== undefined) {
+      const dir = this.dedup.options.journalDir;
+      this.unregister.push(this.metrics.journalSource('gate', () => journalDirStats(dir)));
+    }
   }
 
   private check(): void {
@@ -315,8 +322,6 @@ export class HashGate {
     try {
       const before = this.bloom === undefined ? undefined : await this.bloomCheck(keys);
       const answers = await this.dedup.firstSeen(keys, options);
-      let first = 0;
-      for (let i = 0; i < answers.length; i++) first += answers[i]!;
       if (before !== undefined) {
         let fp = 0;
         let tn = 0;
@@ -331,7 +336,7 @@ export class HashGate {
         this.metrics.bloomSample('gate', fp + tn, fp);
         await this.bloomAdd(keys);
       }
-      this.metrics.dedup(first, n - first);
+      // Dedup counts reach the metrics through dedupSource (read on scrape), not per batch here.
       this.metrics.batchEnd('dedup', n, start);
       return answers;
     } catch (err) {

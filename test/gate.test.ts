@@ -173,3 +173,23 @@ describe('hashgate demo (CLI, built)', () => {
     expect(stderr).toMatch(/--items/);
   });
 });
+
+describe('HashGate metrics', () => {
+  it('counts each dedup key once and exposes Bloom and pool gauges', async () => {
+    const { Registry } = await import('prom-client');
+    const { parseExposition, sampleValue } = await import('./helpers/exposition.js');
+    const registry = new Registry();
+    const gate = await HashGate.open({ threads: 1, bloom: { expectedItems: 1000, fpp: 0.01 }, metrics: { registry } });
+    try {
+      await gate.firstSeen(['a', 'b', 'c', 'a']);
+      await gate.firstSeen(['a', 'd']);
+      const m = parseExposition(await registry.metrics());
+      expect(sampleValue(m, 'hashgate_dedup_keys_checked_total')).toBe(6);
+      expect(sampleValue(m, 'hashgate_duplicates_skipped_total')).toBe(2);
+      expect(sampleValue(m, 'hashgate_bloom_bits', { filter: 'gate' })).toBe(gate.bloom!.bitSize);
+      expect(sampleValue(m, 'hashgate_pool_threads', { pool: 'kernel' })).toBe(1);
+    } finally {
+      await gate.close();
+    }
+  });
+});
