@@ -20,7 +20,9 @@
 //   Sizing: aim at ~256 keys per bucket on average (buckets = nextPow2(expectedKeys / 256));
 //          the Poisson tail then stays far below 512 so no bucket converts to a hashtable. With
 //          `set-max-intset-entries 4096` in redis.conf, 8x fewer buckets work (inserts memmove at
-//          most 32 KiB). Memory ~ 8 B/key * jemalloc rounding + ~80 B per bucket key.
+//          most 32 KiB). Memory ~ 8 B/key * jemalloc rounding + ~80 B per bucket key; measured
+//          (bench/dedup.ts, INFO used_memory delta, Redis 7.0.15 defaults): 9.24 B/key at 1M keys
+//          (4096 buckets), 9.35 B/key at 10M (65_536 buckets); the 'sets' layout took 76 B/key.
 //   Collisions: two different keys collide only if all 64 + log2(buckets) bits match. Expected
 //          colliding pairs ~ n^2 / 2^(65 + log2(buckets)):
 //            n = 1e9,  buckets = 2^22 (the 1e9 sizing):   1e18 / 2^87 ~ 6.5e-9
