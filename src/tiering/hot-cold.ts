@@ -4,7 +4,7 @@
 // are keyed and carry the original timestamp, the archived mark is a compare-and-set on the exact
 // bytes read, a SCAN cursor checkpoint makes runs resumable, and a token lock keeps runs single.
 import type { Redis } from 'ioredis';
-import { ErrorCodes, HashGateError, checkInt, checkOneOf, invalidType } from '../errors.js';
+import { ErrorCodes, HashGateError, checkInt, checkOneOf, invalidType, outOfRange } from '../errors.js';
 import {
   FLAG_ARCHIVED,
   FLAGS_OFFSET,
@@ -156,7 +156,7 @@ export class HotColdStore {
     checkTable(table);
     if (!Array.isArray(entries)) throw invalidType('entries', 'an array', entries);
     if (entries.length > TIERING_DEFAULTS.maxWriteBatch) {
-      throw new HashGateError(ErrorCodes.INVALID_ARG, `entries: at most ${TIERING_DEFAULTS.maxWriteBatch} per write`);
+      throw outOfRange('entries.length', `at most ${TIERING_DEFAULTS.maxWriteBatch} per write`, entries.length);
     }
     const ttlMs = opts.ttlSeconds === undefined ? this.#ttlMs : checkInt('ttlSeconds', opts.ttlSeconds, 1) * 1000;
     const now = this.#now();
