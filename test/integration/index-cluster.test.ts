@@ -1,34 +1,11 @@
-// FingerprintIndex on a real 3-master Redis Cluster. No shared cluster helper existed when this
-// was written, so the nodes are started here with the plain startRedis() harness.
+// FingerprintIndex on a real 3-master Redis Cluster (test/helpers/redis-cluster.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { Cluster, Redis } from 'ioredis';
-import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
+import { Cluster } from 'ioredis';
+import { requireClusterOrSkip, startRedisCluster, type RedisClusterHandle } from '../helpers/redis-cluster.js';
 import { FingerprintIndex } from '../../src/index/index.js';
 
-const has = requireRedisOrSkip('index (redis cluster)');
-
-async function startCluster(): Promise<{ nodes: RedisServer[]; stop(): Promise<void> }> {
-  const nodes: RedisServer[] = [];
-  for (let i = 0; i < 3; i++) {
-    nodes.push(await startRedis({ args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000'] }));
-  }
-  const clients = nodes.map((n) => new Redis(n.port, '127.0.0.1'));
-  const per = Math.ceil(16384 / 3);
-  for (let i = 0; i < 3; i++) {
-    await clients[i]!.call('CLUSTER', 'ADDSLOTSRANGE', String(i * per), String(Math.min(16383, (i + 1) * per - 1)));
-  }
-  for (let i = 1; i < 3; i++) await clients[0]!.call('CLUSTER', 'MEET', '127.0.0.1', String(nodes[i]!.port));
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const infos = await Promise.all(clients.map((c) => c.call('CLUSTER', 'INFO') as Promise<string>));
-    if (infos.every((s) => s.includes('cluster_state:ok') && s.includes('cluster_known_nodes:3'))) break;
-    if (Date.now() > deadline) throw new Error('cluster did not converge');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  for (const c of clients) c.disconnect();
-  return { nodes, stop: async () => void (await Promise.all(nodes.map((n) => n.stop()))) };
-}
+const has = requireClusterOrSkip('index (redis cluster)');
 
 type Model = Map<string, Map<string, string>>;
 const modelMatch = (m: Model, q: Record<string, string>): string[] =>
@@ -37,11 +14,11 @@ const modelAny = (m: Model, q: Record<string, string>): string[] =>
   [...m].filter(([, a]) => Object.entries(q).some(([k, v]) => a.get(k) === v)).map(([d]) => d).sort();
 
 describe.skipIf(!has)('FingerprintIndex on a real 3-master Redis Cluster', () => {
-  let cl: Awaited<ReturnType<typeof startCluster>>;
+  let cl: RedisClusterHandle;
   let c: Cluster;
   beforeAll(async () => {
-    cl = await startCluster();
-    c = new Cluster([{ host: '127.0.0.1', port: cl.nodes[0]!.port }]);
+    cl = await startRedisCluster();
+    c = new Cluster(cl.nodes);
     await c.ping();
   });
   afterAll(async () => {
