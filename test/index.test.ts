@@ -95,6 +95,8 @@ describe('FingerprintIndex (in-memory)', () => {
     await expect(idx.put('', { a: 'b' })).rejects.toThrow(/deviceId/);
     await expect(idx.put('d', { 'bad:name': 'x' })).rejects.toThrow(/attribute name/);
     await expect(idx.match({ a: 'x' }, { limit: 0 })).rejects.toThrow(/options\.limit/);
+    const many = Object.fromEntries(Array.from({ length: 257 }, (_, i) => [`a${i}`, 'v']));
+    await expect(idx.put('d', many)).rejects.toThrow(/at most 256 attributes/);
     await idx.close();
     await expect(idx.match({ a: 'x' })).rejects.toMatchObject({ code: 'HG_ERR_CLOSED' });
   });

@@ -17,6 +17,8 @@ export const DEFAULTS = {
   sinterThreshold: 4096,
   defaultLimit: 1000,
   maxLimit: 1_000_000,
+  /** Attributes per device / terms per query: bounds Lua's unpack() and the script's arguments. */
+  maxAttributes: 256,
   bloom: { expectedItems: 1_000_000, fpp: 0.001 },
 } as const;
 
@@ -70,6 +72,7 @@ function normalize(name: string, attrs: unknown, allowEmpty: boolean): Array<[st
     else throw invalidType(`${name}.${a}`, 'a string, number or boolean', v);
   }
   if (!allowEmpty && out.length === 0) throw outOfRange(name, 'an object naming at least one attribute', attrs);
+  if (out.length > DEFAULTS.maxAttributes) throw outOfRange(name, `at most ${DEFAULTS.maxAttributes} attributes`, out.length);
   return out;
 }
 
