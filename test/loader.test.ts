@@ -252,3 +252,20 @@ describe('hashgate load CLI flags', () => {
     }
   });
 });
+
+describe('progress reporting', () => {
+  it('plain periodic lines when not a TTY, plus a final line', async () => {
+    const { createProgress } = await import('../src/loader/progress.js');
+    const out: string[] = [];
+    const stream = { write: (s: string) => (out.push(s), true) } as unknown as NodeJS.WriteStream;
+    const p = createProgress({ tty: false, intervalMs: 1000, stream });
+    const snap = { elapsedMs: 0, bytesDone: 0, bytesTotal: 2 << 20, filesDone: 0, filesTotal: 2, rows: 0, loaded: 0, failed: 0, rejected: 0, inFlight: 0 };
+    p.update({ ...snap, elapsedMs: 500 });
+    p.update({ ...snap, elapsedMs: 1500, bytesDone: 1 << 20, rows: 30000, loaded: 25000, failed: 5, rejected: 2 });
+    p.update({ ...snap, elapsedMs: 1700 });
+    p.stop({ ...snap, elapsedMs: 3000, bytesDone: 2 << 20, filesDone: 2, rows: 60000, loaded: 60000 });
+    expect(out.length).toBe(2);
+    expect(out[0]).toMatch(/^load 50\.0% 1\.0 MiB\/2\.0 MiB files 0\/2 rows 30000 \(20\.0k\/s\) loaded 25000 failed 5 rejected 2 eta \d+s\n$/);
+    expect(out[1]).toContain('load 100.0%');
+  });
+});

@@ -35,7 +35,7 @@ function fields(s: ProgressSnapshot): Record<string, string> {
   return {
     rate: fmtRate(rate),
     bytes: `${fmtBytes(s.bytesDone)}/${fmtBytes(s.bytesTotal)}`,
-    eta: fmtEta(bps > 0 ? ((s.bytesTotal - s.bytesDone) / bps) * 1000 : Infinity),
+    etaText: fmtEta(bps > 0 ? ((s.bytesTotal - s.bytesDone) / bps) * 1000 : Infinity),
     files: `${s.filesDone}/${s.filesTotal}`,
     rows: String(s.rows),
     loaded: String(s.loaded),
@@ -51,7 +51,7 @@ export function createProgress(opts: { tty: boolean; intervalMs: number; stream?
     const bar = new cliProgress.SingleBar(
       {
         stream,
-        format: 'load [{bar}] {percentage}% | {bytes} | {rate} rows/s | ETA {eta} | files {files} | loaded {loaded} | failed {failed} | rejected {rejected}',
+        format: 'load [{bar}] {percentage}% | {bytes} | {rate} rows/s | ETA {etaText} | files {files} | loaded {loaded} | failed {failed} | rejected {rejected}',
         hideCursor: true,
         fps: 5,
       },
@@ -79,7 +79,7 @@ export function createProgress(opts: { tty: boolean; intervalMs: number; stream?
     const f = fields(s);
     const pct = s.bytesTotal > 0 ? ((100 * s.bytesDone) / s.bytesTotal).toFixed(1) : '100.0';
     stream.write(
-      `load ${pct}% ${f.bytes} files ${f.files} rows ${f.rows} (${f.rate}/s) loaded ${f.loaded} failed ${f.failed} rejected ${f.rejected} eta ${f.eta}\n`,
+      `load ${pct}% ${f.bytes} files ${f.files} rows ${f.rows} (${f.rate}/s) loaded ${f.loaded} failed ${f.failed} rejected ${f.rejected} eta ${f.etaText}\n`,
     );
   };
   return {
