@@ -269,3 +269,33 @@ describe('progress reporting', () => {
     expect(out[1]).toContain('load 100.0%');
   });
 });
+
+describe('compact layout keys', () => {
+  it('digests (plain and HMAC secret) and buckets match src/dedup/layout.ts encodeKeys', async () => {
+    const { encodeKeys } = await import('../src/dedup/layout.js');
+    const f = join(dir, 'compact.txt');
+    const keys = Array.from({ length: 500 }, (_, i) => personLine(i));
+    writeFileSync(f, keys.join('\n') + '\n');
+    for (const secret of [undefined, new TextEncoder().encode('s3cret')]) {
+      class CompactSink extends MemorySink {
+        readonly layout = 'compact' as const;
+        override async add(b: SinkBatch): Promise<number> {
+          const key = `${b.window}:${b.bucket}`;
+          let set = this.members.get(key);
+          if (!set) this.members.set(key, (set = new Set()));
+          for (let i = 0; i < b.count; i++) {
+            const o = b.keyOffsets[i]!;
+            set.add(Buffer.from(b.keys.subarray(o, o + 8)).readBigInt64LE(0).toString());
+          }
+          return b.count;
+        }
+      }
+      const sink = new CompactSink();
+      await load({ inputs: [f], window: 'w', buckets: 256, checkpointFile: join(dir, 'compact.cp'), ...(secret ? { secret } : {}) }, { sink });
+      const enc = encodeKeys(keys.map((k) => k.replace('|', '')), { layout: 'compact', prefix: 'p', buckets: 256, secret });
+      const expected = new Set(enc.members.map((m, i) => `w:${enc.buckets[i]}:${m}`));
+      const got = new Set([...sink.members].flatMap(([k, s]) => [...s].map((m) => `${k}:${m}`)));
+      expect(got).toEqual(expected);
+    }
+  });
+});

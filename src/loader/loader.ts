@@ -4,6 +4,7 @@
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { ErrorCodes, HashGateError } from '../errors.js';
+import { digestKeys } from '../dedup/layout.js';
 import { BatchBuffer, BufferPool } from './buffers.js';
 import { fingerprintDiff, readCheckpoint, writeCheckpoint, type CheckpointData, type FileProgress } from './checkpoint.js';
 import { RegionHasher } from './hasher.js';
@@ -66,6 +67,8 @@ export interface LoadOptions {
   checkpointIntervalMs?: number;
   resume?: boolean;
   dryRun?: boolean;
+  /** Compact layout: HMAC-SHA-256 key, as the store's `dedup.secret` (digests = HMAC(secret, key)). */
+  secret?: Uint8Array;
   /** Recorded in the checkpoint fingerprint (layout, prefix, redis target). */
   extraFingerprint?: Record<string, unknown>;
 }
@@ -291,6 +294,7 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
     dateFormat: o.windowField >= 0 ? o.dateFormat : null,
     windowUnit: o.windowUnit,
     buckets: o.buckets,
+    secret: options.secret !== undefined,
     ...options.extraFingerprint,
   };
   let cp: CheckpointData = { version: 1, fingerprint, files: {}, updatedAt: new Date(now()).toISOString() };
@@ -574,7 +578,7 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
           let kb = hasher.keyBytes;
           if (compact) {
             // compact layout: members are digest bytes 0..7, buckets come from bytes 8..15
-            kb = hasher.digests(n);
+            kb = options.secret ? digestKeys({ bytes: hasher.keyBytes, offsets: hasher.keyOffsets, count: n }, options.secret) : hasher.digests(n);
             buckets = compactBuckets(kb, n, o.buckets, compactBucketOut);
             ko = digestOffsets;
           } else buckets = hasher.buckets(n, o.buckets);

@@ -30,6 +30,7 @@ Store
   --buckets N               buckets (default: the count recorded for the window, else
                             ${STORE_DEFAULTS.setsBuckets} for sets / ${STORE_DEFAULTS.compactBuckets} for compact)
   --no-hll                  do not PFADD members to the window's HyperLogLog
+  --secret-env NAME         compact layout: HMAC secret (the store's dedup.secret) from env var NAME
 Windows
   --window ID               fixed window id, e.g. 2026 (default: current year in --time-zone)
   --window-from-field N     take each row's window from field N (0-based)
@@ -117,6 +118,7 @@ export async function run(argv: string[]): Promise<number> {
         prefix: { type: 'string' },
         buckets: { type: 'string' },
         'no-hll': { type: 'boolean' },
+        'secret-env': { type: 'string' },
         window: { type: 'string' },
         'window-from-field': { type: 'string' },
         'date-format': { type: 'string' },
@@ -206,6 +208,13 @@ export async function run(argv: string[]): Promise<number> {
       dryRun: values['dry-run'] === true,
     };
     if (opts.dryRun && opts.resume) throw usage('--resume has no meaning with --dry-run');
+    const se = str('secret-env');
+    if (se !== undefined) {
+      if (layout !== 'compact') throw usage(`--secret-env needs --layout compact (the 'sets' layout stores raw keys)`);
+      const v = process.env[se];
+      if (v === undefined || v === '') throw usage(`--secret-env: environment variable ${se} is not set or empty`);
+      opts.secret = new TextEncoder().encode(v);
+    }
   } catch (err) {
     console.error(`hashgate load: ${(err as Error).message}`);
     return 2;
