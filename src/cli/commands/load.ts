@@ -244,7 +244,7 @@ export async function run(argv: string[]): Promise<number> {
               const [host, port] = hp.trim().split(':');
               return { host: host || '127.0.0.1', port: Number(port ?? 6379) };
             }),
-            { redisOptions: clientOpts },
+            { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1, commandTimeout: 30_000 } },
           )
         : new Redis(str('redis') ?? 'redis://127.0.0.1:6379', clientOpts);
       redis.on('error', () => undefined); // reported per batch; reconnects are automatic
