@@ -96,6 +96,21 @@ describe('BloomFilter basics', () => {
     );
   });
 
+  it('string encoding equals TextEncoder on both encoder paths (short JS loop, long native), lone surrogates included', () => {
+    const f = BloomFilter.create({ expectedItems: 1000, fpp: 0.01 });
+    const odd = ['\ud800', 'a\udc00b', '\ud83d\ude00', 'x\ud83d', '张伟€𝄞', '\u007f\u0080\u07ff\u0800\uffff'];
+    const keys = [...odd, ...odd.map((k) => k + '-padded-beyond-sixteen-chars-' + k), 'y'.repeat(17)];
+    f.addAll(keys);
+    const enc = new TextEncoder();
+    for (const k of keys) {
+      expect(f.mightContain(enc.encode(k)), JSON.stringify(k)).toBe(true);
+      for (const i of guavaIndexes(k, f.hashFunctions, f.bitSize)) expect(bitSet(f, i)).toBe(true);
+    }
+    const g = BloomFilter.create({ expectedItems: 1000, fpp: 0.01 });
+    for (const k of keys) g.add(k);
+    expect(Buffer.from(g.bitsView()).equals(Buffer.from(f.bitsView()))).toBe(true);
+  });
+
   it('addAll counts keys that changed a bit; add returns whether a bit changed', () => {
     const f = BloomFilter.create({ expectedItems: 10_000, fpp: 0.01 });
     expect(f.addAll(['a', 'b', 'c', 'a'])).toBe(3);

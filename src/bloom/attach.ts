@@ -27,6 +27,8 @@ const CACHE_SIZE = 8;
 
 export interface Scratch {
   u8: Uint8Array;
+  /** Same bytes as a Buffer, for the native UTF-8 writer. */
+  buf: Buffer;
   offsetsPtr: number;
   offsets: Uint32Array;
   outPtr: number;
@@ -105,6 +107,7 @@ export function attach(memory: WebAssembly.Memory, useKernel: boolean): Attachme
     slot,
     scratch: {
       u8: new Uint8Array(memory.buffer),
+      buf: Buffer.from(memory.buffer as ArrayBuffer),
       offsetsPtr,
       offsets: new Uint32Array(memory.buffer, offsetsPtr, BATCH_KEYS + 1),
       outPtr,

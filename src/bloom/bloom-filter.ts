@@ -319,7 +319,7 @@ export class BloomFilter {
     let len: number;
     if (typeof key === 'string') {
       if (key.length * 3 > s.keysCap) return this.#oneSlow(keyBytes(key, 'key'), add);
-      len = encodeUtf8(key, s.u8, s.keysPtr) - s.keysPtr;
+      len = encodeUtf8(key, s.u8, s.keysPtr, s.buf) - s.keysPtr;
     } else if (key instanceof Uint8Array) {
       if (key.length > s.keysCap) return this.#oneSlow(key, add);
       s.u8.set(key, s.keysPtr);
@@ -394,7 +394,7 @@ export class BloomFilter {
         pos = base;
       }
       offs[count] = pos - base;
-      if (typeof key === 'string') pos = encodeUtf8(key, u8, pos);
+      if (typeof key === 'string') pos = encodeUtf8(key, u8, pos, s.buf);
       else {
         u8.set(key as Uint8Array, pos);
         pos += (key as Uint8Array).length;
