@@ -142,7 +142,13 @@ export class HashGate {
     if (options.cache !== undefined) {
       const c: TieredCacheOptions = { ...options.cache };
       if (c.now === undefined && options.now !== undefined) c.now = options.now;
-      this.cache = new TieredCache(c);
+      try {
+        this.cache = new TieredCache(c);
+      } catch (err) {
+        // Bad cache options must not leave the dedup store's Redis connection open.
+        void this.dedup.close().catch(() => undefined);
+        throw err;
+      }
     }
 
     const o = this.options;
@@ -162,7 +168,11 @@ export class HashGate {
 
   /** Validates options, starts the pool and connects stores. Rejects on bad options. */
   static async open(options: HashGateOptions = {}): Promise<HashGate> {
-    return new HashGate(options);
+    const gate = new HashGate(options);
+    // A cache that built its own Redis client must be connected before the first lookup, or the
+    // first misses count as Redis errors and can open its breaker.
+    if (gate.cache !== undefined && options.cache?.redis !== undefined) await gate.cache.ready().catch(() => undefined);
+    return gate;
   }
 
   private registerGauges(): void {

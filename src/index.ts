@@ -13,6 +13,8 @@ export type { DedupServiceOptions, DedupStats, FirstSeenOptions, RecoverReport }
 export type { DedupOptions, RedisConfig, Layout, OnStoreError } from './dedup/options.js';
 export { windowId } from './dedup/window.js';
 export * from './cache/index.js';
+export * from './tiering/index.js';
+export * from './risk/index.js';
 export * from './index/index.js';
 export * from './ids/index.js';
 export {
