@@ -2,10 +2,24 @@
 // to the store) and packed original lines (what goes to the failed file, so the same command can
 // re-feed it), plus the segment id of every row for checkpoint accounting.
 
+/**
+ * Copies src[s, e) to dst[p..] four bytes per step (DataView words beat a byte loop 3-5x for the
+ * 20-40 byte rows loaded here); returns the new write position.
+ */
+export function copyWords(src: Uint8Array, sdv: DataView, s: number, e: number, dst: Uint8Array, ddv: DataView, p: number): number {
+  for (; s + 4 <= e; s += 4, p += 4) ddv.setUint32(p, sdv.getUint32(s, true), true);
+  for (; s < e; s++) dst[p++] = src[s]!;
+  return p;
+}
+
+export const viewOf = (a: Uint8Array): DataView => new DataView(a.buffer, a.byteOffset, a.byteLength);
+
 export class BatchBuffer {
   slot = -1;
   count = 0;
   keys: Buffer;
+  private kdv: DataView;
+  private ldv: DataView;
   keyOffs: Uint32Array;
   lines: Buffer;
   lineOffs: Uint32Array;
@@ -16,6 +30,8 @@ export class BatchBuffer {
   constructor(readonly capacity: number, initialBytes: number) {
     this.keys = Buffer.allocUnsafe(initialBytes);
     this.lines = Buffer.allocUnsafe(initialBytes);
+    this.kdv = viewOf(this.keys);
+    this.ldv = viewOf(this.lines);
     // row arrays grow too: 65_536 compact buckets must not each pre-allocate `batch` rows
     const rows = Math.min(capacity, 16);
     this.keyOffs = new Uint32Array(rows + 1);
@@ -64,26 +80,25 @@ export class BatchBuffer {
   }
 
   /** Appends one row; returns true when the buffer is full. */
-  append(kSrc: Uint8Array, ks: number, ke: number, lSrc: Uint8Array, ls: number, le: number, seg: number, bucket: number): boolean {
+  append(
+    kSrc: Uint8Array, kSrcView: DataView, ks: number, ke: number,
+    lSrc: Uint8Array, lSrcView: DataView, ls: number, le: number,
+    seg: number, bucket: number,
+  ): boolean {
     const c = this.count;
     if (c >= this.segs.length) this.growRows();
     let kp = this.keyOffs[c]!;
     let lp = this.lineOffs[c]!;
-    if (kp + (ke - ks) > this.keys.length) this.keys = BatchBuffer.grow(this.keys, kp + (ke - ks));
-    if (lp + (le - ls) > this.lines.length) this.lines = BatchBuffer.grow(this.lines, lp + (le - ls));
-    const kb = this.keys;
-    const lb = this.lines;
-    // short rows (the common case: name + ID) copy faster byte by byte than via subarray + set
-    if (ke - ks <= 64) for (let i = ks; i < ke; i++) kb[kp++] = kSrc[i]!;
-    else {
-      kb.set(kSrc.subarray(ks, ke), kp);
-      kp += ke - ks;
+    if (kp + (ke - ks) > this.keys.length) {
+      this.keys = BatchBuffer.grow(this.keys, kp + (ke - ks));
+      this.kdv = viewOf(this.keys);
     }
-    if (le - ls <= 64) for (let i = ls; i < le; i++) lb[lp++] = lSrc[i]!;
-    else {
-      lb.set(lSrc.subarray(ls, le), lp);
-      lp += le - ls;
+    if (lp + (le - ls) > this.lines.length) {
+      this.lines = BatchBuffer.grow(this.lines, lp + (le - ls));
+      this.ldv = viewOf(this.lines);
     }
+    kp = copyWords(kSrc, kSrcView, ks, ke, this.keys, this.kdv, kp);
+    lp = copyWords(lSrc, lSrcView, ls, le, this.lines, this.ldv, lp);
     this.segs[c] = seg;
     this.bkts[c] = bucket;
     this.count = c + 1;

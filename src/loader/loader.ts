@@ -5,7 +5,7 @@ import { open, stat, type FileHandle } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import { digestKeys } from '../dedup/layout.js';
-import { BatchBuffer, BufferPool } from './buffers.js';
+import { BatchBuffer, BufferPool, viewOf } from './buffers.js';
 import { fingerprintDiff, readCheckpoint, writeCheckpoint, type CheckpointData, type FileProgress } from './checkpoint.js';
 import { RegionHasher } from './hasher.js';
 import { expandInputs } from './inputs.js';
@@ -159,6 +159,8 @@ class Batcher {
   full: BatchBuffer | undefined;
   // the current region
   kb!: Uint8Array;
+  kdv!: DataView;
+  ldv!: DataView;
   ko!: Uint32Array;
   bk!: Uint32Array;
   lineBuf!: Uint8Array;
@@ -186,7 +188,7 @@ class Batcher {
 
   /** Appends rows [i, n); returns n, or the index after the row that filled `this.full`. */
   run(i: number, n: number): number {
-    const { kb, ko, bk, lineBuf, rowStart, rowEnd, win, seg, compact, slots, bucketRows } = this;
+    const { kb, kdv, ldv, ko, bk, lineBuf, rowStart, rowEnd, win, seg, compact, slots, bucketRows } = this;
     const ng = this.groups;
     let buffered = this.buffered;
     let accepted = this.accepted;
@@ -212,7 +214,7 @@ class Batcher {
       const ls = rowStart[i]!;
       const le = rowEnd[i]!;
       buffered += ke - ks + (le - ls) + 16;
-      if (b.append(kb, ks, ke, lineBuf, ls, le, seg, b0)) {
+      if (b.append(kb, kdv, ks, ke, lineBuf, ldv, ls, le, seg, b0)) {
         this.full = b;
         this.buffered = buffered;
         this.accepted = accepted;
@@ -607,7 +609,11 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
                 }
               }
             }
-            batcher.kb = kb;
+            if (batcher.kb !== kb) {
+              batcher.kb = kb;
+              batcher.kdv = viewOf(kb);
+            }
+            if (batcher.lineBuf !== r.buf) batcher.ldv = viewOf(r.buf);
             batcher.ko = ko;
             batcher.bk = buckets;
             batcher.lineBuf = r.buf;

@@ -3,6 +3,7 @@
 import { Command, type Cluster, type Redis } from 'ioredis';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import { bucketKey, hllKey, metaField, metaKey } from '../dedup/layout.js';
+import { copyWords, viewOf } from './buffers.js';
 
 /** One batch of one (window, bucket): key i = keys[keyOffsets[i] .. keyOffsets[i+1]). */
 export interface SinkBatch {
@@ -158,6 +159,8 @@ export function encodeMembers(batch: SinkBatch, compact: boolean, headRoom = 0, 
     else bytes = ko[n]! - ko[0]!;
   }
   const out = Buffer.allocUnsafe(headRoom + (compact ? n * 28 : bytes + n * 15));
+  const sdv = viewOf(src);
+  const odv = viewOf(out);
   let p = headRoom;
   for (let j = 0; j < n; j++) {
     const i = rows ? rows[j]! : j;
@@ -187,11 +190,7 @@ export function encodeMembers(batch: SinkBatch, compact: boolean, headRoom = 0, 
       p = writeInt(out, p, e - s);
       out[p++] = CRLF_0;
       out[p++] = CRLF_1;
-      if (e - s < 48) for (let j = s; j < e; j++) out[p++] = src[j]!;
-      else {
-        out.set(src.subarray(s, e), p);
-        p += e - s;
-      }
+      p = copyWords(src, sdv, s, e, out, odv, p);
     }
     out[p++] = CRLF_0;
     out[p++] = CRLF_1;
