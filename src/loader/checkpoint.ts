@@ -40,11 +40,11 @@ export async function readCheckpoint(path: string): Promise<CheckpointData | und
   }
 }
 
-export async function writeCheckpoint(path: string, data: CheckpointData): Promise<void> {
+export async function writeCheckpoint(path: string, data: CheckpointData | string): Promise<void> {
   const tmp = `${path}.tmp`;
   const fh = await open(tmp, 'w');
   try {
-    await fh.writeFile(JSON.stringify(data, null, 1));
+    await fh.writeFile(typeof data === 'string' ? data : JSON.stringify(data, null, 1));
     await fh.sync();
   } finally {
     await fh.close();

@@ -410,11 +410,13 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
     cpLast = performance.now();
     cpDirty = false;
     cpSaving = (async () => {
-      // rows behind the checkpoint must be durable wherever they went
+      // snapshot first: every row it covers had its failed/rejects write completed before it was
+      // counted, so flushing those files now makes everything behind the snapshot durable
+      cp.updatedAt = new Date(now()).toISOString();
+      const snap = JSON.stringify(cp, null, 1);
       await failedOut?.flush();
       await rejectsOut?.flush();
-      cp.updatedAt = new Date(now()).toISOString();
-      await writeCheckpoint(cpPath, cp);
+      await writeCheckpoint(cpPath, snap);
     })();
     try {
       await cpSaving;
