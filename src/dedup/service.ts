@@ -75,6 +75,16 @@ export interface DedupCounters {
 }
 
 
+/** Keys per script call when fail-open batches are pipelined (see firstSeen). */
+const PIPELINE_CHUNK = 2500;
+
+function sliceKeys(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, s: number, e: number): ReadonlyArray<string | Uint8Array> | PackedKeys {
+  if (Array.isArray(keys)) return (keys as ReadonlyArray<string | Uint8Array>).slice(s, e);
+  const pk = keys as PackedKeys;
+  // offsets index `bytes` absolutely, so a window of them is a valid PackedKeys
+  return { bytes: pk.bytes, offsets: pk.offsets.subarray(s, e + 1), count: e - s };
+}
+
 export class DedupService {
   readonly options: ResolvedDedupOptions;
   private readonly store: DedupStore;
@@ -148,14 +158,36 @@ export class DedupService {
     const out = new Uint8Array(n);
     if (n === 0) return out;
 
-    let digests = digestKeys(keys, o.layout === 'compact' ? o.secret : undefined);
-    if (digests.byteOffset % 4 !== 0) digests = digests.slice();
-    const d32 = new Uint32Array(digests.buffer, digests.byteOffset, n * 4);
     const cache = this.cacheFor(window, ms);
     const inBatch = new DigestSet(n);
-    const pend = new Uint32Array(n);
+    const buckets = await this.bucketsFor(window);
+    // fail-open batches go out in chunks so Redis runs chunk k while we hash chunk k+1; under
+    // fail-closed the whole batch stays ONE script call (all-or-nothing, see the header).
+    const chunk = o.onStoreError === 'fail-open' && this.store.kind === 'redis' ? PIPELINE_CHUNK : n;
+    const tasks: Promise<void>[] = [];
+    for (let s = 0; s < n; s += chunk) {
+      const e = Math.min(n, s + chunk);
+      const part = s === 0 && e === n ? keys : sliceKeys(keys, s, e);
+      const t = this.submit(part, e - s, s, window, buckets, cache, inBatch, out);
+      if (t !== undefined) tasks.push(t);
+    }
+    if (tasks.length === 1) await tasks[0];
+    else if (tasks.length > 1) await Promise.all(tasks);
+    return out;
+  }
+
+  /** Hashes `part` (keys base..base+m of the call), answers what it can locally, sends the rest. */
+  private submit(
+    part: ReadonlyArray<string | Uint8Array> | PackedKeys, m: number, base: number, window: string, buckets: number,
+    cache: SeenCache | undefined, inBatch: DigestSet, out: Uint8Array,
+  ): Promise<void> | undefined {
+    const o = this.options;
+    let digests = digestKeys(part, o.layout === 'compact' ? o.secret : undefined);
+    if (digests.byteOffset % 4 !== 0) digests = digests.slice();
+    const d32 = new Uint32Array(digests.buffer, digests.byteOffset, m * 4);
+    const pend = new Uint32Array(m);
     let p = 0;
-    for (let i = 0; i < n; i++) {
+    for (let i = 0; i < m; i++) {
       if (cache !== undefined && cache.has(d32, i)) {
         this.counters.cacheHits++;
         continue;
@@ -167,9 +199,8 @@ export class DedupService {
       }
       pend[p++] = i;
     }
-    if (p === 0) return out;
+    if (p === 0) return undefined;
 
-    const buckets = await this.bucketsFor(window);
     const all = bucketsOfDigests(digests, o.layout, buckets);
     const pb = new Uint32Array(p);
     for (let j = 0; j < p; j++) pb[j] = all[pend[j]!]!;
@@ -195,23 +226,24 @@ export class DedupService {
     const batch: StoreBatch =
       o.layout === 'compact'
         ? { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => compactMember(digests, idx[j]!, dv), compact: { dv, idx } }
-        : { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => setsMember(keys, idx[j]!) };
+        : { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => setsMember(part, idx[j]!) };
     const answers = new Uint8Array(p);
     this.counters.storeKeys += p;
-    try {
-      await this.store.addBatch(batch, answers);
-    } catch (err) {
+    const finish = (): void => {
+      for (let j = 0; j < p; j++) {
+        const a = answers[j]!;
+        out[base + pend[order[j]!]!] = a;
+        this.counters.firstSeen += a;
+      }
+      if (cache !== undefined) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
+    };
+    return this.store.addBatch(batch, answers).then(finish, (err: unknown) => {
       if (!(err instanceof StoreBatchError)) throw err;
       this.counters.storeErrors++;
-      this.onStoreFailure(err, batch, answers, order, pend, d32, out, cache, n);
-    }
-    for (let j = 0; j < p; j++) {
-      const a = answers[j]!;
-      out[pend[order[j]!]!] = a;
-      this.counters.firstSeen += a;
-    }
-    if (cache !== undefined) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
-    return out;
+      // fail-closed never chunks, so base is 0 and `out` covers exactly this batch there
+      this.onStoreFailure(err, batch, answers, order, pend, d32, out, cache, m);
+      finish();
+    });
   }
 
   private onStoreFailure(

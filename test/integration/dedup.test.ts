@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { DedupService, addMembers, type DedupOptions } from '../../src/dedup/index.js';
-import { bucketOf } from '../../src/hash/index.js';
+import { bucketOf, packKeys } from '../../src/hash/index.js';
 import { ErrorCodes } from '../../src/errors.js';
 
 const has = requireRedisOrSkip('dedup integration');
@@ -219,5 +219,20 @@ describe.skipIf(!has)('dedup on Redis', () => {
     for (const m of b) expect(a.has(m)).toBe(false);
     await plain.close();
     await keyed.close();
+  });
+  it('batches larger than one pipelined chunk: duplicates across chunks, arrays and PackedKeys agree with a model', async () => {
+    for (const layout of ['compact', 'sets'] as const) {
+      n++;
+      const s = open({ layout, buckets: 32 });
+      const keys = Array.from({ length: 9000 }, (_, i) => `c${(i * 7) % 5003}`);
+      const seen = new Set<string>();
+      const want = keys.map((k) => (seen.has(k) ? 0 : (seen.add(k), 1)));
+      expect([...(await s.firstSeen(keys))]).toEqual(want);
+      const more = Array.from({ length: 7000 }, (_, i) => `c${i}`);
+      const want2 = more.map((k) => (seen.has(k) ? 0 : (seen.add(k), 1)));
+      expect([...(await s.firstSeen(packKeys(more)))]).toEqual(want2);
+      expect((await s.stats('2026')).exact).toBe(seen.size);
+      await s.close();
+    }
   });
 });
