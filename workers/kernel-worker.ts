@@ -51,7 +51,7 @@ export default function run(task: KernelTask): number {
     case 'bloomCheck': {
       if (bloom === undefined) throw new Error('no Bloom filter configured');
       const v = packed(task.slot, task.count);
-      v.out.set(bloom.mightContainAll(v.packed), 0);
+      bloom.mightContainAll(v.packed, v.out.subarray(0, task.count));
       return task.count;
     }
     case 'throw':
