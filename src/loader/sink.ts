@@ -149,7 +149,7 @@ export function writeInt64Le(out: Buffer, q: number, src: Uint8Array, p: number)
 }
 
 /** RESP bulk strings of a batch's members: raw key bytes ('sets') or int64 decimals ('compact'). */
-export function encodeMembers(batch: SinkBatch, compact: boolean, headRoom = 0, rows?: Uint32Array): Buffer {
+export function encodeMembers(batch: SinkBatch, compact: boolean, headRoom = 0, rows?: Uint32Array, offsOut?: Uint32Array): Buffer {
   const n = rows ? rows.length : batch.count;
   const ko = batch.keyOffsets;
   const src = batch.keys;
@@ -163,6 +163,7 @@ export function encodeMembers(batch: SinkBatch, compact: boolean, headRoom = 0, 
   const odv = viewOf(out);
   let p = headRoom;
   for (let j = 0; j < n; j++) {
+    if (offsOut) offsOut[j] = p - headRoom;
     const i = rows ? rows[j]! : j;
     const s = ko[i]!;
     const e = ko[i + 1]!;
@@ -195,6 +196,7 @@ export function encodeMembers(batch: SinkBatch, compact: boolean, headRoom = 0, 
     out[p++] = CRLF_0;
     out[p++] = CRLF_1;
   }
+  if (offsOut) offsOut[n] = p - headRoom;
   return out.subarray(0, p);
 }
 
@@ -275,34 +277,64 @@ export class RedisLayoutSink implements LoadSink {
     return p;
   }
 
+  /** Holds socket writes until uncork(): the commands of one batch leave in one writev. */
+  private cork(): () => void {
+    const streams: { cork(): void; uncork(): void }[] = [];
+    const r = this.redis as unknown as { stream?: { cork(): void; uncork(): void }; nodes?: (role: string) => { stream?: { cork(): void; uncork(): void } }[] };
+    if (typeof r.nodes === 'function') for (const n of r.nodes('master')) n.stream && streams.push(n.stream);
+    else if (r.stream) streams.push(r.stream);
+    for (const st of streams) st.cork();
+    return () => {
+      for (const st of streams) st.uncork();
+    };
+  }
+
   /** One SADD per bucket of a grouped batch, all written at once; one PFADD for the whole batch. */
   private async addGrouped(batch: SinkBatch, rb: Uint32Array): Promise<number> {
     const { layout, prefix } = this.opts;
     const n = batch.count;
+    const compact = layout === 'compact';
+    // every member is encoded once; SADDs copy their rows' encodings, PFADD copies them all
+    const offs = new Uint32Array(n + 1);
+    const all = encodeMembers(batch, compact, 0, undefined, offs);
+    const allView = viewOf(all);
     // order rows by bucket: bucket * 2^20 + row sorts as one Float64Array (rows < 2^20)
     const order = new Float64Array(n);
     for (let i = 0; i < n; i++) order[i] = rb[i]! * 1048576 + i;
     order.sort();
     const r = this.redis as Redis;
     const adds: Promise<unknown>[] = [];
-    const compact = layout === 'compact';
-    for (let a = 0; a < n; ) {
-      const bucket = Math.floor(order[a]! / 1048576);
-      let b = a + 1;
-      while (b < n && Math.floor(order[b]! / 1048576) === bucket) b++;
-      const rows = new Uint32Array(b - a);
-      for (let j = a; j < b; j++) rows[j - a] = order[j]! % 1048576;
-      const key = layoutKeys.bucket(layout, prefix, batch.window, bucket);
-      const head = `*${b - a + 2}\r\n$4\r\nSADD\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`;
-      const hl = Buffer.byteLength(head);
-      const wire = encodeMembers(batch, compact, hl, rows);
-      wire.write(head, 0, 'utf8');
-      adds.push(r.sendCommand(new RawCommand('sadd', key, wire)) as Promise<unknown>);
-      a = b;
-    }
-    if (this.hll) {
-      const hk = layoutKeys.hll(layout, prefix, batch.window);
-      adds.push((r.sendCommand(new RawCommand('pfadd', hk, commandWire('PFADD', hk, n, encodeMembers(batch, compact)))) as Promise<unknown>).then(() => 0));
+    const uncork = this.cork();
+    try {
+      for (let a = 0; a < n; ) {
+        const bucket = Math.floor(order[a]! / 1048576);
+        let b = a + 1;
+        let bytes = 0;
+        while (b < n && Math.floor(order[b]! / 1048576) === bucket) b++;
+        for (let j = a; j < b; j++) {
+          const row = order[j]! % 1048576;
+          bytes += offs[row + 1]! - offs[row]!;
+        }
+        const key = layoutKeys.bucket(layout, prefix, batch.window, bucket);
+        const head = `*${b - a + 2}\r\n$4\r\nSADD\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`;
+        const hl = Buffer.byteLength(head);
+        const wire = Buffer.allocUnsafe(hl + bytes);
+        wire.write(head, 0, 'utf8');
+        const wv = viewOf(wire);
+        let p = hl;
+        for (let j = a; j < b; j++) {
+          const row = order[j]! % 1048576;
+          p = copyWords(all, allView, offs[row]!, offs[row + 1]!, wire, wv, p);
+        }
+        adds.push(r.sendCommand(new RawCommand('sadd', key, wire)) as Promise<unknown>);
+        a = b;
+      }
+      if (this.hll) {
+        const hk = layoutKeys.hll(layout, prefix, batch.window);
+        adds.push((r.sendCommand(new RawCommand('pfadd', hk, commandWire('PFADD', hk, n, all))) as Promise<unknown>).then(() => 0));
+      }
+    } finally {
+      uncork();
     }
     const res = await Promise.all(adds);
     let added = 0;
