@@ -4,7 +4,8 @@
 // Answers: 1 = first time in the key's window, 0 = seen before (or earlier in the same batch).
 // Order of checks per key: duplicate inside the batch -> local seen-cache (only ever holds keys
 // the store confirmed or journaled, and "seen" never becomes "unseen" inside a window) -> store
-// (one atomic script per batch on standalone Redis, per bucket on Cluster).
+// (standalone Redis: one atomic script per batch under fail-closed, per 2500-key chunk under
+// fail-open so Redis works on one chunk while the next is hashed; Cluster: one per bucket).
 //
 // Store failures:
 //   fail-open   answer 1 for every key whose write was not acknowledged, append those keys to the
