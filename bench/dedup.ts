@@ -122,7 +122,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         role: 'hashgate',
         unit: 'keys/s',
         beforeEach: flush,
-        runs: opts.quick ? 1 : 3,
+        runs: opts.quick ? 1 : 5,
         fn: async () => {
           const svc = new DedupService({
             redis: srv.url,
@@ -147,7 +147,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       role: 'peer',
       unit: 'keys/s',
       beforeEach: flush,
-      runs: opts.quick ? 1 : 3,
+      runs: opts.quick ? 1 : 5,
       fn: async () => {
         let first = 0;
         for (const b of batches) {
