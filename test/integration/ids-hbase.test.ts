@@ -64,7 +64,7 @@ describe.skipIf(!ok)('IdRegistry on a real HBase (checkAndPut)', () => {
     expect(rawCols.length).toBeGreaterThan(1);
     expect(rawCols).toContain(`raw:${col.physicalId}`);
     await checkRepair(reg, results);
-  }, 600_000);
+  }, 300_000);
 
   it('concurrent upserts from independent clients: exactly one new per record (checkAndPut)', async () => {
     const t = await fresh();
@@ -141,5 +141,5 @@ describe.skipIf(!ok)('IdRegistry on a real HBase (checkAndPut)', () => {
     for (let j = 0; j < done.length; j += 25) {
       expect(await b.upsert(recs[j])).toMatchObject({ status: 'duplicate', physicalId: done[j]!.physicalId, id: done[j]!.id });
     }
-  }, 600_000);
+  }, 300_000);
 });
