@@ -10,6 +10,8 @@ import { DedupService, type DedupServiceOptions, type DedupStats, type RecoverRe
 import type { DedupOptions, RedisConfig } from './dedup/options.js';
 import { TieredCache, type TieredCacheOptions } from './cache/index.js';
 import type { CacheValue } from './cache/index.js';
+import { FingerprintIndex, type FingerprintIndexOptions } from './index/index.js';
+import { IdRegistry, type IdRegistryOptions } from './ids/index.js';
 import { resolveMetrics, type Metrics, type MetricsOptions } from './metrics/index.js';
 import { cacheTierTotals, journalDirStats } from './metrics/adapters.js';
 import { KernelPool, type PoolStats } from './pool/pool.js';
@@ -41,6 +43,10 @@ export interface HashGateOptions {
   dedup?: DedupOptions;
   /** Multi-level lookup cache (LRU -> Redis -> cold store). */
   cache?: TieredCacheOptions;
+  /** Device-fingerprint inverted index (`gate.index`); `true` = embedded defaults. */
+  index?: FingerprintIndexOptions | true;
+  /** Collision-safe logical ids (`gate.ids`); `true` = embedded defaults. */
+  ids?: IdRegistryOptions | true;
   /** Prometheus metrics: true, an options object, or a Metrics instance. Default off. */
   metrics?: boolean | MetricsOptions | Metrics;
   /** Clock for windows and TTLs (tests inject a fake one). */
@@ -70,7 +76,7 @@ interface Resolved {
 
 const KNOWN = new Set([
   'threads', 'maxQueue', 'inlineThreshold', 'chunkKeys', 'chunkBytes', 'slots', 'idleTimeoutMs', 'bloom', 'redis',
-  'dedup', 'cache', 'metrics', 'now', 'testHooks',
+  'dedup', 'cache', 'index', 'ids', 'metrics', 'now', 'testHooks',
 ]);
 
 function resolve(o: HashGateOptions): Resolved {
@@ -118,6 +124,8 @@ export class HashGate {
   readonly bloom: BloomFilter | undefined;
   readonly dedup: DedupService;
   readonly cache: TieredCache | undefined;
+  readonly index: FingerprintIndex | undefined;
+  readonly ids: IdRegistry | undefined;
   readonly metrics: Metrics;
   private readonly pool: KernelPool | undefined;
   private readonly unregister: Array<() => void> = [];
@@ -150,6 +158,17 @@ export class HashGate {
         throw err;
       }
     }
+
+    try {
+      this.index = options.index === undefined ? undefined : new FingerprintIndex(options.index === true ? {} : options.index);
+      this.ids = options.ids === undefined ? undefined : new IdRegistry(options.ids === true ? {} : { now: options.now ?? Date.now, ...options.ids });
+    } catch (err) {
+      void this.dedup.close().catch(() => undefined);
+      void this.cache?.close().catch(() => undefined);
+      throw err;
+    }
+    const ids = this.ids;
+    if (ids !== undefined) ids.on('collision', () => this.metrics.collision(ids.activeAlgorithm));
 
     const o = this.options;
     if (o.threads > 0) {
@@ -419,7 +438,7 @@ export class HashGate {
     if (this.closed) return;
     this.closed = true;
     for (const u of this.unregister) u();
-    await Promise.all([this.pool?.close(), this.dedup.close(), this.cache?.close()]);
+    await Promise.all([this.pool?.close(), this.dedup.close(), this.cache?.close(), this.index?.close(), this.ids?.close()]);
   }
 }
 

@@ -193,3 +193,21 @@ describe('HashGate metrics', () => {
     }
   });
 });
+
+describe('HashGate index and ids', () => {
+  it('exposes an embedded fingerprint index and logical-id registry', async () => {
+    const gate = await HashGate.open({ threads: 0, index: true, ids: true });
+    try {
+      await gate.index!.put('dev-1', { canvas: 'c1', ua: 'ua-a' });
+      await gate.index!.put('dev-2', { canvas: 'c1', ua: 'ua-b' });
+      expect((await gate.index!.match({ canvas: 'c1', ua: 'ua-b' })).sort()).toEqual(['dev-2']);
+      expect((await gate.index!.any({ ua: 'ua-a' })).sort()).toEqual(['dev-1']);
+      const a = await gate.ids!.upsert({ a: 1, b: 2 });
+      const b = await gate.ids!.upsert({ b: 2, a: 1 });
+      expect(a.status).toBe('new');
+      expect(b).toMatchObject({ status: 'duplicate', id: a.id });
+    } finally {
+      await gate.close();
+    }
+  });
+});
