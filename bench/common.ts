@@ -24,8 +24,12 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { Bench } from 'tinybench';
+import { prng } from '../src/util/prng.js';
 
 export const SCHEMA_VERSION = 1;
+
+/** Deterministic PRNG so every implementation sees the same keys in every run. */
+export { prng };
 
 /** Who an implementation is, so ratios compare hashgate against the field, not itself. */
 export type Role = 'hashgate' | 'peer' | 'baseline';
@@ -519,17 +523,6 @@ export function peakRssBytes(): number {
   return process.resourceUsage().maxRSS * 1024;
 }
 
-/** Deterministic PRNG (mulberry32) so every implementation sees the same keys in every run. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const SURNAMES = '王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈姚卢';
 const GIVEN = '伟芳娜敏静丽强磊军洋勇艳杰娟涛明超秀霞平刚桂英华玉兰萍红建国志文斌宁浩宇轩梓涵子睿欣怡佳琪思雨嘉';

@@ -3,72 +3,16 @@
 // keys with 50% duplicates (each distinct key appears twice, order shuffled), batches of 10k;
 // and Redis memory per key (INFO memory used_memory delta) at 1M and 10M distinct keys per layout.
 import { Redis } from 'ioredis';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Suite, prng, shapeAKey, size, type SuiteOptions, type SuiteResult } from './common.js';
+import { startBenchRedis } from './redis-server.js';
 import { DedupService } from '../src/dedup/index.js';
 import { bucketsOf } from '../src/hash/index.js';
 
 const BATCH = 10_000;
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
-async function startRedis(): Promise<{ url: string; stop(): Promise<void> } | undefined> {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'hashgate-bench-dedup-'));
-  let child: ChildProcess;
-  try {
-    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
-  } catch {
-    return undefined;
-  }
-  const ok = await new Promise<boolean>((resolve) => {
-    child.once('error', () => resolve(false));
-    const deadline = Date.now() + 10_000;
-    const poll = (): void => {
-      const r = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-      r.connect().then(
-        () => {
-          r.disconnect();
-          resolve(true);
-        },
-        () => {
-          r.disconnect();
-          if (Date.now() > deadline) resolve(false);
-          else setTimeout(poll, 50);
-        },
-      );
-    };
-    poll();
-  });
-  if (!ok) {
-    child.kill('SIGKILL');
-    return undefined;
-  }
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    async stop() {
-      await new Promise<void>((resolve) => {
-        if (child.exitCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      });
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 /** Key i of the workload (unique per i, name + ID number shaped). */
 const keyOf = (i: number): string => shapeAKey(i, prng(i + 1));
@@ -94,7 +38,7 @@ async function usedMemory(r: Redis): Promise<number> {
 
 export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const s = new Suite('dedup', opts);
-  const srv = await startRedis();
+  const srv = await startBenchRedis('dedup');
   if (!srv) {
     s.notes.push('redis-server not available: nothing measured');
     s.target('firstSeen vs pipelined SADD loop', '>=', 4, null, 'x');

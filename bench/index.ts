@@ -3,70 +3,13 @@
 // concurrency, Bloom-gated absent queries, and IdRegistry upserts for new/duplicate mixes.
 // Redis server CPU per operation (INFO cpu) is recorded in `extra` to name the bottleneck.
 import { Redis } from 'ioredis';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Suite, size, type SuiteOptions, type SuiteResult } from './common.js';
+import { startBenchRedis } from './redis-server.js';
 import { FingerprintIndex } from '../src/index/index.js';
 import { IdRegistry } from '../src/ids/index.js';
 import { canonicalJson, murmur3_128Hex } from '../src/hash/index.js';
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
-/** A private redis-server (never the shared 6379), or undefined when not installed. */
-async function startRedis(): Promise<{ url: string; stop(): Promise<void> } | undefined> {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'hashgate-bench-index-'));
-  let child: ChildProcess;
-  try {
-    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
-  } catch {
-    return undefined;
-  }
-  const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  probe.on('error', () => undefined);
-  const deadline = Date.now() + 10_000;
-  let ok = false;
-  let spawnFailed = false;
-  child.once('error', () => (spawnFailed = true));
-  while (!ok && !spawnFailed && Date.now() < deadline) {
-    try {
-      await probe.connect();
-      await probe.ping();
-      ok = true;
-    } catch {
-      probe.disconnect();
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  probe.disconnect();
-  if (!ok) {
-    child.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-    return undefined;
-  }
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    stop: async () => {
-      await new Promise<void>((r) => {
-        child.once('exit', () => r());
-        child.kill('SIGTERM');
-      });
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 /** Runs `n` async jobs with at most `window` in flight (how a server handles concurrent requests). */
 async function windowed(n: number, window: number, job: (i: number) => Promise<unknown>): Promise<void> {
@@ -131,7 +74,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     });
   }
 
-  const srv = await startRedis();
+  const srv = await startBenchRedis('index');
   if (!srv) {
     s.note('redis-server not available: Redis rows not measured');
     return s.finish();

@@ -3,75 +3,21 @@
 // and --dry-run) vs an ioredis pipelined loader written the obvious way (readline, split, per-
 // bucket arrays, pipelined SADD) vs the seed's first attempt, one awaited SADD per row (sample).
 // Peak RSS comes from each child's summary; loading 1 file vs all files shows it is bounded.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createReadStream, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { Suite, size, type SuiteOptions, type SuiteResult } from './common.js';
+import { startBenchRedis } from './redis-server.js';
 import { generateExport } from '../src/loader/generate.js';
 import { bucketOf } from '../src/hash/index.js';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli', 'main.js');
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
-async function startRedis(): Promise<{ url: string; stop(): Promise<void> } | undefined> {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'hashgate-bench-load-'));
-  let child: ChildProcess;
-  try {
-    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
-  } catch {
-    return undefined;
-  }
-  const ok = await new Promise<boolean>((resolve) => {
-    child.once('error', () => resolve(false));
-    const deadline = Date.now() + 10_000;
-    const poll = (): void => {
-      const r = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-      r.connect().then(
-        () => {
-          r.disconnect();
-          resolve(true);
-        },
-        () => {
-          r.disconnect();
-          if (Date.now() > deadline) resolve(false);
-          else setTimeout(poll, 50);
-        },
-      );
-    };
-    poll();
-  });
-  if (!ok) {
-    child.kill('SIGKILL');
-    return undefined;
-  }
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    async stop() {
-      await new Promise<void>((resolve) => {
-        if (child.exitCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      });
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 interface CliSummary {
   rows: number;
@@ -164,7 +110,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const files = size(opts, 10, 2);
   const rowsPerFile = size(opts, 1_000_000, 20_000);
   const dir = mkdtempSync(join(tmpdir(), 'hashgate-bench-export-'));
-  const srv = await startRedis();
+  const srv = await startBenchRedis('load');
   try {
     const t0 = performance.now();
     const gen = generateExport({ dir, files, rowsPerFile, dupRatio: 0.2, crlfRatio: 0.05, seed: 2026 });

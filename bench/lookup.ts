@@ -3,12 +3,11 @@
 // reachable), vs lru-cache alone, raw MGET, and one awaited GET per key.
 import { LRUCache } from 'lru-cache';
 import { Redis } from 'ioredis';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Suite, makeKeys, repoRoot, size, type SuiteOptions, type SuiteResult } from './common.js';
+import { startBenchRedis } from './redis-server.js';
 import { TieredCache, MemoryColdStore, HBaseColdStore, coldTableDdl, encodeValue, type ColdStore } from '../src/cache/index.js';
 import { HBaseStore } from '../src/stores/hbase.js';
 import { HotColdStore } from '../src/tiering/index.js';
@@ -16,66 +15,7 @@ import { BloomFilter } from '../src/bloom/index.js';
 
 const TABLE = 'bench';
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
-/** A private redis-server for the run (never the shared 6379), or undefined when not installed. */
-async function startRedis(): Promise<{ url: string; stop(): Promise<void> } | undefined> {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'hashgate-bench-redis-'));
-  let child: ChildProcess;
-  try {
-    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
-      stdio: 'ignore',
-    });
-  } catch {
-    return undefined;
-  }
-  const failed = await new Promise<boolean>((resolve) => {
-    child.once('error', () => resolve(true));
-    const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    probe.on('error', () => undefined);
-    const deadline = Date.now() + 10_000;
-    const tryPing = (): void => {
-      probe
-        .connect()
-        .then(() => probe.ping())
-        .then(() => {
-          probe.disconnect();
-          resolve(false);
-        })
-        .catch(() => {
-          probe.disconnect();
-          if (Date.now() > deadline) resolve(true);
-          else setTimeout(tryPing, 50);
-        });
-    };
-    tryPing();
-  });
-  if (failed) {
-    child.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-    return undefined;
-  }
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    stop: async () => {
-      await new Promise<void>((r) => {
-        child.once('exit', () => r());
-        child.kill('SIGTERM');
-      });
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 /**
  * Optional HBase cold tier: measured only when HBASE_ZK says where the HBase of services/hbase
@@ -194,7 +134,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   s.target('LRU hits', '>=', 3_000_000, lruHits, ' lookups/s');
 
   // --- Redis hits (batched)
-  const srv = await startRedis();
+  const srv = await startBenchRedis('lookup');
   if (!srv) {
     s.note('redis-server not available: Redis rows not measured');
     s.target('batched Redis hits', '>=', 100_000, null, ' lookups/s', 'redis-server not installed');

@@ -5,16 +5,15 @@
 //   - Redis used_memory per key for the `compact` and `sets` layouts at growing n (a private
 //     redis-server on a free loopback port; skipped with a note when redis-server is missing).
 // Thread-count and batch-size sweeps live in bench/pool.ts.
-import { fork, spawn, spawnSync } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
+import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { Suite, makeKeys } from './common.js';
+import { startBenchRedis } from './redis-server.js';
 import type { SuiteOptions, SuiteResult, SweepSeries } from './common.js';
 
 const BATCH = 8192;
@@ -78,48 +77,7 @@ function measureInChild(n: number): Promise<ChildReport> {
   });
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolvePromise, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolvePromise(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
-/** A private redis-server (never 6379), or undefined when the binary is missing. */
-async function startRedis(): Promise<{ url: string; stop(): Promise<void> } | undefined> {
-  if (spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status !== 0) return undefined;
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'hashgate-bench-scaling-'));
-  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
-  const url = `redis://127.0.0.1:${port}`;
-  const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  probe.on('error', () => {});
-  for (let i = 0; i < 100; i++) {
-    try {
-      await probe.connect();
-      await probe.ping();
-      break;
-    } catch {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  probe.disconnect();
-  return {
-    url,
-    async stop() {
-      await new Promise<void>((resolveStop) => {
-        if (child.exitCode !== null) return resolveStop();
-        child.once('exit', () => resolveStop());
-        child.kill('SIGTERM');
-      });
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 async function usedMemory(r: Redis): Promise<number> {
   return Number(/used_memory:(\d+)/.exec(await r.info('memory'))?.[1] ?? NaN);
@@ -160,7 +118,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   s.sweep({ name: 'embedded memory per key vs keys', xLabel: 'distinct keys', yLabel: 'bytes per key', logX: true, logY: true, series: [rssSeries, bloomSeries] });
 
   // Redis memory per key by layout.
-  const srv = await startRedis();
+  const srv = await startBenchRedis('scaling');
   if (!srv) {
     s.note('redis-server not installed: Redis memory vs key count not measured.');
     return s.finish();

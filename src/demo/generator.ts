@@ -2,23 +2,15 @@
 // from identity indices the generator itself tracks, never from hashing, so a wrong hash or store
 // shows up as a mismatch instead of agreeing with itself.
 
+import { prng } from '../util/prng.js';
+
+export { prng };
+
 const SURNAMES = '王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤';
 const GIVEN = '伟芳娜敏静丽强磊军洋勇艳杰娟涛明超秀霞平刚桂英华玉萍红兰飞鹏辉波宁欣怡子涵浩宇梓轩思雨一诺晨阳佳琪雪婷建国志强秀兰';
 const AREAS = ['110101', '310104', '440305', '330106', '510107', '420106', '320102', '610113'];
 const WEIGHTS = [7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2];
 const CHECK = '10X98765432';
-
-/** mulberry32: tiny, fast, and identical on every platform, which is all the demo needs. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A valid 18-digit PRC resident ID (GB 11643 checksum) that is unique per identity index. */
 export function idNumber(identity: number): string {

@@ -3,6 +3,7 @@
 // malformed lines, invalid UTF-8, an empty file) whose exact expected effect is returned.
 import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { prng as rng } from '../util/prng.js';
 
 export interface GenerateOptions {
   dir: string;
@@ -47,17 +48,6 @@ export interface GenerateResult {
 const SURNAMES = '王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈';
 const GIVEN = '伟芳娜敏静丽强磊军洋勇艳杰娟涛明超秀霞平刚桂英华玉兰萍建国红志文斌宇浩凯鹏飞云龙海波琳晨阳欣怡';
 
-/** mulberry32: small, fast, deterministic. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The key text of synthetic person i: name + '|' + 18-character ID number (unique per i). */
 export function personLine(i: number): string {
