@@ -209,6 +209,9 @@ export function parseArgs(argv: readonly string[]): RunOptions & { help?: boolea
       const v = value();
       if (!v) throw new Error('--out needs a directory');
       o.outDir = v;
+      // A scratch run must not overwrite the committed full results: suites (child processes)
+      // write their JSON under DIR/results too, unless HASHGATE_BENCH_OUT says otherwise.
+      process.env.HASHGATE_BENCH_OUT ??= join(v, 'results');
     }
     else if (flag === '--help' || flag === '-h') o.help = true;
     else throw new Error(`unknown option ${a}`);
@@ -222,7 +225,7 @@ const USAGE = `usage: npm run bench -- [--quick] [--only hash,bloom] [--skip loa
   --only LIST    run only these suites (known: ${KNOWN_SUITES.join(', ')})
   --keep-old     include older bench/results/*.json of suites not run now in REPORT.md
   --report-only  regenerate REPORT.md and charts from bench/results/*.json without running anything
-  --out DIR      write REPORT.md and charts/ under DIR instead of bench/ (results: HASHGATE_BENCH_OUT)
+  --out DIR      write REPORT.md, charts/ and results/ under DIR instead of bench/ (HASHGATE_BENCH_OUT overrides results/)
   --no-readme    do not splice the summary into README.md (done by default, between its markers)`;
 
 async function childMain(argv: string[]): Promise<void> {
