@@ -8,12 +8,13 @@
 // written from this run's results plus, with --keep-old, older JSON files of suites not run now.
 
 import { fork } from 'node:child_process';
-import { existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { readResult, repoRoot, resultPath, writeResult, machineInfo } from './common.js';
 import type { SuiteResult } from './common.js';
 import { loadResults, sortSuites, writeReport } from './report.js';
+import { isMainModule } from '../src/util/main-module.js';
 
 /** Suites the issues ask for, in report order; others found on disk follow alphabetically. */
 export const KNOWN_SUITES = ['hash', 'bloom', 'pool', 'dedup', 'load', 'lookup', 'index', 'scaling'] as const;
@@ -266,18 +267,8 @@ async function main(argv: string[]): Promise<number> {
   return exitCode;
 }
 
-function invokedDirectly(): boolean {
-  const script = process.argv[1];
-  if (script === undefined) return false;
-  try {
-    // Compare real paths: the checkout may sit behind a symlink.
-    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-}
 
-if (invokedDirectly()) {
+if (isMainModule(import.meta.url)) {
   main(process.argv.slice(2)).then(
     (code) => {
       if (code >= 0) process.exitCode = code;

@@ -1,9 +1,8 @@
 #!/usr/bin/env node
 // `hashgate <command> [flags]`. Each command lives in ./commands/<name>.js and exports
 // run(argv) -> exit code, so commands load lazily and a slow import never taxes the others.
-import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { HashGateError } from '../errors.js';
+import { isMainModule } from '../util/main-module.js';
 
 const COMMANDS: Record<string, string> = {
   demo: 'generate name+ID transactions and run first-seen-this-year dedup (embedded, no servers)',
@@ -54,18 +53,8 @@ export async function main(argv: string[]): Promise<number> {
   return mod.run(rest);
 }
 
-function invokedDirectly(): boolean {
-  const script = process.argv[1];
-  if (script === undefined) return false;
-  try {
-    // npm's bin shim is a symlink: compare real paths, not names.
-    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-}
 
-if (invokedDirectly()) {
+if (isMainModule(import.meta.url)) {
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;
