@@ -50,6 +50,14 @@ export interface DedupStore {
 
 const memberString = (m: Member): string => (typeof m === 'string' ? Buffer.from(m, 'utf8') : m).toString('latin1');
 
+/**
+ * The compact member (digest bytes 0..7) as four UTF-16 units: the same identity as its decimal
+ * form in Redis, without building the decimal string or a Buffer per key.
+ */
+function compactKey(dv: DataView, o: number): string {
+  return String.fromCharCode(dv.getUint16(o, true), dv.getUint16(o + 2, true), dv.getUint16(o + 4, true), dv.getUint16(o + 6, true));
+}
+
 /** Embedded store: a Set per (window, bucket key). Bounded by `maxKeys` over all windows. */
 export class MemoryStore implements DedupStore {
   readonly kind = 'memory' as const;
@@ -75,12 +83,13 @@ export class MemoryStore implements DedupStore {
     }
     let w = this.sets.get(batch.window);
     if (w === undefined) this.sets.set(batch.window, (w = new Map()));
+    const c = batch.compact;
     for (let g = 0; g < batch.groupKeys.length; g++) {
       const key = batch.groupKeys[g]!;
       let s = w.get(key);
       if (s === undefined) w.set(key, (s = new Set()));
       for (let j = batch.starts[g]!; j < batch.starts[g + 1]!; j++) {
-        const m = memberString(batch.member(j));
+        const m = c === undefined ? memberString(batch.member(j)) : compactKey(c.dv, c.idx[j]! << 4);
         if (s.has(m)) answers[j] = 0;
         else {
           s.add(m);

@@ -108,7 +108,7 @@ store (embedded in memory unless --redis is given) and checks every answer again
     console.log(`  duplicates             ${r.duplicates.toLocaleString('en')} (expected ${r.expectedDuplicates.toLocaleString('en')})`);
     console.log(`  mismatches vs truth    ${r.mismatches}`);
     console.log(`  throughput             ${r.keysPerSec.toLocaleString('en')} keys/s`);
-    console.log(`  bloom                  ${r.bloom.bitSize.toLocaleString('en')} bits, k=${r.bloom.hashFunctions}, FPP expected ${pct(r.bloom.expectedFpp)}, measured ${r.bloom.measuredFpp === null ? 'n/a' : pct(r.bloom.measuredFpp)}`);
+    console.log(`  bloom                  ${r.bloom.bitSize.toLocaleString('en')} bits, k=${r.bloom.hashFunctions}, FPP expected at final fill ${pct(r.bloom.expectedFpp)}, measured over the run ${r.bloom.measuredFpp === null ? 'n/a' : pct(r.bloom.measuredFpp)}`);
     console.log(r.mismatches === 0 && r.duplicates === r.expectedDuplicates ? 'OK: every answer matches the ground truth' : 'FAIL: answers differ from the ground truth');
   }
   return r.mismatches === 0 && r.duplicates === r.expectedDuplicates ? 0 : 1;
