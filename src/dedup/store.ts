@@ -3,6 +3,7 @@
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { Layout } from './options.js';
 import type { Member } from './layout.js';
+import { DigestTable } from './digest-table.js';
 
 /** Pending keys of one firstSeen call, already grouped: group g = members[starts[g]..starts[g+1]). */
 export interface StoreBatch {
@@ -50,18 +51,16 @@ export interface DedupStore {
 
 const memberString = (m: Member): string => (typeof m === 'string' ? Buffer.from(m, 'utf8') : m).toString('latin1');
 
-/**
- * The compact member (digest bytes 0..7) as four UTF-16 units: the same identity as its decimal
- * form in Redis, without building the decimal string or a Buffer per key.
- */
-function compactKey(dv: DataView, o: number): string {
-  return String.fromCharCode(dv.getUint16(o, true), dv.getUint16(o + 2, true), dv.getUint16(o + 4, true), dv.getUint16(o + 6, true));
-}
 
-/** Embedded store: a Set per (window, bucket key). Bounded by `maxKeys` over all windows. */
+/**
+ * Embedded store. 'sets': a Set of raw members per (window, bucket key); 'compact': one
+ * DigestTable per window. Bounded by `maxKeys` over all windows.
+ */
 export class MemoryStore implements DedupStore {
   readonly kind = 'memory' as const;
   private readonly sets = new Map<string, Map<string, Set<string>>>();
+  /** Compact layout: one digest table per window (the bucket is part of each entry). */
+  private readonly tables = new Map<string, DigestTable>();
   private readonly meta = new Map<string, number>();
   private total = 0;
 
@@ -81,15 +80,29 @@ export class MemoryStore implements DedupStore {
         details: { maxKeys: this.maxKeys },
       });
     }
+    const c = batch.compact;
+    if (c !== undefined) {
+      let t = this.tables.get(batch.window);
+      if (t === undefined) this.tables.set(batch.window, (t = new DigestTable()));
+      for (let g = 0; g < batch.groupKeys.length; g++) {
+        const bucket = batch.groupBuckets[g]!;
+        for (let j = batch.starts[g]!; j < batch.starts[g + 1]!; j++) {
+          const o = c.idx[j]! << 4;
+          const added = t.add(c.dv.getUint32(o, true), c.dv.getUint32(o + 4, true), bucket);
+          answers[j] = added ? 1 : 0;
+          if (added) this.total++;
+        }
+      }
+      return;
+    }
     let w = this.sets.get(batch.window);
     if (w === undefined) this.sets.set(batch.window, (w = new Map()));
-    const c = batch.compact;
     for (let g = 0; g < batch.groupKeys.length; g++) {
       const key = batch.groupKeys[g]!;
       let s = w.get(key);
       if (s === undefined) w.set(key, (s = new Set()));
       for (let j = batch.starts[g]!; j < batch.starts[g + 1]!; j++) {
-        const m = c === undefined ? memberString(batch.member(j)) : compactKey(c.dv, c.idx[j]! << 4);
+        const m = memberString(batch.member(j));
         if (s.has(m)) answers[j] = 0;
         else {
           s.add(m);
@@ -101,23 +114,27 @@ export class MemoryStore implements DedupStore {
   }
 
   async count(window: string): Promise<{ exact: number; approximate: number }> {
-    let n = 0;
+    let n = this.tables.get(window)?.size ?? 0;
     for (const s of this.sets.get(window)?.values() ?? []) n += s.size;
     return { exact: n, approximate: n };
   }
 
   async purge(window: string): Promise<number> {
     const w = this.sets.get(window);
-    if (w === undefined) return 0;
-    let n = 0;
-    for (const s of w.values()) n += s.size;
+    const t = this.tables.get(window);
+    if (w === undefined && t === undefined) return 0;
+    let n = t?.size ?? 0;
+    for (const s of w?.values() ?? []) n += s.size;
     this.total -= n;
     this.sets.delete(window);
+    this.tables.delete(window);
     for (const k of [...this.meta.keys()]) if (k.startsWith(`${window}\u0000`)) this.meta.delete(k);
-    return w.size;
+    // Redis would report the bucket keys it unlinked; the compact table stands for all of them.
+    return (w?.size ?? 0) + (t === undefined ? 0 : 1);
   }
 
   async close(): Promise<void> {
     this.sets.clear();
+    this.tables.clear();
   }
 }
