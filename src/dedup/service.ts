@@ -28,7 +28,7 @@ import type { PackedKeys } from '../hash/index.js';
 import { DigestSet, SeenCache } from './cache.js';
 import { Journal } from './journal.js';
 import {
-  bucketKey, bucketsOfDigests, compactMember, digestKeys, hllKey, keyCount, metaField, metaKey, orderByBucket, setsMember,
+  bucketKey, bucketsOfDigests, compactMember, digestKeys, hllKey, metaField, metaKey, orderByBucket, setsMember,
   type Member, type RedisClient,
 } from './layout.js';
 import { parseDedupOptions, type DedupOptions, type RedisConfig, type ResolvedDedupOptions } from './options.js';

@@ -312,8 +312,6 @@ export class HBaseStore {
     const maxVersions = options.maxVersions ?? 1;
     if (limit === 0 || (upper.length > 0 && compareBytes(lower, upper) >= 0)) return;
 
-    const inRange = (k: Buffer): boolean =>
-      compareBytes(k, lower) >= 0 && (upper.length === 0 || compareBytes(k, upper) < 0);
     let emitted = 0;
     // forward: next row to read (inclusive). reversed: rows strictly below `cursor` are still to
     // be read (empty = from the very end of the table)

@@ -116,3 +116,19 @@ export async function startRedis(opts: RedisServerOptions = {}): Promise<RedisSe
   };
   return server;
 }
+
+/** Total members over every set whose key matches `pattern` (SCAN, never KEYS). */
+export async function scardSum(redis: import('ioredis').Redis, pattern: string): Promise<number> {
+  let total = 0;
+  let cursor = '0';
+  do {
+    const [c, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = c;
+    if (keys.length) {
+      const p = redis.pipeline();
+      for (const k of keys) p.scard(k);
+      for (const [, n] of (await p.exec())!) total += n as number;
+    }
+  } while (cursor !== '0');
+  return total;
+}

@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Redis } from 'ioredis';
-import { startRedis, requireRedisOrSkip, type RedisServer } from '../helpers/redis-server.js';
+import { startRedis, requireRedisOrSkip, type RedisServer, scardSum } from '../helpers/redis-server.js';
 import { generateExport } from '../../src/loader/generate.js';
 import { load } from '../../src/loader/loader.js';
 import { RedisLayoutSink } from '../../src/loader/sink.js';
@@ -14,20 +14,6 @@ import { RedisLayoutSink } from '../../src/loader/sink.js';
 const HAVE = requireRedisOrSkip('loader fault tests');
 const CLI = resolve('dist/src/cli/main.js');
 
-async function scardSum(redis: Redis, pattern: string): Promise<number> {
-  let total = 0;
-  let cursor = '0';
-  do {
-    const [c, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = c;
-    if (keys.length) {
-      const p = redis.pipeline();
-      for (const k of keys) p.scard(k);
-      for (const [, n] of (await p.exec())!) total += n as number;
-    }
-  } while (cursor !== '0');
-  return total;
-}
 
 describe.skipIf(!HAVE)('loader faults (real redis-server)', () => {
   let dir: string;

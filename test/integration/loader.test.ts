@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { startRedis, requireRedisOrSkip, type RedisServer } from '../helpers/redis-server.js';
+import { startRedis, requireRedisOrSkip, type RedisServer, scardSum } from '../helpers/redis-server.js';
 import { generateExport, personLine } from '../../src/loader/generate.js';
 import { run as runLoad } from '../../src/cli/commands/load.js';
 import { bucketKey, encodeKeys, hllKey, metaField, metaKey } from '../../src/dedup/layout.js';
@@ -14,20 +14,6 @@ import { bucketOf } from '../../src/hash/index.js';
 
 const HAVE = requireRedisOrSkip('loader integration');
 
-async function scardSum(redis: Redis, pattern: string): Promise<number> {
-  let total = 0;
-  let cursor = '0';
-  do {
-    const [c, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = c;
-    if (keys.length) {
-      const p = redis.pipeline();
-      for (const k of keys) p.scard(k);
-      for (const [, n] of (await p.exec())!) total += n as number;
-    }
-  } while (cursor !== '0');
-  return total;
-}
 
 describe.skipIf(!HAVE)('loader -> real redis-server (sets layout)', () => {
   let srv: RedisServer;

@@ -91,11 +91,11 @@ repeats an earlier identity, runs HashGate.firstSeen with a Bloom filter in fron
 store (embedded in memory unless --redis is given) and checks every answer against the truth.`);
     return 0;
   }
-  const num = (name: string, v: string | undefined) => (v === undefined ? undefined : Number(v));
-  const items = checkInt('--items', num('--items', values.items), 1, 50_000_000);
-  const duplicateRate = checkNumber('--duplicate-rate', num('--duplicate-rate', values['duplicate-rate']), 0, 0.99);
-  const batch = checkInt('--batch', num('--batch', values.batch), 1, 1_000_000);
-  const seed = checkInt('--seed', num('--seed', values.seed), 0, 0xffff_ffff);
+  const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
+  const items = checkInt('--items', num(values.items), 1, 50_000_000);
+  const duplicateRate = checkNumber('--duplicate-rate', num(values['duplicate-rate']), 0, 0.99);
+  const batch = checkInt('--batch', num(values.batch), 1, 1_000_000);
+  const seed = checkInt('--seed', num(values.seed), 0, 0xffff_ffff);
   const threads = values.threads === undefined ? undefined : checkInt('--threads', Number(values.threads), 0, 256);
   const layout = values.layout === undefined ? undefined : (values.layout as 'compact' | 'sets');
   const r = await runDemo({ items, duplicateRate, batch, seed, ...(threads === undefined ? {} : { threads }), ...(values.redis === undefined ? {} : { redis: values.redis }), ...(layout === undefined ? {} : { layout }) });
