@@ -37,7 +37,7 @@ hbase_classpath() {
   if [ ! -s "$HBASE_CP_FILE" ] || [ "$(cat "$HBASE_STATE/cp.stamp" 2>/dev/null)" != "$stamp" ] \
      || [ ! -f "$HBASE_STATE/target/classes/HBaseDdl.class" ]; then
     echo "hbase: resolving jars with Maven (first run downloads ~130 MB)..." >&2
-    if ! mvn -q -B -f "$HBASE_SVC_DIR/pom.xml" package dependency:build-classpath \
+    if ! mvn -q -B -f "$HBASE_SVC_DIR/pom.xml" package dependency:build-classpath -Dhbase.state="$HBASE_STATE" \
         -Dmdep.outputFile="$HBASE_CP_FILE" > "$HBASE_STATE/mvn.log" 2>&1; then
       echo "hbase: Maven failed; last lines of $HBASE_STATE/mvn.log:" >&2
       tail -n 30 "$HBASE_STATE/mvn.log" >&2
