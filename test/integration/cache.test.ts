@@ -8,6 +8,7 @@ import { ensureHBase, hbaseConfigured, type HBaseHarness } from '../helpers/hbas
 import { HBaseStore } from '../../src/stores/hbase.js';
 import { BloomFilter } from '../../src/bloom/index.js';
 import { FLAG_ARCHIVED, HBaseColdStore, TieredCache, coldTableDdl, encodeValue, readEnvelope, wrapEnvelope } from '../../src/cache/index.js';
+import { HotColdStore } from '../../src/tiering/index.js';
 
 /** Generous tier timeouts: a loaded CI box must not turn a slow answer into a degraded one. */
 const SLOW = 20_000;
@@ -145,6 +146,44 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
       admin.disconnect();
       admin = new Redis(srv.url, { maxRetriesPerRequest: 1 });
       admin.on('error', () => undefined);
+    }
+  });
+
+  it('Redis killed -9 in migrate mode: HBase saying "absent" is not cached; the Redis-only value is found after restart', async () => {
+    const aof = await startRedis({ args: ['--appendonly', 'yes', '--appendfsync', 'always'] });
+    const w = new Redis(aof.url, { maxRetriesPerRequest: 1 });
+    w.on('error', () => undefined);
+    const cache = new TieredCache({
+      redis: { url: aof.url, timeoutMs: 500 },
+      cold,
+      coldOptions: { timeoutMs: SLOW },
+      negativeTtlMs: 600_000,
+      breaker: { failures: 2, cooldownMs: 1_000 },
+    });
+    try {
+      // a fresh entry lives only in Redis until migrateCold() archives it
+      await new HotColdStore({ redis: w, cold }).write(table, [{ key: 'fresh', value: { reason: 'fraud' } }]);
+      await cache.ready();
+      await aof.kill('SIGKILL');
+      const during = [];
+      for (let i = 0; i < 4; i++) during.push(await cache.lookupDetailed(table, ['fresh', 'u1']));
+      // HBase answered every time (u1 found, fresh absent there), Redis could not: unknown, degraded
+      expect(during.map((r) => r.values)).toEqual(new Array(4).fill([undefined, { level: 0, reason: 'r0' }]));
+      expect(during.map((r) => r.degraded)).toEqual([true, true, true, true]);
+      expect(during[3]!.errors).toEqual([expect.objectContaining({ tier: 'redis', skipped: true })]);
+      expect(hbaseReads(store)).toBe(4); // nothing was cached, so HBase was asked each time
+      await aof.restart();
+      await cache.ready(10_000);
+      await new Promise((r) => setTimeout(r, 1_100)); // let the breaker's cool-down pass
+      expect(await cache.lookupDetailed(table, ['fresh', 'u1'])).toEqual({
+        values: [{ reason: 'fraud' }, { level: 0, reason: 'r0' }],
+        errors: [],
+        degraded: false,
+      });
+    } finally {
+      await cache.close();
+      w.disconnect();
+      await aof.stop();
     }
   });
 
