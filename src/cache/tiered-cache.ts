@@ -14,6 +14,7 @@ import {
   HashGateError,
   checkInt,
   invalidType,
+  invalidUrl,
   outOfRange,
 } from '../errors.js';
 import { FLAG_ARCHIVED, HEADER_BYTES, decodeEnvelopeValue, decodeValue, wrapEnvelope } from './codec.js';
@@ -748,12 +749,16 @@ export class TieredCache {
  * A client that fails commands at once while disconnected (no offline queue) so a Redis outage
  * sends lookups to the cold tier instead of stalling them, and keeps reconnecting in the background.
  */
-export function createFailFastRedis(url: string, timeoutMs: number = CACHE_DEFAULTS.redis.timeoutMs): Redis {
-  return new Redis(url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    connectTimeout: 2_000,
-    commandTimeout: timeoutMs,
-    retryStrategy: (times) => Math.min(50 * times, 1_000),
-  });
+export function createFailFastRedis(url: string, timeoutMs: number = CACHE_DEFAULTS.redis.timeoutMs, name = 'redis.url'): Redis {
+  try {
+    return new Redis(url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      connectTimeout: 2_000,
+      commandTimeout: timeoutMs,
+      retryStrategy: (times) => Math.min(50 * times, 1_000),
+    });
+  } catch (err) {
+    throw invalidUrl(name, 'a redis:// URL', err);
+  }
 }
