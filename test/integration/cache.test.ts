@@ -212,4 +212,34 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
       await dead.close();
     }
   });
+
+  it('HBase breaker open: lookups that needed HBase are degraded (skip reported), Redis hits are not', async () => {
+    const deadPort = await freePort();
+    const dead = new HBaseStore({ zookeeper: `127.0.0.1:${deadPort}`, operationTimeoutMs: 1_500, connectTimeoutMs: 500 });
+    const cache = new TieredCache({
+      redis: { client: admin, timeoutMs: SLOW },
+      cold: new HBaseColdStore({ store: dead }),
+      coldOptions: { timeoutMs: 3_000 },
+      breaker: { failures: 1, cooldownMs: 600_000 },
+      negativeTtlMs: 600_000,
+    });
+    await admin.set(`hg:v:${table}:hot`, wrapEnvelope(encodeValue({ hot: true }), Date.now()), 'PX', 60_000);
+    try {
+      const first = await cache.lookupDetailed(table, ['u1']);
+      expect(first.degraded).toBe(true);
+      expect(first.errors[0]).toMatchObject({ tier: 'cold' });
+      expect(cache.stats().cold!.breakerOpen).toBe(true);
+      const skipped = await cache.lookupDetailed(table, ['u2', 'hot']);
+      expect(skipped.values).toEqual([undefined, { hot: true }]);
+      expect(skipped.degraded).toBe(true);
+      expect(skipped.errors).toEqual([expect.objectContaining({ tier: 'cold', skipped: true, code: 'HG_ERR_HBASE_UNAVAILABLE' })]);
+      expect(cache.stats().local.entries).toBe(1); // only the Redis hit: u1 and u2 are unknown, not absent
+      // a key Redis answers needs no cold tier: not degraded
+      expect(await cache.lookupDetailed(table, ['hot'])).toEqual({ values: [{ hot: true }], errors: [], degraded: false });
+      expect(cache.stats().cold).toMatchObject({ errors: 1, skipped: 1 });
+    } finally {
+      await cache.close();
+      await dead.close();
+    }
+  });
 });
