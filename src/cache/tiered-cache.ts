@@ -93,7 +93,7 @@ const BLOOM_BATCH_MIN = 8;
 const noop = (): void => undefined;
 
 type Slot = CacheValue | undefined;
-/** Per-key load outcome: still missing or found ... */
+/** Per-key load outcome: not found (yet) or found. */
 const MISSING = 0;
 const FOUND = 1;
 
@@ -682,7 +682,10 @@ export class TieredCache {
     }
   }
 
-  /** undefined when the client is usable now (ready, or lazy with an offline queue that connects on demand). */
+  /**
+   * undefined when there is nothing to wait for: ready, lazy ('wait': its first command connects it),
+   * or already closed.
+   */
   #firstConnect(r: Redis): Promise<void> | undefined {
     const st = r.status;
     if (st === 'ready' || st === 'wait' || st === 'end' || st === 'close') return undefined;
@@ -704,7 +707,7 @@ export class TieredCache {
     if (c === undefined) return true;
     try {
       await withTimeout(c, this.#redisTimeoutMs, 'redis first connection');
-      return true; // closed instead of connected: the MGET below fails and is counted as usual
+      return true; // connected, or closed instead: then the MGET below fails and is counted as usual
     } catch (e) {
       this.#fail(rs, 'redis', e, errors);
       return false;
