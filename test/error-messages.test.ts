@@ -2,7 +2,7 @@
 // entry point that takes keys is fed bad input holding a recognisable marker, and src/ is scanned
 // for error constructions that interpolate key-like variables. Bad Redis URLs give a coded error
 // naming the option instead of Node's raw ERR_INVALID_URL.
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +10,8 @@ import {
   BloomFilter, CountingBloomFilter, DedupService, HashGate, HBaseStore, RiskCheck, TieredCache, hashBatch, murmur3_128Hex,
   bucketOf, describe as describeValue,
 } from '../src/index.js';
+import { redactServerMessage } from '../src/stores/hbase-wire.js';
+import { ensureHBase, hbaseConfigured, type HBaseHarness } from './helpers/hbase.js';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..');
 /** A key a user must never find in a log line: a name and a (made-up) ID number. */
@@ -163,5 +165,41 @@ describe('bad Redis URLs give a coded error naming the option, without the URL',
     expect(d.message).toMatch(/^redis must be a redis:\/\/ URL/);
     const c = await failure(() => HashGate.open({ cache: { redis: { url: 'not a url' } } }));
     expect(c.code).toBe('HG_ERR_INVALID_OPTION');
+  });
+});
+
+describe('HBase server messages lose their row keys', () => {
+  it('row=, region boundaries and region names are redacted', () => {
+    const wrong = "org.apache.hadoop.hbase.regionserver.WrongRegionException: Requested row out of range for Get on HRegion bl,user3,1732950000000.0123456789abcdef0123456789abcdef., startKey='user3', getEndKey()='user7', row='user9|110101199003077777'";
+    const out = redactServerMessage(wrong);
+    expect(out).not.toContain('110101199003077777');
+    expect(out).not.toContain('user3');
+    expect(out).not.toContain('user7');
+    expect(out).toContain("row=<redacted>");
+    expect(out).toContain('bl,<redacted>,1732950000000.0123456789abcdef0123456789abcdef.');
+    expect(out).toMatch(/^org\.apache\.hadoop\.hbase\.regionserver\.WrongRegionException: Requested row out of range/);
+    const plain = 'org.apache.hadoop.hbase.TableNotFoundException: blacklist';
+    expect(redactServerMessage(plain)).toBe(plain);
+  });
+});
+
+describe.skipIf(!hbaseConfigured('error messages (HBase)'))('HBase server errors on a real HBase', () => {
+  let hb: HBaseHarness;
+  beforeAll(async () => {
+    hb = await ensureHBase();
+  });
+  afterAll(async () => {
+    await hb?.release();
+  });
+
+  it('a write to a missing family in a pre-split region names neither the row nor the region start key', async () => {
+    const table = await hb.createTable('redact', ['base'], ['u3zz']);
+    const store = hb.store();
+    await store.ready(table);
+    const e = await failure(() => store.mput(table, [{ row: `u5|${ID}`, values: { 'nope:q': 'x' } }]));
+    expect(e.code).toBe('HG_ERR_HBASE');
+    expect(e.message).toMatch(/NoSuchColumnFamily/);
+    expect(e.message).not.toContain(ID);
+    expect(e.message).not.toContain('u3zz');
   });
 });
