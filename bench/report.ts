@@ -42,11 +42,37 @@ export function normalize(result: SuiteResult): SuiteResult {
   return { ...result, rows, targets: Array.isArray(result.targets) ? result.targets : [] };
 }
 
+/**
+ * A memory measure: every row of the group carries extra.bytesPerKey. Its opsPerSec is only the
+ * rate at which the keys were loaded; the measure is the footprint, so the chart draws bytes/key.
+ */
+function bytesPerKeyOf(list: readonly BenchRow[]): number[] | undefined {
+  const out: number[] = [];
+  for (const r of list) {
+    const b = r.extra?.['bytesPerKey'];
+    if (typeof b !== 'number' || !Number.isFinite(b)) return undefined;
+    out.push(b);
+  }
+  return out;
+}
+
 export function suiteChart(result: SuiteResult): string | undefined {
   const rows = result.rows;
   if (!rows.length) return undefined;
   const groups: BarGroup[] = [];
   for (const [name, list] of groupRows(rows)) {
+    const bpk = bytesPerKeyOf(list);
+    if (bpk !== undefined) {
+      const bars = list.map((r, i) =>
+        r.ok === false
+          ? { label: r.impl, value: bpk[i]!, kind: 'wrong' as const, note: `${failLabel(r)}: ${r.error ?? 'check failed'}` }
+          : { label: r.impl, value: bpk[i]!, kind: roleOf(r) },
+      );
+      // smallest footprint first; wrong rows last
+      bars.sort((a, b) => (a.kind === 'wrong' ? 1 : 0) - (b.kind === 'wrong' ? 1 : 0) || a.value - b.value);
+      groups.push({ label: `${name} (bytes/key, lower is better)`, unit: 'B/key', bars });
+      continue;
+    }
     const sorted = [...list].sort((a, b) => (a.ok === false ? 1 : 0) - (b.ok === false ? 1 : 0) || b.opsPerSec - a.opsPerSec);
     const units = [...new Set(list.map((r) => r.unit ?? 'ops/s'))];
     groups.push({

@@ -71,11 +71,17 @@ export class HashGateRangeError extends RangeError {
   }
 }
 
+/**
+ * Arguments that hold user data (keys, row keys, documents): an error names them and says what
+ * type they were, never what they contained (personal data): `keys`, `keys[3]`, `entries[2].row`, ...
+ */
+const DATA_ARG = /^(keys?|input|rows?|members?|entries|records?|docs?|ids?|userId)(\[\d+\])?(\.(row|key|userId))?$/;
+
 /** `name` is the option or argument as the user wrote it, e.g. `options.bloom.fpp` or `seed`. */
 export function invalidType(name: string, expected: string, got: unknown): HashGateTypeError {
   return new HashGateTypeError(
     ErrorCodes.INVALID_ARG,
-    `${name} must be ${expected}, got ${describe(got)}`,
+    `${name} must be ${expected}, got ${describe(got, DATA_ARG.test(name))}`,
     { name },
   );
 }
@@ -83,14 +89,19 @@ export function invalidType(name: string, expected: string, got: unknown): HashG
 export function outOfRange(name: string, expected: string, got: unknown): HashGateRangeError {
   return new HashGateRangeError(
     ErrorCodes.INVALID_ARG,
-    `${name} must be ${expected}, got ${describe(got)}`,
+    `${name} must be ${expected}, got ${describe(got, DATA_ARG.test(name))}`,
     { name },
   );
 }
 
-export function describe(v: unknown): string {
+/**
+ * What a bad value was, for a message. A string's contents are never shown: it may be a key, a
+ * secret or a URL with credentials. With `data` (a key or row argument) numbers are not shown either.
+ */
+export function describe(v: unknown, data = false): string {
   if (v === null) return 'null';
-  if (typeof v === 'string') return v.length > 40 ? `string(${v.length})` : JSON.stringify(v);
+  if (typeof v === 'string') return `a string of ${v.length} chars`;
+  if (data && (typeof v === 'number' || typeof v === 'bigint')) return `a ${typeof v}`;
   if (typeof v === 'bigint') return `${v}n`;
   if (typeof v === 'number' || typeof v === 'boolean' || v === undefined) return String(v);
   if (Array.isArray(v)) return `array(${v.length})`;
@@ -127,4 +138,15 @@ export function checkOneOf<T extends string>(name: string, v: unknown, allowed: 
     );
   }
   return v as T;
+}
+
+/**
+ * A connection URL the client library could not parse (e.g. Node's ERR_INVALID_URL). The URL is
+ * not echoed: it may carry a password.
+ */
+export function invalidUrl(name: string, expected: string, cause: unknown): HashGateTypeError {
+  const reason = typeof (cause as { code?: unknown })?.code === 'string' ? ` (${(cause as { code: string }).code})` : '';
+  return new HashGateTypeError(ErrorCodes.INVALID_OPTION, `${name} must be ${expected}; the value given could not be parsed${reason}`, {
+    name,
+  });
 }

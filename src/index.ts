@@ -22,3 +22,10 @@ export {
   CHANNEL_BATCH_START, CHANNEL_BATCH_END, CHANNEL_STORE_ERROR,
 } from './metrics/index.js';
 export type { Metrics, MetricsOptions } from './metrics/index.js';
+// The HBase adapter every HBase tier is built on (HBaseColdStore, Blacklist, BehaviorHistory,
+// RiskCheck, HBaseIdStore each take one): without it a user cannot reach any of them.
+export { HBaseStore, DEFAULTS as HBASE_DEFAULTS } from './stores/hbase.js';
+export type {
+  HBaseStoreOptions, HBaseRow, HBaseCell, HBaseCallCounts, Bytes as HBaseBytes, ReadOptions as HBaseReadOptions,
+  WriteOptions as HBaseWriteOptions, PutEntry as HBasePutEntry, ScanOptions as HBaseScanOptions,
+} from './stores/hbase.js';

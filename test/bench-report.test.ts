@@ -222,6 +222,39 @@ describe('bench/report', () => {
     expect(evil).not.toContain('<script>');
   });
 
+  it('memory rows (extra.bytesPerKey) are charted as bytes/key, never as their load rate in keys/s', () => {
+    const mem = (impl: string, bytesPerKey: number, ok = true): BenchRow => ({
+      name: 'Redis memory, 1000000 distinct keys', impl, role: 'hashgate', opsPerSec: 250_000, unit: 'keys/s', ok,
+      ...(ok ? {} : { error: 'expected 1000000 first-seen, got 3' }),
+      extra: { bytesPerKey, usedMemoryDelta: bytesPerKey * 1e6 },
+    });
+    const result: SuiteResult = {
+      ...synthetic(),
+      suite: 'dedup',
+      rows: [
+        { name: 'firstSeen 100k keys', impl: 'hashgate firstSeen (compact)', role: 'hashgate', opsPerSec: 900_000, unit: 'keys/s' },
+        { name: 'firstSeen 100k keys', impl: 'ioredis pipelined SADD', role: 'peer', opsPerSec: 300_000, unit: 'keys/s' },
+        mem('hashgate sets', 92.5),
+        mem('hashgate compact', 18.25),
+        mem('hashgate broken', 1, false),
+      ],
+      sweeps: [],
+    };
+    const svg = suiteChart(result) as string;
+    assertWellFormedSvg(svg);
+    const bars = [...svg.matchAll(/<g class="bar" data-kind="(\w+)" data-value="([^"]+)">\s*<title>([^<]*)<\/title>/g)];
+    expect(bars.map((b) => b[3])).toEqual([
+      'hashgate firstSeen (compact): 900k keys/s',
+      'ioredis pipelined SADD: 300k keys/s',
+      'hashgate compact: 18.3 B/key', // smallest footprint first
+      'hashgate sets: 92.5 B/key',
+      'hashgate broken: wrong answers',
+    ]);
+    expect(svg).toContain('Redis memory, 1000000 distinct keys (bytes/key, lower is better)');
+    expect(svg).toContain('WRONG: expected 1000000 first-seen, got 3');
+    expect(svg).not.toMatch(/250k keys\/s/); // the load rate is not what a memory row measures
+  });
+
   it('SVG line chart for sweeps: well-formed, one polyline per series, legend escaped', () => {
     const svg = sweepChart('bloom', synthetic().sweeps![0]!);
     const { tags } = assertWellFormedSvg(svg);

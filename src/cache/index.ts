@@ -1,4 +1,4 @@
-// Multi-level lookup cache (issue 6).
+// Multi-level lookup cache: the tiered cache, its cold stores and the value codec.
 //
 //   const cache = new TieredCache({
 //     local: { maxEntries: 100_000, maxBytes: 64 MiB, ttlMs: 60_000, maxTables: 64 },  // per table
@@ -18,12 +18,16 @@
 //
 // Order per key: Bloom gate (no I/O for definite absents) -> local LRU (positive and negative
 // entries) -> Redis MGET (hot) -> cold mget (HBase). Lower-tier hits are copied up: into Redis as
-// archived copies (SET NX PX, a newer hot write wins) and into the LRU. Keys absent from every
-// tier that answered are cached negatively for negativeTtlMs; keys a failing tier could not answer
-// are not, so they are retried. Misses under way are shared (single flight per table and key).
+// archived copies (SET NX PX, a newer hot write wins) and into the LRU. Only keys every tier
+// answered for are cached locally: absent ones negatively for negativeTtlMs. A key a tier could
+// not answer (failed, timed out, or skipped by its open breaker) is answered from the tiers that
+// did, marks the lookup degraded, and is not cached, so it is asked again. Misses under way are
+// shared (single flight per table and key); a lookup sharing a degraded load is degraded too.
 // A tier that errors or times out is counted (stats().redis/cold.errors, lastError, healthy) and
-// reported in lookupDetailed().errors; after `breaker.failures` consecutive errors it is skipped
-// for `breaker.cooldownMs`. Lookups never reject because of a tier.
+// reported in lookupDetailed().errors (breaker skips too, flagged `skipped`); after
+// `breaker.failures` consecutive errors it is skipped for `breaker.cooldownMs`. Until a Redis
+// client has connected once, loads wait for it up to redis.timeoutMs. Lookups never reject
+// because of a tier.
 //
 // Values: a Uint8Array or a plain object, msgpack-encoded (msgpackr, no records extension) in
 // Redis and HBase. Redis value = 10-byte envelope [version][flags: archived][ts f64 BE] + payload,

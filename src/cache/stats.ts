@@ -55,6 +55,8 @@ export interface TierError {
   code: string;
   message: string;
   at: number;
+  /** The tier was not asked (its breaker was open); not counted in the tier's errors. */
+  skipped?: boolean;
 }
 
 /** Counters of one remote tier (Redis or the cold store). */

@@ -2,6 +2,11 @@
 // are copied upwards, definite misses are cached negatively for a short TTL, and concurrent lookups
 // of the same missing key share one load. A failing remote tier is counted, surfaced in stats()
 // and lookupDetailed(), and bypassed; it never makes a lookup reject.
+//
+// Unknown is not absent: a key whose load skipped (open breaker) or failed on a tier that could hold
+// it is answered from the tiers that did answer, flagged degraded, and never cached locally (neither
+// a negative entry, which would read as "absent" for negativeTtlMs, nor a lower tier's possibly
+// older copy, which would hide a newer hot value after the tier recovers).
 import { LRUCache } from 'lru-cache';
 import { Redis } from 'ioredis';
 import {
@@ -9,6 +14,7 @@ import {
   HashGateError,
   checkInt,
   invalidType,
+  invalidUrl,
   outOfRange,
 } from '../errors.js';
 import { FLAG_ARCHIVED, HEADER_BYTES, decodeEnvelopeValue, decodeValue, wrapEnvelope } from './codec.js';
@@ -72,8 +78,12 @@ export interface TieredCacheOptions {
 
 export interface LookupResult {
   values: (CacheValue | undefined)[];
-  /** Tier failures met by this call's own loads (shared loads report to the caller that led them). */
+  /**
+   * Tier failures (and breaker skips, `skipped: true`) behind this call's answers, including those
+   * met by a load it shared with a concurrent lookup.
+   */
   errors: TierError[];
+  /** True when any answer depended on a tier that was skipped or failed: it may be wrong. */
   degraded: boolean;
 }
 
@@ -83,14 +93,26 @@ const BLOOM_BATCH_MIN = 8;
 const noop = (): void => undefined;
 
 type Slot = CacheValue | undefined;
-/** Per-key load outcome: still missing, found, or unknown because a tier could not answer. */
+/** Per-key load outcome: not found (yet) or found. */
 const MISSING = 0;
 const FOUND = 1;
-const UNKNOWN = 2;
+
+/** What one batch load answered: values, and per key 1 when a tier that could hold it did not answer. */
+interface Loaded {
+  vals: Slot[];
+  gap: Uint8Array | undefined;
+  errors: TierError[];
+}
 
 /** One batch load below the local tier; every key it covers points at it with its index. */
 interface Flight {
-  p: Promise<Slot[]>;
+  p: Promise<Loaded>;
+}
+
+/** Per-call collector of what lookupDetailed() reports. */
+interface CallReport {
+  errors: TierError[];
+  degraded: boolean;
 }
 interface FlightRef {
   f: Flight;
@@ -121,6 +143,26 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
     );
   });
   return Promise.race([p, t]).finally(() => clearTimeout(timer));
+}
+
+function pushOnce(list: TierError[], e: TierError): void {
+  if (!list.includes(e)) list.push(e);
+}
+
+function addReport(report: CallReport, errors: readonly TierError[]): void {
+  report.degraded = true;
+  for (const e of errors) pushOnce(report.errors, e);
+}
+
+/** Reported (not counted as a tier error) when an open breaker made a load skip a tier. */
+function skippedError(tier: 'redis' | 'cold', s: RemoteTierStats, now: number): TierError {
+  return {
+    tier,
+    code: tier === 'redis' ? ErrorCodes.STORE_UNAVAILABLE : ErrorCodes.HBASE_UNAVAILABLE,
+    message: `${tier} tier skipped: circuit breaker open for another ${Math.max(0, s.openUntil - now)} ms`,
+    at: now,
+    skipped: true,
+  };
 }
 
 const TABLE_RE = /^[A-Za-z0-9_.-]{1,128}$/;
@@ -159,6 +201,12 @@ export class TieredCache {
   readonly #redisStats = new RemoteTierStats();
   readonly #coldStats = new RemoteTierStats();
   #closed = false;
+  /**
+   * Until the Redis client has been ready once: resolves on its first 'ready'. A client that is
+   * still connecting fails commands at once ("Stream isn't writeable"); loads wait on this instead
+   * (bounded by redis.timeoutMs) so a cache used right after construction does not answer "absent".
+   */
+  #connecting: Promise<void> | undefined;
   #gateBuf = new Uint8Array(0);
   // lru-cache writes a `status` back into set()'s options; cleared per call so none is shared
   readonly #setPos: { size: number; status?: undefined } = { size: 0, status: undefined };
@@ -209,6 +257,7 @@ export class TieredCache {
       } else {
         throw invalidType('redis.client', 'an ioredis client (or redis.url a string)', r.client);
       }
+      this.#connecting = this.#firstConnect(this.#redis);
     } else {
       this.#redis = undefined;
       this.#ownsRedis = false;
@@ -262,9 +311,9 @@ export class TieredCache {
   }
 
   async lookupDetailed(table: string, keys: readonly string[]): Promise<LookupResult> {
-    const errors: TierError[] = [];
-    const values = await this.#lookup(table, keys, errors);
-    return { values, errors, degraded: errors.length > 0 };
+    const report: CallReport = { errors: [], degraded: false };
+    const values = await this.#lookup(table, keys, report);
+    return { values, errors: report.errors, degraded: report.degraded };
   }
 
   /** Drop local copies (positive and negative), e.g. after a write. Remote tiers are untouched. */
@@ -346,7 +395,7 @@ export class TieredCache {
     return b;
   }
 
-  async #lookup(table: string, keys: readonly string[], errors: TierError[] | undefined): Promise<Slot[]> {
+  async #lookup(table: string, keys: readonly string[], report: CallReport | undefined): Promise<Slot[]> {
     if (this.#closed) throw new HashGateError(ErrorCodes.CLOSED, 'TieredCache is closed');
     let ts = this.#tables.get(table);
     if (ts === undefined) {
@@ -402,7 +451,7 @@ export class TieredCache {
     const inflight = ts.inflight;
     let follow: number[] | undefined;
     let followRefs: FlightRef[] | undefined;
-    const flight: Flight = { p: undefined as unknown as Promise<Slot[]> };
+    const flight: Flight = { p: undefined as unknown as Promise<Loaded> };
     const leadIdx: number[] = [];
     const leadKeys: string[] = [];
     for (const i of missIdx) {
@@ -422,20 +471,31 @@ export class TieredCache {
     let waits: Promise<void> | undefined;
     if (leadKeys.length > 0) {
       this.#loads++;
-      flight.p = this.#load(table, ts, leadKeys, errors);
+      flight.p = this.#load(table, ts, leadKeys);
       flight.p.catch(noop); // followers see the failure through their own await
     }
     if (follow !== undefined) {
       const fi = follow;
       const fr = followRefs!;
       waits = Promise.all(fr.map((r) => r.f.p)).then((loaded) => {
-        for (let q = 0; q < fi.length; q++) out[fi[q]!] = loaded[q]![fr[q]!.j];
+        for (let q = 0; q < fi.length; q++) {
+          const l = loaded[q]!;
+          const j = fr[q]!.j;
+          out[fi[q]!] = l.vals[j];
+          // a shared load's gap is this caller's gap too: its answer came from the same tiers
+          if (l.gap !== undefined && l.gap[j] === 1 && report !== undefined) addReport(report, l.errors);
+        }
       });
     }
     if (leadKeys.length > 0) {
       try {
-        const vals = await flight.p;
+        const l = await flight.p;
+        const vals = l.vals;
         for (let j = 0; j < leadKeys.length; j++) out[leadIdx[j]!] = vals[j];
+        if (report !== undefined) {
+          for (const e of l.errors) pushOnce(report.errors, e);
+          if (l.gap !== undefined) report.degraded = true;
+        }
       } finally {
         // nobody can replace a claim while it is registered, so these entries are still ours
         for (const k of leadKeys) inflight.delete(k);
@@ -445,24 +505,25 @@ export class TieredCache {
     return out;
   }
   /** Loads keys below the local tier, backfills upper tiers and caches definite misses. */
-  async #load(
-    table: string,
-    ts: TableState,
-    keys: string[],
-    errors: TierError[] | undefined,
-  ): Promise<Slot[]> {
+  async #load(table: string, ts: TableState, keys: string[]): Promise<Loaded> {
     const gen = ts.gen;
     const n = keys.length;
     const vals: Slot[] = new Array<Slot>(n).fill(undefined);
     const sizes = new Uint32Array(n);
     const state = new Uint8Array(n); // MISSING
+    // 1 = a tier that could hold this key was skipped or failed; allocated on the first gap
+    const ld: Loaded = { vals, gap: undefined, errors: [] };
+    const errors = ld.errors;
     const redis = this.#redis;
 
     if (redis !== undefined) {
       const rs = this.#redisStats;
       if (this.#breakerOpen(rs)) {
         rs.skipped += n;
-        if (this.#cold === undefined) state.fill(UNKNOWN);
+        errors.push(skippedError('redis', rs, this.#now()));
+        (ld.gap = new Uint8Array(n)).fill(1);
+      } else if (this.#connecting !== undefined && !(await this.#awaitFirstConnect(rs, errors))) {
+        (ld.gap = new Uint8Array(n)).fill(1);
       } else {
         for (let off = 0; off < n; off += this.#redisBatch) {
           const end = Math.min(n, off + this.#redisBatch);
@@ -475,7 +536,7 @@ export class TieredCache {
             bufs = await withTimeout(redis.mgetBuffer(...rkeys), this.#redisTimeoutMs, 'redis MGET');
           } catch (e) {
             this.#fail(rs, 'redis', e, errors);
-            if (this.#cold === undefined) state.fill(UNKNOWN, off, end);
+            (ld.gap ??= new Uint8Array(n)).fill(1, off, end);
             continue;
           }
           rs.latency.record(performance.now() - t0);
@@ -488,7 +549,9 @@ export class TieredCache {
             try {
               v = decodeEnvelopeValue(buf);
             } catch (e) {
+              // a value is there but unreadable: whatever the cold tier says, Redis did not answer
               this.#fail(rs, 'redis', e, errors);
+              (ld.gap ??= new Uint8Array(n))[j] = 1;
               continue;
             }
             if (v === undefined) continue; // not an envelope of ours: a miss
@@ -507,17 +570,19 @@ export class TieredCache {
     if (cold !== undefined) {
       const miss: number[] = [];
       for (let j = 0; j < n; j++) if (state[j] === MISSING) miss.push(j);
-      if (miss.length > 0) await this.#loadCold(cold, table, keys, miss, vals, sizes, state, errors);
+      if (miss.length > 0) await this.#loadCold(cold, table, keys, miss, sizes, state, ld);
     }
 
     // a write invalidated this table while we were reading: answer, but do not cache stale data
-    if (ts.gen !== gen) return vals;
+    if (ts.gen !== gen) return ld;
+    const gap = ld.gap;
     const lru = ts.lru;
     // set() reads its options synchronously: two reused objects instead of one per key
     const pos = this.#setPos;
     const neg = this.#setNeg;
     neg.ttl = this.#negativeTtlMs;
     for (let j = 0; j < n; j++) {
+      if (gap !== undefined && gap[j] === 1) continue; // unknown or possibly stale: ask again next time
       const k = keys[j]!;
       const s = state[j];
       if (s === FOUND) {
@@ -530,7 +595,7 @@ export class TieredCache {
         lru.set(k, NEGATIVE, neg);
       }
     }
-    return vals;
+    return ld;
   }
 
   async #loadCold(
@@ -538,15 +603,19 @@ export class TieredCache {
     table: string,
     keys: string[],
     miss: number[],
-    vals: Slot[],
     sizes: Uint32Array,
     state: Uint8Array,
-    errors: TierError[] | undefined,
+    ld: Loaded,
   ): Promise<void> {
     const cs = this.#coldStats;
+    const vals = ld.vals;
+    const errors = ld.errors;
+    const n = keys.length;
     if (this.#breakerOpen(cs)) {
       cs.skipped += miss.length;
-      for (const j of miss) state[j] = UNKNOWN;
+      errors.push(skippedError('cold', cs, this.#now()));
+      const gap = (ld.gap ??= new Uint8Array(n));
+      for (const j of miss) gap[j] = 1;
       return;
     }
     const found: number[] = [];
@@ -563,7 +632,8 @@ export class TieredCache {
         }
       } catch (e) {
         this.#fail(cs, 'cold', e, errors);
-        for (const j of idx) state[j] = UNKNOWN;
+        const gap = (ld.gap ??= new Uint8Array(n));
+        for (const j of idx) gap[j] = 1;
         continue;
       }
       cs.latency.record(performance.now() - t0);
@@ -579,7 +649,7 @@ export class TieredCache {
           vals[j] = decodeValue(cell.value);
         } catch (e) {
           this.#fail(cs, 'cold', e, errors);
-          state[j] = UNKNOWN;
+          (ld.gap ??= new Uint8Array(n))[j] = 1;
           continue;
         }
         sizes[j] = cell.value.byteLength;
@@ -609,6 +679,38 @@ export class TieredCache {
     } catch (e) {
       rs.backfillErrors++;
       this.#fail(rs, 'redis', e, undefined);
+    }
+  }
+
+  /**
+   * undefined when there is nothing to wait for: ready, lazy ('wait': its first command connects it),
+   * or already closed.
+   */
+  #firstConnect(r: Redis): Promise<void> | undefined {
+    const st = r.status;
+    if (st === 'ready' || st === 'wait' || st === 'end' || st === 'close') return undefined;
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        r.off('ready', done);
+        r.off('end', done);
+        this.#connecting = undefined;
+        resolve();
+      };
+      r.on('ready', done);
+      r.on('end', done); // closed before it ever connected: stop waiting, commands fail as usual
+    });
+  }
+
+  /** False (counted as a Redis failure) when the first connection did not come up within the tier timeout. */
+  async #awaitFirstConnect(rs: RemoteTierStats, errors: TierError[]): Promise<boolean> {
+    const c = this.#connecting;
+    if (c === undefined) return true;
+    try {
+      await withTimeout(c, this.#redisTimeoutMs, 'redis first connection');
+      return true; // connected, or closed instead: then the MGET below fails and is counted as usual
+    } catch (e) {
+      this.#fail(rs, 'redis', e, errors);
+      return false;
     }
   }
 
@@ -650,12 +752,16 @@ export class TieredCache {
  * A client that fails commands at once while disconnected (no offline queue) so a Redis outage
  * sends lookups to the cold tier instead of stalling them, and keeps reconnecting in the background.
  */
-export function createFailFastRedis(url: string, timeoutMs: number = CACHE_DEFAULTS.redis.timeoutMs): Redis {
-  return new Redis(url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    connectTimeout: 2_000,
-    commandTimeout: timeoutMs,
-    retryStrategy: (times) => Math.min(50 * times, 1_000),
-  });
+export function createFailFastRedis(url: string, timeoutMs: number = CACHE_DEFAULTS.redis.timeoutMs, name = 'redis.url'): Redis {
+  try {
+    return new Redis(url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      connectTimeout: 2_000,
+      commandTimeout: timeoutMs,
+      retryStrategy: (times) => Math.min(50 * times, 1_000),
+    });
+  } catch (err) {
+    throw invalidUrl(name, 'a redis:// URL', err);
+  }
 }

@@ -4,7 +4,7 @@
 // atomic per bucket only. ioredis auto-pipelining is off for Cluster on purpose: after a master
 // restart its auto-pipelines kept failing with MOVED instead of following the redirection.
 import { Redis, Cluster, type RedisOptions } from 'ioredis';
-import { ErrorCodes, HashGateError } from '../errors.js';
+import { ErrorCodes, HashGateError, invalidUrl } from '../errors.js';
 import type { Layout, RedisConfig } from './options.js';
 import { hllKey, metaField, metaKey, windowPattern, bucketKey, type Member, type RedisClient } from './layout.js';
 import { FIRST_SEEN_LUA, FIRST_SEEN_SHA, runScript } from './scripts.js';
@@ -14,7 +14,13 @@ import { StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
 export function createRedisClient(config: RedisConfig, commandTimeoutMs: number): RedisClient {
   // Fail fast instead of queueing forever: fail-open needs an answer within the timeout.
   const ours: RedisOptions = { maxRetriesPerRequest: 1, commandTimeout: commandTimeoutMs, enableAutoPipelining: false };
-  if (typeof config === 'string') return new Redis(config, ours);
+  if (typeof config === 'string') {
+    try {
+      return new Redis(config, ours);
+    } catch (err) {
+      throw invalidUrl('redis', 'a redis:// URL', err);
+    }
+  }
   if (config !== null && typeof config === 'object' && 'cluster' in config && Array.isArray(config.cluster)) {
     return new Cluster(config.cluster, {
       enableAutoPipelining: false,

@@ -311,7 +311,7 @@ export class DedupService {
           len = k.length;
           if (len * 3 > max) len = Buffer.byteLength(k, 'utf8');
         } else if (k instanceof Uint8Array) len = k.byteLength;
-        else throw new HashGateTypeError(ErrorCodes.INVALID_ARG, `keys[${i}] must be a string or Uint8Array, got ${describe(k)}`, { name: 'keys', index: i });
+        else throw new HashGateTypeError(ErrorCodes.INVALID_ARG, `keys[${i}] must be a string or Uint8Array, got ${describe(k, true)}`, { name: 'keys', index: i });
         if (len === 0) throw new HashGateRangeError(ErrorCodes.EMPTY_KEY, `keys[${i}] is empty`, { name: 'keys', index: i });
         if (len > max) {
           throw new HashGateRangeError(ErrorCodes.KEY_TOO_LONG, `keys[${i}] is ${len} bytes; dedup.maxKeyBytes is ${max}`, { name: 'keys', index: i, bytes: len });

@@ -119,7 +119,7 @@ export function fillSlot(slot: Slot, keys: KeyInput, from: number, total: number
         bytes.set(k, p);
         p += k.length;
       } else {
-        throw new HashGateError(ErrorCodes.INVALID_ARG, `keys[${i}] must be a string or Uint8Array, got ${describe(k)}`, {
+        throw new HashGateError(ErrorCodes.INVALID_ARG, `keys[${i}] must be a string or Uint8Array, got ${describe(k, true)}`, {
           details: { index: i },
         });
       }

@@ -51,8 +51,18 @@ export function unavailable(message: string, details: Record<string, unknown>, c
   return new HashGateError(ErrorCodes.HBASE_UNAVAILABLE, message, { details, cause });
 }
 
+/**
+ * Server exception text without row keys: HBase quotes the row (`row='...'`), region boundaries
+ * (`startKey=`, `getEndKey()=`) and region names (`table,startRow,ts.hash.`), all user data here.
+ */
+export function redactServerMessage(text: string): string {
+  return text
+    .replace(/\b(row|startKey|endKey|getStartKey\(\)|getEndKey\(\))\s*=\s*('[^']*'|"[^"]*"|[^\s,]+)/g, '$1=<redacted>')
+    .replace(/([A-Za-z0-9_.:-]+),[^\s]*?,(\d{10,}\.[0-9a-f]{32}\.)/g, '$1,<redacted>,$2');
+}
+
 export function remoteError(ex: RemoteException, details: Record<string, unknown>): HashGateError {
-  const firstLine = (ex.stackTrace ?? '').split('\n')[0] ?? '';
+  const firstLine = redactServerMessage((ex.stackTrace ?? '').split('\n')[0] ?? '');
   return new HashGateError(ErrorCodes.HBASE, `HBase: ${firstLine || ex.exceptionClassName}`, {
     details: { ...details, exceptionClassName: ex.exceptionClassName },
   });

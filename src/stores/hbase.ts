@@ -36,7 +36,7 @@
 // - Tables are created with services/hbase (HBaseDdl): this client has no admin API.
 
 import { HashGateError, ErrorCodes, invalidType, outOfRange } from '../errors.js';
-import { RpcConnection, readMetaLocation, toBuf, unavailable, proto, type RpcMethod } from './hbase-wire.js';
+import { RpcConnection, readMetaLocation, redactServerMessage, toBuf, unavailable, proto, type RpcMethod } from './hbase-wire.js';
 import { RegionCache, isRelocateException, compareBytes, type RegionLocation } from './hbase-regions.js';
 
 export type Bytes = Buffer | string;
@@ -637,7 +637,7 @@ export class HBaseStore {
             retry.push(index);
             continue;
           }
-          throw new HashGateError(ErrorCodes.HBASE, `HBase ${d.op}: ${name}: ${toBuf(roe.exception.value).toString().split('\n')[0]}`,
+          throw new HashGateError(ErrorCodes.HBASE, `HBase ${d.op}: ${name}: ${redactServerMessage(toBuf(roe.exception.value).toString().split('\n')[0] ?? '')}`,
             { details: { table: d.table, exceptionClassName: name, index } });
         }
         onResult(index, roe.result);

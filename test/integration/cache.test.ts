@@ -8,6 +8,7 @@ import { ensureHBase, hbaseConfigured, type HBaseHarness } from '../helpers/hbas
 import { HBaseStore } from '../../src/stores/hbase.js';
 import { BloomFilter } from '../../src/bloom/index.js';
 import { FLAG_ARCHIVED, HBaseColdStore, TieredCache, coldTableDdl, encodeValue, readEnvelope, wrapEnvelope } from '../../src/cache/index.js';
+import { HotColdStore } from '../../src/tiering/index.js';
 
 /** Generous tier timeouts: a loaded CI box must not turn a slow answer into a degraded one. */
 const SLOW = 20_000;
@@ -148,6 +149,44 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
     }
   });
 
+  it('Redis killed -9 in migrate mode: HBase saying "absent" is not cached; the Redis-only value is found after restart', async () => {
+    const aof = await startRedis({ args: ['--appendonly', 'yes', '--appendfsync', 'always'] });
+    const w = new Redis(aof.url, { maxRetriesPerRequest: 1 });
+    w.on('error', () => undefined);
+    const cache = new TieredCache({
+      redis: { url: aof.url, timeoutMs: 500 },
+      cold,
+      coldOptions: { timeoutMs: SLOW },
+      negativeTtlMs: 600_000,
+      breaker: { failures: 2, cooldownMs: 1_000 },
+    });
+    try {
+      // a fresh entry lives only in Redis until migrateCold() archives it
+      await new HotColdStore({ redis: w, cold }).write(table, [{ key: 'fresh', value: { reason: 'fraud' } }]);
+      await cache.ready();
+      await aof.kill('SIGKILL');
+      const during = [];
+      for (let i = 0; i < 4; i++) during.push(await cache.lookupDetailed(table, ['fresh', 'u1']));
+      // HBase answered every time (u1 found, fresh absent there), Redis could not: unknown, degraded
+      expect(during.map((r) => r.values)).toEqual(new Array(4).fill([undefined, { level: 0, reason: 'r0' }]));
+      expect(during.map((r) => r.degraded)).toEqual([true, true, true, true]);
+      expect(during[3]!.errors).toEqual([expect.objectContaining({ tier: 'redis', skipped: true })]);
+      expect(hbaseReads(store)).toBe(4); // nothing was cached, so HBase was asked each time
+      await aof.restart();
+      await cache.ready(10_000);
+      await new Promise((r) => setTimeout(r, 1_100)); // let the breaker's cool-down pass
+      expect(await cache.lookupDetailed(table, ['fresh', 'u1'])).toEqual({
+        values: [{ reason: 'fraud' }, { level: 0, reason: 'r0' }],
+        errors: [],
+        degraded: false,
+      });
+    } finally {
+      await cache.close();
+      w.disconnect();
+      await aof.stop();
+    }
+  });
+
   it('HBase unreachable: Redis and local answers keep coming, failures are counted and surfaced', async () => {
     const deadPort = await freePort();
     const dead = new HBaseStore({ zookeeper: `127.0.0.1:${deadPort}`, operationTimeoutMs: 1_500, connectTimeoutMs: 500 });
@@ -168,6 +207,36 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
       // the failed key was not negatively cached: it is retried (and fails again, counted)
       await cache.lookup(table, ['u1']);
       expect(cache.stats().cold!.errors).toBe(2);
+    } finally {
+      await cache.close();
+      await dead.close();
+    }
+  });
+
+  it('HBase breaker open: lookups that needed HBase are degraded (skip reported), Redis hits are not', async () => {
+    const deadPort = await freePort();
+    const dead = new HBaseStore({ zookeeper: `127.0.0.1:${deadPort}`, operationTimeoutMs: 1_500, connectTimeoutMs: 500 });
+    const cache = new TieredCache({
+      redis: { client: admin, timeoutMs: SLOW },
+      cold: new HBaseColdStore({ store: dead }),
+      coldOptions: { timeoutMs: 3_000 },
+      breaker: { failures: 1, cooldownMs: 600_000 },
+      negativeTtlMs: 600_000,
+    });
+    await admin.set(`hg:v:${table}:hot`, wrapEnvelope(encodeValue({ hot: true }), Date.now()), 'PX', 60_000);
+    try {
+      const first = await cache.lookupDetailed(table, ['u1']);
+      expect(first.degraded).toBe(true);
+      expect(first.errors[0]).toMatchObject({ tier: 'cold' });
+      expect(cache.stats().cold!.breakerOpen).toBe(true);
+      const skipped = await cache.lookupDetailed(table, ['u2', 'hot']);
+      expect(skipped.values).toEqual([undefined, { hot: true }]);
+      expect(skipped.degraded).toBe(true);
+      expect(skipped.errors).toEqual([expect.objectContaining({ tier: 'cold', skipped: true, code: 'HG_ERR_HBASE_UNAVAILABLE' })]);
+      expect(cache.stats().local.entries).toBe(1); // only the Redis hit: u1 and u2 are unknown, not absent
+      // a key Redis answers needs no cold tier: not degraded
+      expect(await cache.lookupDetailed(table, ['hot'])).toEqual({ values: [{ hot: true }], errors: [], degraded: false });
+      expect(cache.stats().cold).toMatchObject({ errors: 1, skipped: 1 });
     } finally {
       await cache.close();
       await dead.close();
