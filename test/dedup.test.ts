@@ -175,43 +175,59 @@ describe('DedupService (embedded store)', () => {
 });
 
 describe('journal', () => {
-  const rec = (i: number) => ({ v: 1 as const, t: i, w: '2026', mk: 'm', mf: 'compact.buckets', b: 4, hk: '', g: [[`k${i}`, [`${i}`, `${i + 1}`]]] as Array<[string, string[]]> });
+  const rec = (i: number, n = 2) => ({ v: 2 as const, t: i, w: '2026', p: 'hg', l: 'compact' as const, b: 4, h: 0 as const, d: new Uint8Array(16 * n).fill(i & 255) });
 
-  it('round-trips records, rotates size-bounded segments, detects a torn tail and skips a corrupt record', () => {
+  it('round-trips records, rotates size-bounded segments, detects a torn tail', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'hg-journal-'));
     try {
       const j = new Journal(dir, 4096, 1 << 20);
-      for (let i = 0; i < 3; i++) j.append(rec(i));
-      j.seal();
+      for (let i = 0; i < 3; i++) await j.append(rec(i));
+      await j.seal();
       const files = j.replayable();
       expect(files).toHaveLength(1);
+      expect(statSync(files[0]!).mode & 0o777).toBe(0o600);
       const r = Journal.read(files[0]!);
       expect(r.records.map((x) => x.t)).toEqual([0, 1, 2]);
-      expect(r.tornAt).toBeUndefined();
+      expect(r.damaged).toEqual([]);
       // torn tail: cut the last record in half
       truncateSync(files[0]!, statSync(files[0]!).size - 5);
       const t = Journal.read(files[0]!);
       expect(t.records.map((x) => x.t)).toEqual([0, 1]);
-      expect(t.tornAt).toBeGreaterThan(0);
+      expect(t.tailAt).toBeGreaterThan(0);
       // rotation: big records spill into several segments
-      const big = { ...rec(9), g: [['k', Array.from({ length: 400 }, (_, i) => `${i}`)]] as Array<[string, string[]]> };
-      for (let i = 0; i < 5; i++) j.append(big);
-      j.seal();
+      for (let i = 0; i < 5; i++) await j.append(rec(9, 100));
+      await j.seal();
       expect(readdirSync(dir).filter((f) => f.endsWith('.hgj')).length).toBeGreaterThan(2);
-      expect(j.pendingBytes()).toBeGreaterThan(5 * 1000);
+      expect(j.pendingBytes()).toBeGreaterThan(5 * 1600);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
 
-  it('refuses to grow past journalMaxBytes with HG_ERR_JOURNAL', () => {
+  it('concurrent appends share one write and each resolves after it is on disk', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hg-journal-'));
+    try {
+      const j = new Journal(dir, 1 << 20, 1 << 20);
+      await Promise.all(Array.from({ length: 256 }, (_, i) => j.append(rec(i, 1))));
+      await j.close();
+      expect(readdirSync(dir).filter((f) => f.endsWith('.open'))).toEqual([]);
+      const [f] = j.replayable();
+      expect(Journal.read(f!).records).toHaveLength(256);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses to grow past journalMaxBytes with HG_ERR_JOURNAL', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'hg-journal-'));
     try {
       const j = new Journal(dir, 4096, 4096);
-      expect(() => {
-        for (let i = 0; i < 1000; i++) j.append(rec(i));
-      }).toThrow(expect.objectContaining({ code: ErrorCodes.JOURNAL }));
-      j.close();
+      await expect(
+        (async () => {
+          for (let i = 0; i < 1000; i++) await j.append(rec(i));
+        })(),
+      ).rejects.toMatchObject({ code: ErrorCodes.JOURNAL });
+      await j.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
