@@ -265,9 +265,11 @@ export class Journal {
     }
   }
 
-  /** Waits for pending appends, then closes the active segment and renames it sealed. */
+  /**
+   * Closes the active segment (after the write in progress) and renames it sealed, so replay may
+   * consume it. Appends still queued go to the next segment.
+   */
   async seal(): Promise<void> {
-    while (this.flushing !== undefined) await this.flushing;
     await this.serial(() => this.sealNow());
   }
 
@@ -315,7 +317,9 @@ export class Journal {
     return to;
   }
 
+  /** Writes every queued append, then seals. */
   async close(): Promise<void> {
+    while (this.flushing !== undefined) await this.flushing;
     await this.seal();
   }
 }

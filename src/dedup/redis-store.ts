@@ -53,7 +53,7 @@ export class RedisStore implements DedupStore {
   onReady: (() => void) | undefined;
 
   /** Before the first connection, calls wait for it until this deadline (performance.now()). */
-  private deadline: number;
+  private readonly deadline: number;
   private everReady: boolean;
   private aborted = false;
   private readyWait: Promise<void> | undefined;
@@ -86,11 +86,6 @@ export class RedisStore implements DedupStore {
 
   get status(): string {
     return this.redis.status;
-  }
-
-  /** Restarts the first-connection wait (a gate opened lazily measures it from its first call). */
-  restartConnectClock(): void {
-    if (!this.everReady) this.deadline = performance.now() + this.connectTimeoutMs;
   }
 
   private wake(): void {

@@ -338,7 +338,13 @@ export class DedupService {
     this.replaySoon = setTimeout(() => {
       this.replaySoon = undefined;
       if (this.closed || this.recovering !== undefined || this.journal!.pendingBytes() === 0) return;
-      this.recover().catch(() => undefined);
+      // While Redis is away the next 'ready' schedules the replay.
+      if (this.store instanceof RedisStore && this.store.status !== 'ready') return;
+      this.recover().then(
+        // Redis failed again mid-replay, or another instance held the lock: try again shortly.
+        (rep) => (rep.failed.length > 0 || rep.lockHeld ? this.scheduleReplay(5000) : undefined),
+        () => this.scheduleReplay(5000),
+      );
     }, delayMs);
     this.replaySoon.unref();
   }
