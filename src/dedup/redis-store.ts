@@ -26,7 +26,10 @@ export function checkRedisUrl(url: string, name = 'redis'): void {
 
 export function createRedisClient(config: RedisConfig, commandTimeoutMs: number): RedisClient {
   // Fail fast instead of queueing forever: fail-open needs an answer within the timeout.
-  const ours: RedisOptions = { maxRetriesPerRequest: 1, commandTimeout: commandTimeoutMs, enableAutoPipelining: false };
+  // disconnectTimeout: ioredis arms it on disconnect() even for a socket that already closed (a
+  // refused connection), and nothing clears it then; short, so close() never keeps a process
+  // alive for long.
+  const ours: RedisOptions = { maxRetriesPerRequest: 1, commandTimeout: commandTimeoutMs, enableAutoPipelining: false, disconnectTimeout: 100 };
   if (typeof config === 'string') {
     checkRedisUrl(config);
     return new Redis(config, ours);
@@ -285,18 +288,44 @@ export class RedisStore implements DedupStore {
     this.abort();
     this.redis.off('ready', this.readyListener);
     if (!this.owned) return;
-    // QUIT only on a live connection (it lets commands already written finish); anything else is
-    // cut at once, so no reconnect timer or half-open socket keeps the process alive.
-    if (this.redis.status === 'ready') {
+    // A handshake in progress is let finish (briefly): cutting it midway leaves ioredis running
+    // its ready check on a dead socket, with a 2 s disconnect timer nobody clears.
+    if (this.redis.status === 'connecting' || this.redis.status === 'connect') await this.settle(500);
+    // QUIT on a live connection (it lets commands already written finish); anything else is cut
+    // at once, so no reconnect timer or half-open socket keeps the process alive.
+    if ((this.redis.status as string) === 'ready') {
       let timer: NodeJS.Timeout | undefined;
       const quit = this.redis.quit().then(() => true, () => false);
       const late = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), 1000)));
       const ok = await Promise.race([quit, late]);
       clearTimeout(timer);
       if (!ok) this.redis.disconnect();
-    } else {
-      this.redis.disconnect();
+      return;
     }
+    const stillConnecting = this.redis.status === 'connecting';
+    this.redis.disconnect();
+    if (stillConnecting) {
+      // A server that never answers the SYN: nothing will close this socket but us.
+      type Streams = { stream?: { destroy(): void }; connector?: { stream?: { destroy(): void } } };
+      const clients: RedisClient[] = this.redis instanceof Cluster ? this.redis.nodes() : [this.redis];
+      for (const c of clients) {
+        (c as unknown as Streams).stream?.destroy();
+        (c as unknown as Streams).connector?.stream?.destroy();
+      }
+    }
+  }
+
+  /** Resolves on the next ready/close/end of the client, or after `ms`. */
+  private settle(ms: number): Promise<void> {
+    return new Promise<void>((res) => {
+      const done = (): void => {
+        clearTimeout(t);
+        for (const ev of ['ready', 'close', 'end'] as const) this.redis.off(ev, done);
+        res();
+      };
+      const t = setTimeout(done, ms);
+      for (const ev of ['ready', 'close', 'end'] as const) this.redis.once(ev, done);
+    });
   }
 }
 
