@@ -148,6 +148,11 @@ export class DedupService {
     }
   }
 
+  /** Bytes of fail-open journal not yet replayed into Redis (0 for the embedded store). */
+  journalBacklogBytes(): number {
+    return this.journal?.pendingBytes() ?? 0;
+  }
+
   /** The ioredis client, when the store is Redis (for the bulk loader's addMembers). */
   get redis(): RedisClient | undefined {
     return this.store instanceof RedisStore ? this.store.redis : undefined;
