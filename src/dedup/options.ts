@@ -30,7 +30,10 @@ export interface DedupOptions {
   journalDir?: string;
   /** Compact layout only: HMAC-SHA-256 key; digests become HMAC(secret, key) truncated to 128 bits. */
   secret?: string | Uint8Array;
-  /** Background replay period; 0 disables. Default 3_600_000 (hourly, as in the seed). */
+  /**
+   * Background replay period. Replay also runs as soon as the connection comes back after a
+   * failure. 0 disables both: the application calls recover() itself. Default 3_600_000 (hourly).
+   */
   replayIntervalMs?: number;
   /** Seen-key cache bounds (entries and approximate bytes). 0 entries disables the cache. */
   cacheMaxEntries?: number;

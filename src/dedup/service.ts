@@ -138,7 +138,8 @@ export class DedupService {
     if (this.store instanceof RedisStore) {
       this.journal = new Journal(o.journalDir, o.journalSegmentBytes, o.journalMaxBytes);
       // Back from an outage: replay what was journaled while serving, not an hour later.
-      this.store.onReady = () => this.scheduleReplay(50);
+      // replayIntervalMs 0 means the application runs recover() itself: no background replay.
+      if (o.replayIntervalMs > 0) this.store.onReady = () => this.scheduleReplay(50);
       if (o.replayIntervalMs > 0) {
         this.timer = setInterval(() => {
           if (this.recovering === undefined && this.journal!.pendingBytes() > 0) this.recover().catch(() => undefined);
@@ -334,7 +335,7 @@ export class DedupService {
     this.metrics.journalAppended(1, bytes);
     this.counters.journaledKeys += journaled;
     // Redis is up but failed this batch (timeout, OOM...): replay soon rather than at the next interval.
-    if (this.store instanceof RedisStore && this.store.status === 'ready') this.scheduleReplay(1000);
+    if (o.replayIntervalMs > 0 && this.store instanceof RedisStore && this.store.status === 'ready') this.scheduleReplay(1000);
   }
 
   /** Background replay once, after `delayMs` (coalesces repeated requests). */

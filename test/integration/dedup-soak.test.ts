@@ -38,7 +38,8 @@ describe.skipIf(!has)('dedup soak: kill -9 under 256 callers', () => {
       const gate = await HashGate.open({
         threads: 0,
         redis: redis(),
-        dedup: { prefix, buckets: 64, journalDir: jdir, replayIntervalMs: 0, commandTimeoutMs: 1000 },
+        // the default replayIntervalMs: replay on reconnection is on
+        dedup: { prefix, buckets: 64, journalDir: jdir, commandTimeoutMs: 1000 },
         now: () => NOW,
       });
       const svc = gate.dedup;
