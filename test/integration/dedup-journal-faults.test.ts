@@ -151,7 +151,7 @@ describe.skipIf(!has)('dedup journal under faults', () => {
     const buf = readFileSync(file);
     const offs = recordOffsets(buf);
     buf.writeUInt32LE(0x7fffffff, offs[1]! + 4); // repairable
-    buf[offs[2]! + 30] ^= 0xff; // lost
+    buf[offs[2]! + 30]! ^= 0xff; // lost
     writeFileSync(file, buf);
     const flags = ['--redis', srv.url, '--prefix', 'crcli', '--buckets', '64', '--journal-dir', dir];
     const first = await quietCli([...flags, '--json']);
@@ -188,7 +188,7 @@ describe.skipIf(!has)('dedup journal under faults', () => {
     const open2 = join(dir2, `seg-${pid}-000000000000002-000000.open`);
     renameSync(j2.file, open2);
     const buf = readFileSync(open2);
-    buf[recordOffsets(buf)[3]! + 20] ^= 0xff;
+    buf[recordOffsets(buf)[3]! + 20]! ^= 0xff;
     writeFileSync(open2, buf);
     const svc2 = new DedupService({ redis: srv.url, dedup: { prefix: 'torn2', buckets: 64, journalDir: dir2, replayIntervalMs: 0 }, now });
     const rep2 = await svc2.recover();
