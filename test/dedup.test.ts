@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { mkdtempSync, rmSync, truncateSync, statSync, readdirSync } from 'node:fs';
+import { mkdtempSync, rmSync, truncateSync, statSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DedupService, DEFAULTS, parseDedupOptions, windowId, WindowClock, Journal } from '../src/dedup/index.js';
@@ -213,6 +213,53 @@ describe('journal', () => {
       expect(readdirSync(dir).filter((f) => f.endsWith('.open'))).toEqual([]);
       const [f] = j.replayable();
       expect(Journal.read(f!).records).toHaveLength(256);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('one damaged byte range never costs an intact record outside it, and never invents one', async () => {
+    const { encodeRecord } = await import('../src/dedup/journal.js');
+    const dir = mkdtempSync(join(tmpdir(), 'hg-journal-'));
+    const file = join(dir, 'seg-1-000000000000001-000000.hgj');
+    try {
+      fc.assert(
+        fc.property(
+          fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 12 }),
+          fc.nat(),
+          fc.integer({ min: 1, max: 200 }),
+          fc.uint8Array({ minLength: 1, maxLength: 200 }),
+          (sizes, at, len, noise) => {
+            const bufs = sizes.map((n, i) => encodeRecord(rec(i, n)));
+            const starts: number[] = [];
+            let off = 0;
+            for (const b of bufs) {
+              starts.push(off);
+              off += b.length;
+            }
+            const seg = Buffer.concat(bufs);
+            const a = at % seg.length;
+            const e = Math.min(seg.length, a + len);
+            for (let i = a; i < e; i++) seg[i] = noise[(i - a) % noise.length]!;
+            writeFileSync(file, seg);
+            const r = Journal.read(file);
+            const got = new Set(r.records.map((x) => x.t));
+            expect(got.size).toBe(r.records.length);
+            for (let i = 0; i < bufs.length; i++) {
+              const s0 = starts[i]!;
+              const s1 = s0 + bufs[i]!.length;
+              if (s1 <= a || s0 >= e) expect(got.has(i)).toBe(true); // untouched record kept
+              if (got.has(i)) {
+                const x = r.records.find((y) => y.t === i)!;
+                expect(x).toMatchObject({ v: 2, w: '2026', b: 4 });
+              }
+            }
+            for (const t of got) expect(t).toBeLessThan(bufs.length);
+            if (r.records.length < bufs.length) expect(r.damaged.length).toBeGreaterThan(0);
+          },
+        ),
+        { numRuns: 300 },
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -88,6 +88,8 @@ const packr = new Packr({ useRecords: false, moreTypes: false });
 const MAGIC = 0x32_4a_47_48; // bytes 'H' 'G' 'J' '2' in little endian
 const HEADER = 12;
 const V1_HEADER = 8;
+/** Per process, not per Journal: two journals of one process on one directory never share a file name. */
+let segmentSeq = 0;
 /** Segment names this journal owns; nothing else in the directory is ever touched. */
 export const SEGMENT_RE = /^seg-(\d+)-(\d{15})-(\d{6})\.(open|hgj)$/;
 
@@ -128,7 +130,6 @@ export class Journal {
   private handle: FileHandle | undefined;
   private file = '';
   private size = 0;
-  private seq = 0;
   private total = -1;
   private queue: Buffer[] = [];
   private queueBytes = 0;
@@ -227,7 +228,7 @@ export class Journal {
       if (this.handle === undefined) {
         mkdirSync(this.dir, { recursive: true, mode: 0o700 });
         if (this.total < 0) this.total = this.pendingBytes();
-        this.file = join(this.dir, `seg-${process.pid}-${String(Date.now()).padStart(15, '0')}-${String(this.seq++ % 1_000_000).padStart(6, '0')}.open`);
+        this.file = join(this.dir, `seg-${process.pid}-${String(Date.now()).padStart(15, '0')}-${String(segmentSeq++ % 1_000_000).padStart(6, '0')}.open`);
         // The journal holds raw keys in the 'sets' layout: owner-only.
         this.handle = await open(this.file, 'a', 0o600);
         this.size = (await this.handle.stat()).size;
