@@ -10,7 +10,10 @@
 // Store failures:
 //   fail-open   answer 1 for every key whose write was not acknowledged, append those keys to the
 //               journal (fsync'd) before answering; recover() replays them. If the journal
-//               itself cannot be written the call rejects with HG_ERR_JOURNAL.
+//               itself cannot be written the call rejects with HG_ERR_JOURNAL. While the
+//               window's bucket count is unknown (Redis unreachable since start) nothing is sent
+//               at all: the keys are journaled as digests and replay buckets them by the count
+//               the window records.
 //   fail-closed reject with HG_ERR_STORE_UNAVAILABLE. Standalone: the batch is one script, which
 //               Redis runs entirely or not at all (OOM is refused before it starts), so a
 //               rejected batch wrote nothing -- except when the reply was lost after Redis ran
