@@ -145,6 +145,7 @@ export class HashGate {
     if (options.redis !== undefined) dedupOptions.redis = options.redis;
     if (options.dedup !== undefined) dedupOptions.dedup = options.dedup;
     if (options.now !== undefined) dedupOptions.now = options.now;
+    dedupOptions.metrics = this.metrics;
     this.dedup = new DedupService(dedupOptions);
 
     if (options.cache !== undefined) {
@@ -188,6 +189,16 @@ export class HashGate {
   /** Validates options, starts the pool and connects stores. Rejects on bad options. */
   static async open(options: HashGateOptions = {}): Promise<HashGate> {
     const gate = new HashGate(options);
+    // Unless told to start lazily, a gate that cannot reach its Redis says so now instead of
+    // answering every call from the fail-open journal.
+    if (!gate.dedup.options.lazyConnect) {
+      try {
+        await gate.dedup.connect();
+      } catch (err) {
+        await gate.close().catch(() => undefined);
+        throw err;
+      }
+    }
     // A cache that built its own Redis client must be connected before the first lookup, or the
     // first misses count as Redis errors and can open its breaker.
     if (gate.cache !== undefined && options.cache?.redis !== undefined) await gate.cache.ready().catch(() => undefined);

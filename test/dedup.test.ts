@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { mkdtempSync, rmSync, truncateSync, statSync, readdirSync } from 'node:fs';
+import { mkdtempSync, rmSync, truncateSync, statSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DedupService, DEFAULTS, parseDedupOptions, windowId, WindowClock, Journal } from '../src/dedup/index.js';
@@ -175,43 +175,106 @@ describe('DedupService (embedded store)', () => {
 });
 
 describe('journal', () => {
-  const rec = (i: number) => ({ v: 1 as const, t: i, w: '2026', mk: 'm', mf: 'compact.buckets', b: 4, hk: '', g: [[`k${i}`, [`${i}`, `${i + 1}`]]] as Array<[string, string[]]> });
+  const rec = (i: number, n = 2) => ({ v: 2 as const, t: i, w: '2026', p: 'hg', l: 'compact' as const, b: 4, h: 0 as const, d: new Uint8Array(16 * n).fill(i & 255) });
 
-  it('round-trips records, rotates size-bounded segments, detects a torn tail and skips a corrupt record', () => {
+  it('round-trips records, rotates size-bounded segments, detects a torn tail', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'hg-journal-'));
     try {
       const j = new Journal(dir, 4096, 1 << 20);
-      for (let i = 0; i < 3; i++) j.append(rec(i));
-      j.seal();
+      for (let i = 0; i < 3; i++) await j.append(rec(i));
+      await j.seal();
       const files = j.replayable();
       expect(files).toHaveLength(1);
+      expect(statSync(files[0]!).mode & 0o777).toBe(0o600);
       const r = Journal.read(files[0]!);
       expect(r.records.map((x) => x.t)).toEqual([0, 1, 2]);
-      expect(r.tornAt).toBeUndefined();
+      expect(r.damaged).toEqual([]);
       // torn tail: cut the last record in half
       truncateSync(files[0]!, statSync(files[0]!).size - 5);
       const t = Journal.read(files[0]!);
       expect(t.records.map((x) => x.t)).toEqual([0, 1]);
-      expect(t.tornAt).toBeGreaterThan(0);
+      expect(t.tailAt).toBeGreaterThan(0);
       // rotation: big records spill into several segments
-      const big = { ...rec(9), g: [['k', Array.from({ length: 400 }, (_, i) => `${i}`)]] as Array<[string, string[]]> };
-      for (let i = 0; i < 5; i++) j.append(big);
-      j.seal();
+      for (let i = 0; i < 5; i++) await j.append(rec(9, 100));
+      await j.seal();
       expect(readdirSync(dir).filter((f) => f.endsWith('.hgj')).length).toBeGreaterThan(2);
-      expect(j.pendingBytes()).toBeGreaterThan(5 * 1000);
+      expect(j.pendingBytes()).toBeGreaterThan(5 * 1600);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
 
-  it('refuses to grow past journalMaxBytes with HG_ERR_JOURNAL', () => {
+  it('concurrent appends share one write and each resolves after it is on disk', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hg-journal-'));
+    try {
+      const j = new Journal(dir, 1 << 20, 1 << 20);
+      await Promise.all(Array.from({ length: 256 }, (_, i) => j.append(rec(i, 1))));
+      await j.close();
+      expect(readdirSync(dir).filter((f) => f.endsWith('.open'))).toEqual([]);
+      const [f] = j.replayable();
+      expect(Journal.read(f!).records).toHaveLength(256);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('one damaged byte range never costs an intact record outside it, and never invents one', async () => {
+    const { encodeRecord } = await import('../src/dedup/journal.js');
+    const dir = mkdtempSync(join(tmpdir(), 'hg-journal-'));
+    const file = join(dir, 'seg-1-000000000000001-000000.hgj');
+    try {
+      fc.assert(
+        fc.property(
+          fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 12 }),
+          fc.nat(),
+          fc.integer({ min: 1, max: 200 }),
+          fc.uint8Array({ minLength: 1, maxLength: 200 }),
+          (sizes, at, len, noise) => {
+            const bufs = sizes.map((n, i) => encodeRecord(rec(i, n)));
+            const starts: number[] = [];
+            let off = 0;
+            for (const b of bufs) {
+              starts.push(off);
+              off += b.length;
+            }
+            const seg = Buffer.concat(bufs);
+            const a = at % seg.length;
+            const e = Math.min(seg.length, a + len);
+            for (let i = a; i < e; i++) seg[i] = noise[(i - a) % noise.length]!;
+            writeFileSync(file, seg);
+            const r = Journal.read(file);
+            const got = new Set(r.records.map((x) => x.t));
+            expect(got.size).toBe(r.records.length);
+            for (let i = 0; i < bufs.length; i++) {
+              const s0 = starts[i]!;
+              const s1 = s0 + bufs[i]!.length;
+              if (s1 <= a || s0 >= e) expect(got.has(i)).toBe(true); // untouched record kept
+              if (got.has(i)) {
+                const x = r.records.find((y) => y.t === i)!;
+                expect(x).toMatchObject({ v: 2, w: '2026', b: 4 });
+              }
+            }
+            for (const t of got) expect(t).toBeLessThan(bufs.length);
+            if (r.records.length < bufs.length) expect(r.damaged.length).toBeGreaterThan(0);
+          },
+        ),
+        { numRuns: 300 },
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses to grow past journalMaxBytes with HG_ERR_JOURNAL', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'hg-journal-'));
     try {
       const j = new Journal(dir, 4096, 4096);
-      expect(() => {
-        for (let i = 0; i < 1000; i++) j.append(rec(i));
-      }).toThrow(expect.objectContaining({ code: ErrorCodes.JOURNAL }));
-      j.close();
+      await expect(
+        (async () => {
+          for (let i = 0; i < 1000; i++) await j.append(rec(i));
+        })(),
+      ).rejects.toMatchObject({ code: ErrorCodes.JOURNAL });
+      await j.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -30,7 +30,10 @@ export interface DedupOptions {
   journalDir?: string;
   /** Compact layout only: HMAC-SHA-256 key; digests become HMAC(secret, key) truncated to 128 bits. */
   secret?: string | Uint8Array;
-  /** Background replay period; 0 disables. Default 3_600_000 (hourly, as in the seed). */
+  /**
+   * Background replay period. Replay also runs as soon as the connection comes back after a
+   * failure. 0 disables both: the application calls recover() itself. Default 3_600_000 (hourly).
+   */
   replayIntervalMs?: number;
   /** Seen-key cache bounds (entries and approximate bytes). 0 entries disables the cache. */
   cacheMaxEntries?: number;
@@ -41,6 +44,14 @@ export interface DedupOptions {
   maxBatchKeys?: number;
   /** Redis command timeout used when hashgate builds the client. Default 2000. */
   commandTimeoutMs?: number;
+  /**
+   * How long HashGate.open() waits for the first Redis connection before it rejects with
+   * HG_ERR_STORE_UNAVAILABLE; with `lazyConnect`, how long calls made before the first
+   * connection wait for it before the store counts as failed. Default 10_000.
+   */
+  connectTimeoutMs?: number;
+  /** true: open() resolves without waiting for Redis (the connection is made in the background). Default false. */
+  lazyConnect?: boolean;
   /** Journal segment size bound and total journal bound. */
   journalSegmentBytes?: number;
   journalMaxBytes?: number;
@@ -67,6 +78,8 @@ export const DEFAULTS = {
   maxKeyBytes: 1024,
   maxBatchKeys: 200_000,
   commandTimeoutMs: 2000,
+  connectTimeoutMs: 10_000,
+  lazyConnect: false,
   journalSegmentBytes: 64 * 1024 * 1024,
   journalMaxBytes: 4 * 1024 * 1024 * 1024,
   lockTtlMs: 60_000,
@@ -91,6 +104,8 @@ export interface ResolvedDedupOptions {
   maxKeyBytes: number;
   maxBatchKeys: number;
   commandTimeoutMs: number;
+  connectTimeoutMs: number;
+  lazyConnect: boolean;
   journalSegmentBytes: number;
   journalMaxBytes: number;
   lockTtlMs: number;
@@ -100,7 +115,7 @@ export interface ResolvedDedupOptions {
 
 const KNOWN = new Set([
   'layout', 'buckets', 'expectedKeys', 'prefix', 'window', 'timeZone', 'onStoreError', 'journalDir', 'secret',
-  'replayIntervalMs', 'cacheMaxEntries', 'cacheMaxBytes', 'maxKeyBytes', 'maxBatchKeys', 'commandTimeoutMs',
+  'replayIntervalMs', 'cacheMaxEntries', 'cacheMaxBytes', 'maxKeyBytes', 'maxBatchKeys', 'commandTimeoutMs', 'connectTimeoutMs', 'lazyConnect',
   'journalSegmentBytes', 'journalMaxBytes', 'lockTtlMs', 'hll', 'memoryMaxKeys',
 ]);
 
@@ -182,6 +197,11 @@ export function parseDedupOptions(input: unknown, name = 'dedup'): ResolvedDedup
     maxKeyBytes: int('maxKeyBytes', 1, 512 * 1024 * 1024),
     maxBatchKeys: int('maxBatchKeys', 1, 10_000_000),
     commandTimeoutMs: int('commandTimeoutMs', 1),
+    connectTimeoutMs: int('connectTimeoutMs', 1, 2 ** 31 - 1),
+    lazyConnect: opt('lazyConnect', (n, v) => {
+      if (typeof v !== 'boolean') throw invalidType(n, 'a boolean', v);
+      return v;
+    }, DEFAULTS.lazyConnect),
     journalSegmentBytes: int('journalSegmentBytes', 4096),
     journalMaxBytes: int('journalMaxBytes', 4096),
     lockTtlMs: int('lockTtlMs', 1000),

@@ -4,17 +4,34 @@
 // atomic per bucket only. ioredis auto-pipelining is off for Cluster on purpose: after a master
 // restart its auto-pipelines kept failing with MOVED instead of following the redirection.
 import { Redis, Cluster, type RedisOptions } from 'ioredis';
-import { ErrorCodes, HashGateError, invalidUrl } from '../errors.js';
+import { ErrorCodes, HashGateError, HashGateTypeError, invalidUrl } from '../errors.js';
 import type { Layout, RedisConfig } from './options.js';
 import { hllKey, metaField, metaKey, windowPattern, bucketKey, type Member, type RedisClient } from './layout.js';
 import { FIRST_SEEN_LUA, FIRST_SEEN_SHA, runScript } from './scripts.js';
 import { RawCommand, RespWriter } from './resp.js';
 import { StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
 
+/** Refuses what ioredis would misread: a URL that is not redis:// or rediss:// (never echoes it: it may hold a password). */
+export function checkRedisUrl(url: string, name = 'redis'): void {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `${name} is not a valid URL; expected redis://[user:password@]host[:port][/db] or rediss://...`, { name });
+  }
+  if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') {
+    throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `${name} must be a redis:// or rediss:// URL, got a ${u.protocol} URL`, { name, scheme: u.protocol });
+  }
+}
+
 export function createRedisClient(config: RedisConfig, commandTimeoutMs: number): RedisClient {
   // Fail fast instead of queueing forever: fail-open needs an answer within the timeout.
-  const ours: RedisOptions = { maxRetriesPerRequest: 1, commandTimeout: commandTimeoutMs, enableAutoPipelining: false };
+  // disconnectTimeout: ioredis arms it on disconnect() even for a socket that already closed (a
+  // refused connection), and nothing clears it then; short, so close() never keeps a process
+  // alive for long.
+  const ours: RedisOptions = { maxRetriesPerRequest: 1, commandTimeout: commandTimeoutMs, enableAutoPipelining: false, disconnectTimeout: 100 };
   if (typeof config === 'string') {
+    checkRedisUrl(config);
     try {
       return new Redis(config, ours);
     } catch (err) {
@@ -31,31 +48,114 @@ export function createRedisClient(config: RedisConfig, commandTimeoutMs: number)
   return new Redis({ ...ours, ...(config as RedisOptions) });
 }
 
+const yieldToLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
+
 export class RedisStore implements DedupStore {
   readonly kind = 'redis' as const;
   readonly cluster: boolean;
 
   /** Last connection-level error ioredis reported (for stats/diagnostics). */
   lastError: Error | undefined;
+  /** Called each time the client becomes ready (first connection and every reconnection). */
+  onReady: (() => void) | undefined;
+
+  /** Before the first connection, calls wait for it until this deadline (performance.now()). */
+  private readonly deadline: number;
+  private everReady: boolean;
+  private aborted = false;
+  private readyWait: Promise<void> | undefined;
+  private wakeReady: (() => void) | undefined;
+  private readyTimer: NodeJS.Timeout | undefined;
+  private readonly readyListener = (): void => {
+    this.everReady = true;
+    this.lastError = undefined;
+    this.wake();
+    this.onReady?.();
+  };
+  private readonly errorListener = (e: Error): void => {
+    this.lastError = e;
+  };
 
   constructor(
     readonly redis: RedisClient,
     private readonly prefix: string,
     private readonly hll: boolean,
     private readonly owned: boolean,
+    private readonly connectTimeoutMs = 10_000,
   ) {
     this.cluster = redis instanceof Cluster;
+    this.everReady = redis.status === 'ready';
+    this.deadline = performance.now() + connectTimeoutMs;
+    redis.on('ready', this.readyListener);
     // Without a listener ioredis prints every reconnect failure; failures surface per call anyway.
-    if (owned) redis.on('error', (e: Error) => (this.lastError = e));
+    if (owned) redis.on('error', this.errorListener);
   }
 
-  /** While ioredis is between connections, fail the batch now instead of queueing it. */
-  private down(): string | undefined {
-    const st = this.redis.status;
-    return st === 'reconnecting' || st === 'end' || st === 'close' ? st : undefined;
+  get status(): string {
+    return this.redis.status;
+  }
+
+  private wake(): void {
+    if (this.readyTimer !== undefined) clearTimeout(this.readyTimer);
+    this.readyTimer = undefined;
+    const w = this.wakeReady;
+    this.wakeReady = undefined;
+    this.readyWait = undefined;
+    w?.();
+  }
+
+  /**
+   * Resolves when the client is ready, or when the first-connection deadline passed, or on
+   * abort(): the caller then re-checks the status. One shared timer and listener for all callers.
+   */
+  waitFirstReady(): Promise<void> {
+    if (this.redis.status === 'ready' || this.everReady || this.aborted) return Promise.resolve();
+    const left = this.deadline - performance.now();
+    if (left <= 0) return Promise.resolve();
+    if (this.redis.status === 'wait') this.redis.connect().catch(() => undefined); // a lazyConnect client of the user's
+    this.readyWait ??= new Promise<void>((res) => {
+      this.wakeReady = res;
+      this.readyTimer = setTimeout(() => this.wake(), left);
+    });
+    return this.readyWait;
+  }
+
+  /** Rejects every caller waiting for the first connection (close()). */
+  abort(): void {
+    this.aborted = true;
+    this.wake();
+  }
+
+  /**
+   * Why the store cannot take a command now, or undefined when it can. A client that has not
+   * connected yet is waited for (up to connectTimeoutMs); after it was ready once, any other
+   * status means the connection was lost and the call fails at once (fail-open journals it).
+   */
+  private async unavailable(): Promise<string | undefined> {
+    if (this.aborted) return 'closed';
+    if (this.redis.status === 'ready') return undefined;
+    if (!this.everReady) {
+      await this.waitFirstReady();
+      if (this.aborted) return 'closed';
+      if ((this.redis.status as string) === 'ready') return undefined;
+      const st = this.redis.status;
+      return this.everReady ? st : `not connected within dedup.connectTimeoutMs = ${this.connectTimeoutMs} ms (status ${st})`;
+    }
+    return this.redis.status;
+  }
+
+  /** Fails the batch after one turn of the event loop, so callers failing in a loop never starve timers and I/O. */
+  private async failFast(reason: string, groups: number, answers: Uint8Array): Promise<never> {
+    await yieldToLoop();
+    throw new StoreBatchError(`Redis connection is ${reason}`, new Uint8Array(groups), answers, this.lastError ?? new Error(`redis ${reason}`));
   }
 
   async resolveBuckets(window: string, layout: Layout, configured: number): Promise<number> {
+    const why = await this.unavailable();
+    if (why !== undefined) {
+      await yieldToLoop();
+      throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `Redis connection is ${why}`, { cause: this.lastError });
+    }
     const mk = metaKey(this.prefix, window);
     await this.redis.hsetnx(mk, metaField(layout), String(configured));
     const v = Number(await this.redis.hget(mk, metaField(layout)));
@@ -66,9 +166,9 @@ export class RedisStore implements DedupStore {
     const G = b.groupKeys.length;
     if (G === 0) return;
     const hk = hllKey(this.prefix, b.window, b.layout);
-    const down = this.down();
-    if (down !== undefined) {
-      throw new StoreBatchError(`Redis connection is ${down}`, new Uint8Array(G), answers, this.lastError ?? new Error(`redis status ${down}`));
+    if (this.redis.status !== 'ready') {
+      const why = await this.unavailable();
+      if (why !== undefined) return this.failFast(why, G, answers);
     }
     if (!this.cluster) {
       const wire = this.encodeBatch(b, G, hk);
@@ -189,12 +289,47 @@ export class RedisStore implements DedupStore {
   }
 
   async close(): Promise<void> {
+    this.abort();
+    this.redis.off('ready', this.readyListener);
     if (!this.owned) return;
-    try {
-      await this.redis.quit();
-    } catch {
-      this.redis.disconnect();
+    // A handshake in progress is let finish (briefly): cutting it midway leaves ioredis running
+    // its ready check on a dead socket, with a 2 s disconnect timer nobody clears.
+    if (this.redis.status === 'connecting' || this.redis.status === 'connect') await this.settle(500);
+    // QUIT on a live connection (it lets commands already written finish); anything else is cut
+    // at once, so no reconnect timer or half-open socket keeps the process alive.
+    if ((this.redis.status as string) === 'ready') {
+      let timer: NodeJS.Timeout | undefined;
+      const quit = this.redis.quit().then(() => true, () => false);
+      const late = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), 1000)));
+      const ok = await Promise.race([quit, late]);
+      clearTimeout(timer);
+      if (!ok) this.redis.disconnect();
+      return;
     }
+    const stillConnecting = this.redis.status === 'connecting';
+    this.redis.disconnect();
+    if (stillConnecting) {
+      // A server that never answers the SYN: nothing will close this socket but us.
+      type Streams = { stream?: { destroy(): void }; connector?: { stream?: { destroy(): void } } };
+      const clients: RedisClient[] = this.redis instanceof Cluster ? this.redis.nodes() : [this.redis];
+      for (const c of clients) {
+        (c as unknown as Streams).stream?.destroy();
+        (c as unknown as Streams).connector?.stream?.destroy();
+      }
+    }
+  }
+
+  /** Resolves on the next ready/close/end of the client, or after `ms`. */
+  private settle(ms: number): Promise<void> {
+    return new Promise<void>((res) => {
+      const done = (): void => {
+        clearTimeout(t);
+        for (const ev of ['ready', 'close', 'end'] as const) this.redis.off(ev, done);
+        res();
+      };
+      const t = setTimeout(done, ms);
+      for (const ev of ['ready', 'close', 'end'] as const) this.redis.once(ev, done);
+    });
   }
 }
 

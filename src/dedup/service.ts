@@ -10,7 +10,10 @@
 // Store failures:
 //   fail-open   answer 1 for every key whose write was not acknowledged, append those keys to the
 //               journal (fsync'd) before answering; recover() replays them. If the journal
-//               itself cannot be written the call rejects with HG_ERR_JOURNAL.
+//               itself cannot be written the call rejects with HG_ERR_JOURNAL. While the
+//               window's bucket count is unknown (Redis unreachable since start) nothing is sent
+//               at all: the keys are journaled as digests and replay buckets them by the count
+//               the window records.
 //   fail-closed reject with HG_ERR_STORE_UNAVAILABLE. Standalone: the batch is one script, which
 //               Redis runs entirely or not at all (OOM is refused before it starts), so a
 //               rejected batch wrote nothing -- except when the reply was lost after Redis ran
@@ -26,15 +29,18 @@ import { Redis, Cluster } from 'ioredis';
 import { ErrorCodes, HashGateError, HashGateRangeError, HashGateTypeError, describe, invalidType } from '../errors.js';
 import type { PackedKeys } from '../hash/index.js';
 import { DigestSet, SeenCache } from './cache.js';
-import { Journal } from './journal.js';
+import { Journal, type JournalRecordV2 } from './journal.js';
 import {
-  bucketKey, bucketsOfDigests, compactMember, digestKeys, hllKey, metaField, metaKey, orderByBucket, setsMember,
+  bucketKey, bucketsOfDigests, compactMember, digestKeys, orderByBucket, setsMember,
   type Member, type RedisClient,
 } from './layout.js';
 import { parseDedupOptions, type DedupOptions, type RedisConfig, type ResolvedDedupOptions } from './options.js';
 import { emptyReport, replayJournal, type RecoverReport } from './recover.js';
 import { createRedisClient, RedisStore } from './redis-store.js';
 import { MemoryStore, StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
+import { noopMetrics } from '../metrics/noop.js';
+import { errorKind } from '../metrics/channels.js';
+import type { Metrics } from '../metrics/types.js';
 import { WindowClock, windowId } from './window.js';
 
 export type { RecoverReport } from './recover.js';
@@ -44,6 +50,8 @@ export interface DedupServiceOptions {
   redis?: RedisConfig | Redis | Cluster;
   dedup?: DedupOptions;
   now?: () => number;
+  /** Where store errors and journal appends are reported (HashGate passes its own). */
+  metrics?: Metrics;
 }
 
 export interface FirstSeenOptions {
@@ -99,6 +107,12 @@ export class DedupService {
   private timer: NodeJS.Timeout | undefined;
   private recovering: Promise<RecoverReport> | undefined;
   private closed = false;
+  private closing: Promise<void> | undefined;
+  private readonly metrics: Metrics;
+  /** firstSeen calls in progress, so close() can let them finish (or fail with HG_ERR_CLOSED). */
+  private active = 0;
+  private drained: (() => void) | undefined;
+  private replaySoon: NodeJS.Timeout | undefined;
   readonly counters: DedupCounters = {
     calls: 0, keys: 0, firstSeen: 0, batchDuplicates: 0, cacheHits: 0, storeKeys: 0, storeErrors: 0, journaledKeys: 0,
   };
@@ -108,23 +122,27 @@ export class DedupService {
     this.options = parseDedupOptions(options.dedup, 'dedup');
     if (options.now !== undefined && typeof options.now !== 'function') throw invalidType('now', 'a function returning epoch ms', options.now);
     this.now = options.now ?? Date.now;
+    this.metrics = options.metrics ?? noopMetrics;
     this.clock = new WindowClock(this.options.window, this.options.timeZone);
     const o = this.options;
     const r = options.redis;
     if (r === undefined || r === null) {
       this.store = new MemoryStore(o.memoryMaxKeys);
     } else if (r instanceof Redis || r instanceof Cluster) {
-      this.store = new RedisStore(r, o.prefix, o.hll, false);
+      this.store = new RedisStore(r, o.prefix, o.hll, false, o.connectTimeoutMs);
     } else if (typeof r === 'string' || typeof r === 'object') {
-      this.store = new RedisStore(createRedisClient(r, o.commandTimeoutMs), o.prefix, o.hll, true);
+      this.store = new RedisStore(createRedisClient(r, o.commandTimeoutMs), o.prefix, o.hll, true, o.connectTimeoutMs);
     } else {
       throw invalidType('redis', "a redis:// URL, ioredis options or { cluster: nodes }", r);
     }
     // Two tables of 2 slots per entry at 17 B per slot: ~68 B per cached entry.
     const maxEntries = Math.min(o.cacheMaxEntries, Math.floor(o.cacheMaxBytes / 68));
     this.cache = maxEntries > 0 ? new SeenCache(maxEntries) : undefined;
-    if (this.store.kind === 'redis') {
+    if (this.store instanceof RedisStore) {
       this.journal = new Journal(o.journalDir, o.journalSegmentBytes, o.journalMaxBytes);
+      // Back from an outage: replay what was journaled while serving, not an hour later.
+      // replayIntervalMs 0 means the application runs recover() itself: no background replay.
+      if (o.replayIntervalMs > 0) this.store.onReady = () => this.scheduleReplay(50);
       if (o.replayIntervalMs > 0) {
         this.timer = setInterval(() => {
           if (this.recovering === undefined && this.journal!.pendingBytes() > 0) this.recover().catch(() => undefined);
@@ -132,6 +150,11 @@ export class DedupService {
         this.timer.unref();
       }
     }
+  }
+
+  /** Bytes of fail-open journal not yet replayed into Redis (0 for the embedded store). */
+  journalBacklogBytes(): number {
+    return this.journal?.pendingBytes() ?? 0;
   }
 
   /** The ioredis client, when the store is Redis (for the bulk loader's addMembers). */
@@ -153,15 +176,26 @@ export class DedupService {
     else if (opts.at instanceof Date && Number.isFinite(opts.at.getTime())) ms = opts.at.getTime();
     else throw invalidType('options.at', 'a valid Date', opts.at);
     const window = this.clock.idAt(ms);
-    const o = this.options;
     this.counters.calls++;
     this.counters.keys += n;
     const out = new Uint8Array(n);
     if (n === 0) return out;
+    this.active++;
+    try {
+      return await this.firstSeenIn(keys, n, window, ms, out);
+    } finally {
+      if (--this.active === 0) this.drained?.();
+    }
+  }
 
+  private async firstSeenIn(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, n: number, window: string, ms: number, out: Uint8Array): Promise<Uint8Array> {
+    const o = this.options;
     const cache = this.cacheFor(window, ms);
     const inBatch = new DigestSet(n);
-    const buckets = await this.bucketsFor(window);
+    // Unknown while the store is unreachable: then nothing is written with a guessed count
+    // (the batch is journaled as digests and replay places it against the window's count).
+    const resolved = await this.bucketsFor(window);
+    const buckets = resolved ?? o.buckets;
     // fail-open batches go out in chunks so Redis runs chunk k while we hash chunk k+1; under
     // fail-closed the whole batch stays ONE script call (all-or-nothing, see the header).
     const chunk = o.onStoreError === 'fail-open' && this.store.kind === 'redis' ? PIPELINE_CHUNK : n;
@@ -169,7 +203,7 @@ export class DedupService {
     for (let s = 0; s < n; s += chunk) {
       const e = Math.min(n, s + chunk);
       const part = s === 0 && e === n ? keys : sliceKeys(keys, s, e);
-      const t = this.submit(part, e - s, s, window, buckets, cache, inBatch, out);
+      const t = this.submit(part, e - s, s, window, buckets, cache, inBatch, out, resolved !== undefined);
       if (t !== undefined) tasks.push(t);
     }
     if (tasks.length === 1) await tasks[0];
@@ -180,7 +214,7 @@ export class DedupService {
   /** Hashes `part` (keys base..base+m of the call), answers what it can locally, sends the rest. */
   private submit(
     part: ReadonlyArray<string | Uint8Array> | PackedKeys, m: number, base: number, window: string, buckets: number,
-    cache: SeenCache | undefined, inBatch: DigestSet, out: Uint8Array,
+    cache: SeenCache | undefined, inBatch: DigestSet, out: Uint8Array, bucketsKnown = true,
   ): Promise<void> | undefined {
     const o = this.options;
     let digests = digestKeys(part, o.layout === 'compact' ? o.secret : undefined);
@@ -226,8 +260,8 @@ export class DedupService {
     const dv = new DataView(digests.buffer, digests.byteOffset, digests.byteLength);
     const batch: StoreBatch =
       o.layout === 'compact'
-        ? { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => compactMember(digests, idx[j]!, dv), compact: { dv, idx } }
-        : { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => setsMember(part, idx[j]!) };
+        ? { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => compactMember(digests, idx[j]!, dv), compact: { dv, idx }, digests, idx }
+        : { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => setsMember(part, idx[j]!), digests, idx };
     const answers = new Uint8Array(p);
     this.counters.storeKeys += p;
     const finish = (): void => {
@@ -238,20 +272,26 @@ export class DedupService {
       }
       if (cache !== undefined) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
     };
-    return this.store.addBatch(batch, answers).then(finish, (err: unknown) => {
+    const sent = bucketsKnown
+      ? this.store.addBatch(batch, answers)
+      : Promise.reject(new StoreBatchError("the window's bucket count is unknown because the store is unavailable", new Uint8Array(groupKeys.length), answers, undefined));
+    return sent.then(finish, async (err: unknown) => {
       if (!(err instanceof StoreBatchError)) throw err;
       this.counters.storeErrors++;
       // fail-closed never chunks, so base is 0 and `out` covers exactly this batch there
-      this.onStoreFailure(err, batch, answers, order, pend, d32, out, cache, m);
+      await this.onStoreFailure(err, batch, answers, order, pend, d32, out, cache, m);
       finish();
     });
   }
 
-  private onStoreFailure(
+  private async onStoreFailure(
     err: StoreBatchError, batch: StoreBatch, answers: Uint8Array, order: Uint32Array, pend: Uint32Array, d32: Uint32Array,
     out: Uint8Array, cache: SeenCache | undefined, n: number,
-  ): void {
+  ): Promise<void> {
     const G = batch.groupKeys.length;
+    // close() cut this call short: say so instead of answering from a store we stopped asking.
+    if (this.closed) throw new HashGateError(ErrorCodes.CLOSED, 'dedup service was closed before the store answered', { cause: err });
+    this.metrics.storeError('redis', errorKind(err.cause ?? err), 1, err);
     if (this.options.onStoreError === 'fail-closed') {
       const known = new Uint8Array(n).fill(255);
       // Keys answered 0 locally (batch duplicate / cache) are known too.
@@ -270,32 +310,70 @@ export class DedupService {
         details: { answers: known, partial: err.done.some((d) => d === 1) },
       });
     }
-    const groups: Array<[string, Member[]]> = [];
+    const o = this.options;
     let journaled = 0;
+    for (let g = 0; g < G; g++) if (!err.done[g]) journaled += batch.starts[g + 1]! - batch.starts[g]!;
+    // Digests, not bucket keys: replay places each key against the window's recorded bucket count.
+    const d = new Uint8Array(journaled * 16);
+    const members: Member[] | undefined = o.layout === 'sets' ? new Array(journaled) : undefined;
+    let q = 0;
     for (let g = 0; g < G; g++) {
       if (err.done[g]) continue;
-      const s = batch.starts[g]!;
-      const e = batch.starts[g + 1]!;
-      const members: Member[] = new Array(e - s);
-      for (let j = s; j < e; j++) {
-        members[j - s] = batch.member(j);
+      for (let j = batch.starts[g]!; j < batch.starts[g + 1]!; j++, q++) {
+        const at = batch.idx[j]! << 4;
+        d.set(batch.digests.subarray(at, at + 16), q << 4);
+        if (members !== undefined) members[q] = batch.member(j);
         answers[j] = 1;
       }
-      groups.push([batch.groupKeys[g]!, members]);
-      journaled += e - s;
     }
-    const o = this.options;
-    this.journal!.append({
-      v: 1,
-      t: this.now(),
-      w: batch.window,
-      mk: metaKey(o.prefix, batch.window),
-      mf: metaField(o.layout),
-      b: batch.buckets,
-      hk: o.hll ? hllKey(o.prefix, batch.window, o.layout) : '',
-      g: groups,
-    });
+    const rec: JournalRecordV2 = { v: 2, t: this.now(), w: batch.window, p: o.prefix, l: o.layout, b: batch.buckets, h: o.hll ? 1 : 0, d };
+    if (members !== undefined) rec.m = members;
+    let bytes: number;
+    try {
+      bytes = await this.journal!.append(rec);
+    } catch (jerr) {
+      this.metrics.storeError('journal', 'io', 1, jerr);
+      throw jerr;
+    }
+    this.metrics.journalAppended(1, bytes);
     this.counters.journaledKeys += journaled;
+    // Redis is up but failed this batch (timeout, OOM...): replay soon rather than at the next interval.
+    if (o.replayIntervalMs > 0 && this.store instanceof RedisStore && this.store.status === 'ready') this.scheduleReplay(1000);
+  }
+
+  /** Background replay once, after `delayMs` (coalesces repeated requests). */
+  private scheduleReplay(delayMs: number): void {
+    if (this.closed || this.replaySoon !== undefined || this.journal === undefined) return;
+    this.replaySoon = setTimeout(() => {
+      this.replaySoon = undefined;
+      if (this.closed || this.recovering !== undefined || this.journal!.pendingBytes() === 0) return;
+      // While Redis is away the next 'ready' schedules the replay.
+      if (this.store instanceof RedisStore && this.store.status !== 'ready') return;
+      this.recover().then(
+        // Redis failed again mid-replay, or another instance held the lock: try again shortly.
+        (rep) => (rep.failed.length > 0 || rep.lockHeld ? this.scheduleReplay(5000) : undefined),
+        () => this.scheduleReplay(5000),
+      );
+    }, delayMs);
+    this.replaySoon.unref();
+  }
+
+  /**
+   * Waits for the first Redis connection (HashGate.open() calls it unless dedup.lazyConnect).
+   * Rejects with HG_ERR_STORE_UNAVAILABLE after dedup.connectTimeoutMs.
+   */
+  async connect(): Promise<void> {
+    if (!(this.store instanceof RedisStore)) return;
+    await this.store.waitFirstReady();
+    if (this.closed) throw new HashGateError(ErrorCodes.CLOSED, 'dedup service is closed');
+    if (this.store.status !== 'ready') {
+      const cause = this.store.lastError;
+      throw new HashGateError(
+        ErrorCodes.STORE_UNAVAILABLE,
+        `cannot connect to Redis within dedup.connectTimeoutMs = ${this.options.connectTimeoutMs} ms${cause ? ` (${cause.message})` : ''}; set dedup.lazyConnect: true to start without it`,
+        { cause, details: { option: 'dedup.connectTimeoutMs', status: this.store.status } },
+      );
+    }
   }
 
   private validate(keys: unknown): number {
@@ -352,7 +430,8 @@ export class DedupService {
     return this.cache;
   }
 
-  private async bucketsFor(window: string): Promise<number> {
+  /** The window's recorded bucket count, or undefined while the store cannot tell. */
+  private async bucketsFor(window: string): Promise<number | undefined> {
     const known = this.bucketsByWindow.get(window);
     if (known !== undefined) return known;
     const o = this.options;
@@ -360,7 +439,7 @@ export class DedupService {
     try {
       b = await this.store.resolveBuckets(window, o.layout, o.buckets);
     } catch {
-      return o.buckets; // store down: the journal records the bucketing used; resolve next call
+      return undefined; // store down: resolve on a later call
     }
     if (this.bucketsByWindow.size >= 64) this.bucketsByWindow.clear();
     this.bucketsByWindow.set(window, b);
@@ -373,7 +452,9 @@ export class DedupService {
     if (this.recovering !== undefined) return this.recovering;
     const run = (async () => {
       try {
-        return await replayJournal(this.store instanceof RedisStore ? this.store.redis : (undefined as never), this.journal!, `${this.options.prefix}:lock:recover`, this.options.lockTtlMs);
+        return await replayJournal(this.store instanceof RedisStore ? this.store.redis : (undefined as never), this.journal!, `${this.options.prefix}:lock:recover`, this.options.lockTtlMs, {
+          onReplayed: (records, bytes) => this.metrics.journalReplayed(records, bytes),
+        });
       } catch (cause) {
         throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `recover failed: ${(cause as Error).message}`, { cause });
       }
@@ -401,7 +482,7 @@ export class DedupService {
   async stats(window?: string): Promise<DedupStats> {
     const w = window ?? this.windowOf();
     if (typeof w !== 'string' || w === '') throw invalidType('window', 'a window id such as "2026"', w);
-    const buckets = await this.bucketsFor(w);
+    const buckets = (await this.bucketsFor(w)) ?? this.options.buckets;
     const { exact, approximate } = await this.store.count(w, this.options.layout, buckets);
     return {
       window: w,
@@ -416,15 +497,35 @@ export class DedupService {
     };
   }
 
+  /**
+   * Stops taking calls, lets calls in flight finish (answers Redis gives them are exact; calls
+   * still waiting for a connection, or whose batch fails now, reject with HG_ERR_CLOSED), seals
+   * the journal and closes the connection. Leaves no timer or socket behind.
+   */
   async close(): Promise<void> {
-    if (this.closed) return;
+    if (this.closing !== undefined) return this.closing;
     this.closed = true;
-    if (this.timer !== undefined) clearInterval(this.timer);
-    await this.recovering?.catch(() => undefined);
-    try {
-      this.journal?.close();
-    } finally {
-      await this.store.close();
-    }
+    this.closing = (async () => {
+      if (this.timer !== undefined) clearInterval(this.timer);
+      if (this.replaySoon !== undefined) clearTimeout(this.replaySoon);
+      this.replaySoon = undefined;
+      if (this.store instanceof RedisStore) this.store.abort();
+      if (this.active > 0) {
+        let t: NodeJS.Timeout | undefined;
+        // Commands already written get their replies within commandTimeoutMs; then we cut.
+        await Promise.race([
+          new Promise<void>((r) => (this.drained = r)),
+          new Promise<void>((r) => (t = setTimeout(r, this.options.commandTimeoutMs + 100))),
+        ]);
+        clearTimeout(t);
+      }
+      await this.recovering?.catch(() => undefined);
+      try {
+        await this.journal?.close();
+      } finally {
+        await this.store.close();
+      }
+    })();
+    return this.closing;
   }
 }

@@ -19,6 +19,9 @@ export interface StoreBatch {
   member(j: number): Member;
   /** Compact layout: member j is the int64 of digest `idx[j]` (lets Redis encode it without a string). */
   compact?: { dv: DataView; idx: Uint32Array };
+  /** The call's 16-byte digests and, per member j, the index of its digest (the journal keeps digests). */
+  digests: Uint8Array;
+  idx: Uint32Array;
 }
 
 /**

@@ -154,7 +154,7 @@ describe.skipIf(!has)('dedup on Redis', () => {
   it('fail-closed: rejects with HG_ERR_STORE_UNAVAILABLE and writes nothing', async () => {
     n++;
     const jdir = mkdtempSync(join(tmpdir(), 'hg-dedup-fc-'));
-    const s = open({ journalDir: jdir, onStoreError: 'fail-closed', buckets: 8 });
+    const s = open({ journalDir: jdir, onStoreError: 'fail-closed', buckets: 8, connectTimeoutMs: 1000 });
     await srv.kill('SIGKILL');
     const err = await s.firstSeen(['x1', 'x2']).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: ErrorCodes.STORE_UNAVAILABLE });
@@ -167,7 +167,7 @@ describe.skipIf(!has)('dedup on Redis', () => {
     rmSync(jdir, { recursive: true, force: true });
   });
 
-  it('torn journal tail: replay reports it and replays the rest', async () => {
+  it('a truncated SEALED segment: intact records replayed, the segment quarantined, report not complete', async () => {
     n++;
     const jdir = mkdtempSync(join(tmpdir(), 'hg-dedup-torn-'));
     const s = open({ journalDir: jdir, buckets: 4, cacheMaxEntries: 0 });
@@ -182,10 +182,11 @@ describe.skipIf(!has)('dedup on Redis', () => {
     await srv.restart();
     const t = open({ journalDir: jdir, buckets: 4 });
     const rep = await t.recover();
-    expect(rep.tornTails).toHaveLength(1);
-    expect(rep).toMatchObject({ records: 1, keys: 2, segments: 1 });
+    expect(rep.tornTails).toEqual([]);
+    expect(rep.quarantined).toHaveLength(1);
+    expect(rep).toMatchObject({ records: 1, keys: 2, segments: 1, complete: false });
     expect([...(await t.firstSeen(['t1', 't2', 't3']))]).toEqual([0, 0, 1]);
-    expect(readdirSync(jdir)).toEqual([]);
+    expect(readdirSync(jdir)).toEqual([`${seg[0]!.split('/').pop()}.corrupt`]);
     await t.close();
     rmSync(jdir, { recursive: true, force: true });
   });

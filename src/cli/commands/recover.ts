@@ -1,17 +1,28 @@
 // `hashgate recover`: replay the fail-open journal into Redis (idempotent, under the recover lock).
+import { existsSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { DEFAULTS } from '../../dedup/options.js';
 import { DedupService } from '../../dedup/service.js';
 import { STORE_FLAGS, STORE_HELP, storeOptions } from './dedup-flags.js';
 
 export const HELP = `usage: hashgate recover [flags]
 
-Replays journaled keys (written while Redis failed under onStoreError 'fail-open') into Redis.
-Idempotent; one instance at a time (Redis lock); a segment is deleted only after Redis
-acknowledged all of its keys. Segments still being written by a live process are left alone.
+Replays journaled keys (written while Redis failed under onStoreError 'fail-open') into Redis,
+each placed in the bucket count its window recorded. Idempotent; one instance at a time (Redis
+lock); a segment is deleted only after Redis acknowledged all of its keys. Segments still being
+written by a live process are left alone; only files named seg-<pid>-<time>-<seq>.open|.hgj are
+touched. A damaged segment has its intact records replayed and is then renamed <name>.corrupt
+(kept for inspection); only the crash-torn end of a dead writer's .open segment is dropped.
 
 ${STORE_HELP}
-Exit codes: 0 done (journal empty), 1 error, 2 usage, 3 another instance holds the lock or some
-segments could not be replayed (run again).`;
+Exit codes:
+  0  done: the journal is empty and nothing is quarantined
+  1  error (Redis unreachable, journal directory missing or unreadable)
+  2  usage
+  3  run again: another instance holds the recover lock, or Redis failed on some segments
+  4  damaged segments are quarantined (*.corrupt in the journal directory): keys in their
+     damaged ranges may be lost; inspect, re-feed from the source if needed, then move the
+     .corrupt files out of the journal directory`;
 
 export async function run(argv: string[]): Promise<number> {
   let values: Record<string, string | boolean | undefined>;
@@ -27,6 +38,11 @@ export async function run(argv: string[]): Promise<number> {
     console.error(`hashgate recover: ${(err as Error).message}\n\n${HELP}`);
     return 2;
   }
+  const dir = opts.dedup.journalDir ?? DEFAULTS.journalDir;
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) {
+    console.error(`hashgate recover: journal directory ${dir} does not exist (--journal-dir)`);
+    return 1;
+  }
   let svc: DedupService | undefined;
   try {
     svc = new DedupService({ redis: opts.redis, dedup: opts.dedup });
@@ -35,9 +51,16 @@ export async function run(argv: string[]): Promise<number> {
     else if (rep.lockHeld) console.log(`another instance holds the recover lock; ${rep.remainingSegments} segment(s) left for it`);
     else {
       console.log(`replayed ${rep.segments} segment(s), ${rep.records} record(s), ${rep.keys} key(s) (${rep.added} new to Redis)`);
-      for (const t of rep.tornTails) console.log(`  torn tail skipped: ${t.file} at byte ${t.offset}`);
-      if (rep.corruptRecords > 0) console.log(`  ${rep.corruptRecords} corrupt record(s) skipped`);
+      for (const t of rep.tornTails) console.log(`  crash-torn end dropped: ${t.file} at byte ${t.offset}`);
+      for (const q of rep.quarantined) {
+        console.log(`  DAMAGED: ${q.file}: ${q.damagedBytes} byte(s) in ${q.ranges.length} range(s); intact records replayed; kept as ${q.movedTo}`);
+      }
       for (const f of rep.failed) console.log(`  not replayed: ${f.file}: ${f.error}`);
+    }
+    if (rep.quarantinedFiles.length > 0) {
+      console.error(`hashgate recover: ${rep.quarantinedFiles.length} quarantined segment(s) in ${dir} need attention:`);
+      for (const f of rep.quarantinedFiles) console.error(`  ${f}`);
+      return 4;
     }
     return rep.lockHeld || rep.failed.length > 0 ? 3 : 0;
   } catch (err) {
