@@ -17,7 +17,7 @@ export function checkRedisUrl(url: string, name = 'redis'): void {
   try {
     u = new URL(url);
   } catch {
-    throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `${name} is not a valid URL; expected redis://[user:password@]host[:port][/db] or rediss://...`, { name });
+    throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `${name} must be a redis:// URL (or rediss://); the value given could not be parsed`, { name });
   }
   if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') {
     throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `${name} must be a redis:// or rediss:// URL, got a ${u.protocol} URL`, { name, scheme: u.protocol });

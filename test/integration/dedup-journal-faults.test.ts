@@ -256,7 +256,7 @@ describe.skipIf(!has)('dedup journal under faults', () => {
   it('keeps copying aside harmless: a copied segment replays idempotently', async () => {
     const dir = tmp('copy');
     const { file } = await journalOffline(dir, 'cp', 1, 10);
-    copyFileSync(file, file.replace('-000000.hgj', '-000001.hgj'));
+    copyFileSync(file, file.replace(/-\d{6}\.hgj$/, '-999999.hgj'));
     const svc = fresh('cp', dir);
     const rep = await svc.recover();
     expect(rep).toMatchObject({ segments: 2, keys: 20, added: 10, complete: true });
