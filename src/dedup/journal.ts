@@ -101,7 +101,7 @@ export class Journal {
       if (this.fd !== undefined && this.size + buf.length > this.segmentBytes && this.size > 0) this.seal();
       if (this.fd === undefined) {
         this.file = join(this.dir, `seg-${process.pid}-${String(Date.now()).padStart(15, '0')}-${String(this.seq++).padStart(6, '0')}.open`);
-        this.fd = openSync(this.file, 'a');
+        this.fd = openSync(this.file, 'a', 0o600); // journal records hold raw keys: owner-only
         this.size = fstatSync(this.fd).size;
       }
       let off = 0;

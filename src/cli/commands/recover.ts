@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 import { DedupService } from '../../dedup/service.js';
 import { STORE_FLAGS, STORE_HELP, storeOptions } from './dedup-flags.js';
+import { redact } from '../../util/redact.js';
 
 export const HELP = `usage: hashgate recover [flags]
 
@@ -24,7 +25,7 @@ export async function run(argv: string[]): Promise<number> {
     }
     opts = storeOptions(values);
   } catch (err) {
-    console.error(`hashgate recover: ${(err as Error).message}\n\n${HELP}`);
+    console.error(`hashgate recover: ${redact((err as Error).message)}\n\n${HELP}`);
     return 2;
   }
   let svc: DedupService | undefined;
@@ -37,11 +38,11 @@ export async function run(argv: string[]): Promise<number> {
       console.log(`replayed ${rep.segments} segment(s), ${rep.records} record(s), ${rep.keys} key(s) (${rep.added} new to Redis)`);
       for (const t of rep.tornTails) console.log(`  torn tail skipped: ${t.file} at byte ${t.offset}`);
       if (rep.corruptRecords > 0) console.log(`  ${rep.corruptRecords} corrupt record(s) skipped`);
-      for (const f of rep.failed) console.log(`  not replayed: ${f.file}: ${f.error}`);
+      for (const f of rep.failed) console.log(`  not replayed: ${f.file}: ${redact(f.error)}`);
     }
     return rep.lockHeld || rep.failed.length > 0 ? 3 : 0;
   } catch (err) {
-    console.error(`hashgate recover: ${(err as Error).message}`);
+    console.error(`hashgate recover: ${redact((err as Error).message)}`);
     return 1;
   } finally {
     await svc?.close().catch(() => undefined);
