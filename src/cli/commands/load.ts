@@ -265,7 +265,18 @@ export async function run(argv: string[]): Promise<number> {
   try {
     let buckets = bucketsFlag ?? (layout === 'sets' ? STORE_DEFAULTS.setsBuckets : STORE_DEFAULTS.compactBuckets);
     if (!opts.dryRun) {
-      const clientOpts = { maxRetriesPerRequest: 1, commandTimeout: 30_000, enableAutoPipelining: false, lazyConnect: true };
+      // no reconnect loop before the first connection: a wrong password or a dead host must end
+      // the command with its error instead of retrying forever (disconnect() does not stop a
+      // client that is already reconnecting)
+      let connected = false;
+      let connErr: Error | undefined;
+      const clientOpts = {
+        maxRetriesPerRequest: 1,
+        commandTimeout: 30_000,
+        enableAutoPipelining: false,
+        lazyConnect: true,
+        retryStrategy: (times: number): number | null => (connected ? Math.min(times * 50, 2000) : null),
+      };
       const cl = str('cluster');
       const redis = cl
         ? new Cluster(
@@ -276,12 +287,15 @@ export async function run(argv: string[]): Promise<number> {
             { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1, commandTimeout: 30_000 } },
           )
         : new Redis(str('redis') ?? 'redis://127.0.0.1:6379', clientOpts);
-      redis.on('error', () => undefined); // reported per batch; reconnects are automatic
+      redis.on('error', (e: Error) => (connErr ??= e)); // later errors are reported per batch; reconnects are automatic
       try {
         await redis.connect();
+        connected = true;
       } catch (err) {
         redis.disconnect();
-        throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `cannot connect to ${redact(cl ? `cluster ${cl}` : str('redis') ?? 'redis://127.0.0.1:6379')}: ${redact((err as Error).message)}`, { cause: err });
+        // the first error says why (WRONGPASS, ECONNREFUSED); the rejection only says "closed"
+        const why = connErr?.message ?? (err as Error).message;
+        throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `cannot connect to ${redact(cl ? `cluster ${cl}` : str('redis') ?? 'redis://127.0.0.1:6379')}: ${redact(why)}`, { cause: err });
       }
       sink = new RedisLayoutSink(redis, { layout, prefix, buckets, hll: values['no-hll'] !== true });
       // a window keeps the bucket count it was first written with
