@@ -4,7 +4,7 @@
 // library accepts are rejected, and credentials never reach printed URLs.
 import { describe, it, expect, vi, beforeAll, afterAll } from 'vitest';
 import fc from 'fast-check';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -188,6 +188,13 @@ describe('day windows', () => {
     expect(s.windows.length).toBe(100);
     expect(s.rejected).toBe(0);
     expect(sink.keys.size).toBe(500);
+    // many (window, bucket) buffers under a small buffer cap: flushed early, nothing lost
+    const small = new MemorySink();
+    await load(
+      { inputs: [f], windowField: 2, fields: [0, 1], windowUnit: 'day', timeZone: 'UTC', buckets: 1000, maxBufferedBytes: 32 * 1024, checkpointFile: join(dir, 'days2.cp') },
+      { sink: small },
+    );
+    expect(small.keys.size).toBe(500);
     const capped = await load({ inputs: [f], windowField: 2, fields: [0, 1], windowUnit: 'day', timeZone: 'UTC', dryRun: true, maxWindows: 10, maxRejectRatio: 1 });
     expect(capped.windows.length).toBe(10);
     expect(capped.rejectedByReason).toEqual({ 'too-many-windows': 450 });
@@ -263,6 +270,22 @@ describe('files holding raw rows are 0600', () => {
     expect(statSync(failedFile).mode & 0o777).toBe(0o600);
     expect(statSync(rejectsFile).mode & 0o777).toBe(0o600);
     expect(statSync(join(dir, 'modes.cp')).mode & 0o777).toBe(0o600);
+  });
+
+  it('fail-open journal segments (raw keys) are created owner-only', async () => {
+    const { DedupService } = await import('../src/dedup/index.js');
+    const { freePort } = await import('./helpers/redis-server.js');
+    const jdir = join(dir, 'journal-mode');
+    // nothing listens on the port: every call fails open and journals its keys
+    const svc = new DedupService({ redis: `redis://127.0.0.1:${await freePort()}`, dedup: { journalDir: jdir, replayIntervalMs: 0, onStoreError: 'fail-open' } });
+    try {
+      expect([...(await svc.firstSeen(['k1', 'k2']))]).toEqual([1, 1]);
+    } finally {
+      await svc.close();
+    }
+    const segs = readdirSync(jdir).filter((f) => f.startsWith('seg-'));
+    expect(segs.length).toBeGreaterThan(0);
+    for (const f of segs) expect(statSync(join(jdir, f)).mode & 0o777).toBe(0o600);
   });
 });
 

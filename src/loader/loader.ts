@@ -235,6 +235,7 @@ class Batcher {
         b.slot = slot;
         slots[slot] = b;
         this.active.add(b);
+        buffered += BUFFER_OVERHEAD;
       }
       const ks = ko[i]!;
       const ke = compact ? ks + 8 : ko[i + 1]!;
@@ -256,6 +257,10 @@ class Batcher {
 }
 
 const TWO32 = 4294967296;
+
+/** Fixed cost of one live batch buffer (objects, row arrays, initial byte buffers), counted
+ *  against maxBufferedBytes so many windows x buckets of near-empty buffers stay bounded too. */
+const BUFFER_OVERHEAD = 1024;
 
 /** Compact-layout bucket: digest bytes 8..15 as unsigned 64-bit LE mod n (src/dedup/layout.ts). */
 export function compactBuckets(d: Uint8Array, count: number, n: number, out: Uint32Array): Uint32Array {
@@ -559,7 +564,7 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   const dispatch = async (buf: BatchBuffer): Promise<void> => {
     batcher.slots[buf.slot] = undefined;
     active.delete(buf);
-    batcher.buffered -= buf.usedBytes;
+    batcher.buffered -= buf.usedBytes + BUFFER_OVERHEAD;
     while (inFlight >= o.concurrency) {
       await new Promise<void>((r) => (wake = r));
       if (fatal) throw fatal;
