@@ -93,6 +93,10 @@ describe("the loader's own files are never inputs", () => {
     expect(err).toMatchObject({ code: 'HG_ERR_INVALID_ARG', details: { input: missing } });
     expect(String((err as Error).message)).not.toMatch(/scandir/);
     expect(String((err as Error).message)).toContain('does not exist');
+    const r = await quietRun([missing, '--dry-run', '--quiet']);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('HG_ERR_INVALID_ARG');
+    expect(r.err).not.toContain('scandir');
   });
 });
 

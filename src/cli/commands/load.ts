@@ -346,7 +346,7 @@ export async function run(argv: string[]): Promise<number> {
     const e = err as HashGateError;
     console.error(`hashgate load: ${redact(e.message ?? String(err))}${e.code ? ` [${e.code}]` : ''}`);
     if (e.code === ErrorCodes.PARSE && (e.details?.reason === 'not-text' || e.details?.reason === 'field-count')) return 4;
-    return e instanceof HashGateTypeError || e instanceof HashGateRangeError || e.code === ErrorCodes.INVALID_OPTION ? 2 : 1;
+    return e instanceof HashGateTypeError || e instanceof HashGateRangeError || e.code === ErrorCodes.INVALID_OPTION || e.code === ErrorCodes.INVALID_ARG ? 2 : 1;
   } finally {
     process.off('SIGINT', onSigint);
     process.off('SIGTERM', onSigint);
