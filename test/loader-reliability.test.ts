@@ -340,3 +340,29 @@ describe('credentials never reach printed URLs', () => {
     expect(r.err).not.toContain('Sup3rS3cretPW');
   });
 });
+
+describe('parallel dry run (worker threads per file region)', () => {
+  it('gives the single-threaded answer: rows, lines, rejects with file:line, bucket histogram', async () => {
+    const { generateExport } = await import('../src/loader/generate.js');
+    const d = join(dir, 'par');
+    const gen = generateExport({ dir: d, files: 3, rowsPerFile: 30_000, dupRatio: 0.2, crlfRatio: 0.1, malformedEvery: 997, invalidUtf8Every: 1499, emptyEvery: 2003, emptyFile: true, noFinalNewline: true, seed: 77 });
+    // one line longer than the read buffer, in the middle of a file
+    const f0 = gen.files[0]!;
+    const raw = readFileSync(f0);
+    let at = 0;
+    for (let i = 0; i < 5000; i++) at = raw.indexOf(10, at) + 1;
+    writeFileSync(f0, Buffer.concat([raw.subarray(0, at), Buffer.from('x'.repeat(70_000) + '|1\n'), raw.subarray(at)]));
+    const common = { inputs: [d], dryRun: true, window: '2026', buckets: 997, readBufferBytes: 64 * 1024, maxRejectRatio: 1 };
+    const one = await load({ ...common, rejectsFile: join(dir, 'par1.rej') });
+    const many = await load({ ...common, threads: 2, regionBytes: 100_000, rejectsFile: join(dir, 'par2.rej') });
+    expect(one.rejected).toBe(gen.rejects.length + 1);
+    for (const k of ['rows', 'lines', 'rejected', 'bytes', 'files', 'fieldCount'] as const) expect(many[k], k).toBe(one[k]);
+    expect(many.rejectedByReason).toEqual(one.rejectedByReason);
+    expect(many.bucketRows).toEqual(one.bucketRows);
+    expect(readFileSync(join(dir, 'par2.rej'), 'utf8')).toBe(readFileSync(join(dir, 'par1.rej'), 'utf8'));
+    // the CLI flag reaches it
+    const r = await quietRun([d, '--dry-run', '--quiet', '--json', '--threads', '2', '--buckets', '997', '--window', '2026', '--max-reject-ratio', '1', '--rejects-file', join(dir, 'par3.rej')]);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.out)).toMatchObject({ rows: one.rows, rejected: one.rejected, bucketRows: one.bucketRows });
+  });
+});

@@ -10,6 +10,7 @@ import { fingerprintDiff, readCheckpoint, writeCheckpoint, type CheckpointData, 
 import { RegionHasher } from './hasher.js';
 import { expandInputs } from './inputs.js';
 import { inspectFile, sameIdentity, sampleFieldCount } from './inspect.js';
+import { runRegions } from './parallel.js';
 import { ChunkParser, REJECT_NAMES, R_TOO_LONG, R_WINDOW, R_WINDOWS_CAP, type RejectName } from './parse.js';
 import { MAX_KEY_BYTES } from '../util/limits.js';
 import { redact } from '../util/redact.js';
@@ -84,6 +85,11 @@ export interface LoadOptions {
   checkpointIntervalMs?: number;
   resume?: boolean;
   dryRun?: boolean;
+  /** Worker threads for a dry run (parse + hash + bucket per file region); 0 = main thread only.
+   *  Used when rows need not reach the main thread: no sink, no onKeys, a fixed window. */
+  threads?: number;
+  /** Bytes per region handed to a worker (default 8 MiB). */
+  regionBytes?: number;
   /** Compact layout: HMAC-SHA-256 key, as the store's `dedup.secret` (digests = HMAC(secret, key)). */
   secret?: Uint8Array;
   /** Recorded in the checkpoint fingerprint (layout, prefix, redis target). */
@@ -612,9 +618,38 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
     return w;
   };
 
+  const parallel = o.dryRun && (options.threads ?? 0) > 0 && !coder && deps.onKeys === undefined && o.fieldCount > 0;
+
   // ---- main loop ----
   try {
-    for (let fi = 0; fi < files.length && !interrupted() && !fatal; fi++) {
+    if (parallel) {
+      const lineBase = new Float64Array(files.length);
+      await runRegions(
+        files,
+        sizes,
+        {
+          threads: options.threads!,
+          readBufferBytes: o.readBufferBytes,
+          spec: { delimiter: o.delimiter, fields: o.fields, fieldCount: o.fieldCount, maxLineBytes: o.maxLineBytes, maxKeyBytes: o.maxKeyBytes, windowField: -1 },
+          buckets: o.buckets,
+          ...(options.regionBytes ? { regionBytes: options.regionBytes } : {}),
+          ...(deps.signal ? { signal: deps.signal } : {}),
+        },
+        (fi, r, last) => {
+          const file = files[fi]!;
+          for (let j = 0; j < r.rejLine.length; j++) writeReject(file, lineBase[fi]! + r.rejLine[j]! + 1, r.rejReason[j]!, r.rejContent[j]!);
+          lineBase[fi]! += r.lines;
+          s.lines += r.lines;
+          s.rows += r.rows;
+          s.bytes += r.bytes;
+          const br = r.bucketRows;
+          for (let b = 0; b < br.length; b++) bucketRows[b]! += br[b]!;
+          if (last) s.filesDone++;
+          deps.progress?.update(snapshot());
+        },
+      );
+    }
+    for (let fi = 0; fi < files.length && !interrupted() && !fatal && !parallel; fi++) {
       const file = files[fi]!;
       const fp = cp.files[file] as FileProgress;
       if (fp.done) {

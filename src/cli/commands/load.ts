@@ -68,6 +68,8 @@ Failures and resume
                             The loader's own files (checkpoint, failed, rejects) are never inputs.
 Other
   --dry-run                 parse, hash, bucket and count; no Redis
+  --threads N               dry run: worker threads parsing, hashing and bucketing file regions
+                            (default 0 = main thread; not with --window-from-field or --bloom)
   --bloom OUT               also write a Bloom filter (Guava writeTo format) of every key
   --bloom-fpp P             its false-positive rate (default 0.01)
   --bloom-expected N        its expected keys (default: estimated from the input size)
@@ -157,6 +159,7 @@ export async function run(argv: string[]): Promise<number> {
         checkpoint: { type: 'string' },
         resume: { type: 'boolean' },
         'dry-run': { type: 'boolean' },
+        threads: { type: 'string' },
         bloom: { type: 'string' },
         'bloom-fpp': { type: 'string' },
         'bloom-expected': { type: 'string' },
@@ -235,6 +238,7 @@ export async function run(argv: string[]): Promise<number> {
       checkpointFile: str('checkpoint'),
       resume: values.resume === true,
       dryRun: values['dry-run'] === true,
+      threads: int('--threads', str('threads'), 0, 256),
     };
     if (opts.dryRun && opts.resume) throw usage('--resume has no meaning with --dry-run');
     const se = str('secret-env');
