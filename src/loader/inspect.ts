@@ -22,7 +22,7 @@ export interface InspectedFile {
   path: string;
   identity: FileIdentity;
   /** The first SNIFF_BYTES bytes (fewer for a small file), for field-count sampling. */
-  headBytes: Buffer;
+  headBytes: Uint8Array;
 }
 
 const hash = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex').slice(0, 32);
