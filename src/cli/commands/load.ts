@@ -115,7 +115,7 @@ function fmtSummary(s: LoadSummary): string {
     `  rows ${s.rows}, loaded ${s.loaded}, new members ${s.newMembers}, failed ${s.failed} (${s.failedBatches} batches, ${s.retries} retries), rejected ${s.rejected}${reasons ? ` (${reasons})` : ''}`,
     `  windows ${s.windows.join(', ') || '-'}; ${s.buckets} buckets, rows per bucket min ${s.bucketRows.min} max ${s.bucketRows.max} mean ${s.bucketRows.mean.toFixed(1)}`,
     `  ${(s.elapsedMs / 1000).toFixed(2)} s, ${Math.round(s.rowsPerSec)} rows/s (${Math.round(s.rowsPerCpuSec)} rows per CPU second), peak RSS ${mb(s.peakRssBytes)}`,
-    ...(s.failed > 0 ? [`  failed rows written to ${s.failedFile}; re-run with --resume (reloads them) or with that file as input (last error: ${redact(s.lastError ?? '')})`] : []),
+    ...(s.failed > 0 ? [`  failed rows written to ${s.failedFile}; re-run with --resume (reloads them), or load that file as input with another --failed-file (last error: ${redact(s.lastError ?? '')})`] : []),
     ...(s.rejected > 0 && s.rejectsFile ? [`  rejected rows listed in ${s.rejectsFile}`] : []),
     ...(s.rejectRatioExceeded ? [`  ${(s.rejectRatio * 100).toFixed(2)}% of lines rejected, above --max-reject-ratio ${s.maxRejectRatio}: check --delimiter/--fields/--field-count and the input files`] : []),
   ].join('\n');
