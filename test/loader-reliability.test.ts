@@ -238,24 +238,29 @@ describe('--resume and changed files', () => {
   it('rows that went to the failed file are reloaded by --resume (library, in-memory store)', async () => {
     const d = join(dir, 'failresume');
     mkdirSync(d);
-    for (let i = 0; i < 4; i++) writeFileSync(join(d, `part-${i}`), rows(2000, `f${i}_`));
+    // one malformed line per file: listed once in the rejects file however often it is re-read
+    for (let i = 0; i < 4; i++) writeFileSync(join(d, `part-${i}`), rows(1000, `f${i}_`) + 'malformed\n' + rows(1000, `g${i}_`));
     const cp = join(dir, 'failresume.cp');
     const failedFile = join(dir, 'failresume.failed');
+    const rejectsFile = join(dir, 'failresume.rej');
     const sink = new MemorySink();
     sink.failing = true;
-    const first = await load({ inputs: [d], window: 'w', checkpointFile: cp, failedFile, retries: 0 }, { sink });
+    const first = await load({ inputs: [d], window: 'w', checkpointFile: cp, failedFile, rejectsFile, retries: 0 }, { sink });
     expect(first.failed).toBe(8000);
     expect(first.ok).toBe(false);
     // the store is still down: resume must not report success
-    const again = await load({ inputs: [d], window: 'w', checkpointFile: cp, failedFile, retries: 0, resume: true }, { sink });
+    const again = await load({ inputs: [d], window: 'w', checkpointFile: cp, failedFile, rejectsFile, retries: 0, resume: true }, { sink });
     expect(again.failed).toBe(8000);
     expect(again.filesSkipped).toBe(0);
     sink.failing = false;
-    const resumed = await load({ inputs: [d], window: 'w', checkpointFile: cp, failedFile, resume: true }, { sink });
+    const resumed = await load({ inputs: [d], window: 'w', checkpointFile: cp, failedFile, rejectsFile, resume: true }, { sink });
     expect(resumed).toMatchObject({ ok: true, failed: 0, filesReloaded: 4, rows: 8000 });
     expect(sink.keys.size).toBe(8000);
     // the failed file no longer lists rows that are now loaded
     expect(existsSync(failedFile) ? readFileSync(failedFile, 'utf8') : '').toBe('');
+    const listed = readFileSync(rejectsFile, 'utf8').trim().split('\n');
+    expect(listed.length).toBe(4);
+    expect(listed.every((l) => /\t1001\tfield-count\tmalformed$/.test(l))).toBe(true);
   });
 });
 

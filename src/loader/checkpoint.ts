@@ -18,6 +18,8 @@ export interface FileProgress {
    *  a resume reloads the file from there, so rows that never reached the store are not lost. */
   failed?: number;
   failedFrom?: { offset: number; line: number };
+  /** Highest line of this file listed in the rejects file (a resume does not list it again). */
+  rejectsLine?: number;
 }
 
 export interface CheckpointData {

@@ -395,7 +395,7 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
     } else if (prev.failedFrom !== undefined) {
       // rows of this file went to the failed file: read it again from the first of them, so a
       // resume does not report success for rows the store never acknowledged
-      cp.files[f] = { ...id, offset: prev.failedFrom.offset, line: prev.failedFrom.line, done: false };
+      cp.files[f] = { ...id, offset: prev.failedFrom.offset, line: prev.failedFrom.line, done: false, ...(prev.rejectsLine ? { rejectsLine: prev.rejectsLine } : {}) };
       filesReloaded++;
     }
   }
@@ -403,6 +403,13 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   // checkpoint offset, or behind a recorded failedFrom), so the file restarts empty: after a
   // clean resume it no longer lists rows that are now loaded.
   if (failedPath && !o.dryRun) await rm(failedPath, { force: true });
+  // rejects an earlier run already listed, per file (rejects of one region are not written in
+  // line order: parse rejects first, then window rejects)
+  const listedBefore = new Map<string, number>();
+  for (const f of files) {
+    const n = (cp.files[f] as FileProgress).rejectsLine;
+    if (n !== undefined) listedBefore.set(f, n);
+  }
 
   const failedOut = failedPath ? new AppendFile(failedPath, true) : undefined;
   const rejectsOut = rejectsPath ? new AppendFile(rejectsPath, !o.resume) : undefined;
@@ -609,7 +616,12 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
     s.rejected++;
     const name = REJECT_NAMES[reason] as RejectName;
     byReason[name] = (byReason[name] ?? 0) + 1;
-    if (rejectsOut) {
+    const fp = cp.files[file];
+    if (rejectsOut && fp !== undefined) {
+      // a resumed region re-reads lines whose rejects an earlier run already wrote: count them
+      // again (this run read them) but do not list them twice
+      if (line <= (listedBefore.get(file) ?? 0)) return;
+      if (line > (fp.rejectsLine ?? 0)) fp.rejectsLine = line;
       const head = content.length > 256 ? content.subarray(0, 256) : content;
       void rejectsOut
         .write(Buffer.concat([Buffer.from(`${file}\t${line}\t${name}\t`), head, Buffer.from('\n')]))
