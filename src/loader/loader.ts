@@ -10,7 +10,7 @@ import { fingerprintDiff, readCheckpoint, writeCheckpoint, type CheckpointData, 
 import { RegionHasher } from './hasher.js';
 import { expandInputs } from './inputs.js';
 import { inspectFile, sameIdentity, sampleFieldCount } from './inspect.js';
-import { runRegions } from './parallel.js';
+import { REGION_BYTES, runRegions } from './parallel.js';
 import { ChunkParser, REJECT_NAMES, R_TOO_LONG, R_WINDOW, R_WINDOWS_CAP, type RejectName } from './parse.js';
 import { MAX_KEY_BYTES } from '../util/limits.js';
 import { redact } from '../util/redact.js';
@@ -644,7 +644,9 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
     return w;
   };
 
-  const parallel = o.dryRun && (options.threads ?? 0) > 0 && !coder && deps.onKeys === undefined && o.fieldCount > 0;
+  // below two regions a pool's start-up (workers, WASM compile) costs more than it saves
+  const parallel =
+    o.dryRun && (options.threads ?? 0) > 0 && !coder && deps.onKeys === undefined && o.fieldCount > 0 && bytesTotal >= 2 * (options.regionBytes ?? REGION_BYTES);
 
   // ---- main loop ----
   try {
