@@ -361,6 +361,8 @@ describe('parallel dry run (worker threads per file region)', () => {
     const one = await load({ ...common, rejectsFile: join(dir, 'par1.rej') });
     const many = await load({ ...common, threads: 2, regionBytes: 100_000, rejectsFile: join(dir, 'par2.rej') });
     expect(one.rejected).toBe(gen.rejects.length + 1);
+    expect(one.threads).toBe(0);
+    expect(many.threads).toBe(2);
     for (const k of ['rows', 'lines', 'rejected', 'bytes', 'files', 'fieldCount'] as const) expect(many[k], k).toBe(one[k]);
     expect(many.rejectedByReason).toEqual(one.rejectedByReason);
     expect(many.bucketRows).toEqual(one.bucketRows);

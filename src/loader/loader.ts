@@ -113,6 +113,8 @@ export interface LoadSummary {
   filesSkipped: number;
   /** Files --resume read again: changed since the checkpoint, or with rows in the failed file. */
   filesReloaded: number;
+  /** Worker threads that parsed the input (0 = the main thread did). */
+  threads: number;
   bytes: number;
   lines: number;
   rows: number;
@@ -831,6 +833,7 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
     files: files.length,
     filesSkipped: s.filesSkipped,
     filesReloaded,
+    threads: parallel ? options.threads! : 0,
     bytes: s.bytes,
     lines: s.lines,
     rows: s.rows,
