@@ -1,6 +1,7 @@
 // The bulk loader: files -> byte regions -> packed keys in kernel memory -> buckets -> per-bucket
 // batches -> store, with bounded buffers and in-flight batches, retries, a failed file, a rejects
-// file and a checkpoint that only ever covers rows the store acknowledged.
+// file and a checkpoint that only ever covers rows the store acknowledged or that went to the
+// failed file, and records where a file's failed rows start so --resume reads them again.
 import { open, rm, type FileHandle } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { ErrorCodes, HashGateError } from '../errors.js';
