@@ -12,6 +12,7 @@ export { DedupService } from './dedup/service.js';
 export type { DedupServiceOptions, DedupStats, FirstSeenOptions, RecoverReport } from './dedup/service.js';
 export type { DedupOptions, RedisConfig, Layout, OnStoreError } from './dedup/options.js';
 export { windowId } from './dedup/window.js';
+export { MAX_KEY_BYTES } from './util/limits.js';
 export * from './cache/index.js';
 export * from './tiering/index.js';
 export * from './risk/index.js';

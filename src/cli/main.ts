@@ -3,6 +3,7 @@
 // run(argv) -> exit code, so commands load lazily and a slow import never taxes the others.
 import { HashGateError } from '../errors.js';
 import { isMainModule } from '../util/main-module.js';
+import { redact } from '../util/redact.js';
 
 const COMMANDS: Record<string, string> = {
   demo: 'generate name+ID transactions and run first-seen-this-year dedup (embedded, no servers)',
@@ -61,10 +62,10 @@ if (isMainModule(import.meta.url)) {
     },
     (err: unknown) => {
       if (err instanceof HashGateError || (err instanceof Error && 'code' in err)) {
-        console.error(`hashgate: ${(err as Error).message} [${(err as { code: string }).code}]`);
+        console.error(`hashgate: ${redact((err as Error).message)} [${(err as { code: string }).code}]`);
         process.exitCode = 2;
       } else {
-        console.error(err);
+        console.error(redact(err instanceof Error ? (err.stack ?? err.message) : String(err)));
         process.exitCode = 1;
       }
     },

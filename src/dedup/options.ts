@@ -3,6 +3,7 @@
 import type { RedisOptions } from 'ioredis';
 import { checkInt, checkOneOf, invalidType, HashGateTypeError, ErrorCodes } from '../errors.js';
 import { checkTimeZone, type WindowSpec } from './window.js';
+import { MAX_KEY_BYTES } from '../util/limits.js';
 
 export type Layout = 'compact' | 'sets';
 export type OnStoreError = 'fail-open' | 'fail-closed';
@@ -75,7 +76,7 @@ export const DEFAULTS = {
   replayIntervalMs: 3_600_000,
   cacheMaxEntries: 1_000_000,
   cacheMaxBytes: 128 * 1024 * 1024,
-  maxKeyBytes: 1024,
+  maxKeyBytes: MAX_KEY_BYTES,
   maxBatchKeys: 200_000,
   commandTimeoutMs: 2000,
   connectTimeoutMs: 10_000,

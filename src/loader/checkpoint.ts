@@ -6,10 +6,20 @@ import { ErrorCodes, HashGateError } from '../errors.js';
 
 export interface FileProgress {
   size: number;
+  /** The file as it was read: a resume reloads a file whose size, mtime or head/tail hash differ. */
+  mtimeMs?: number;
+  head?: string;
+  tail?: string;
   offset: number;
   /** Lines before `offset`, so rejects keep true line numbers after a resume. */
   line: number;
   done: boolean;
+  /** Rows of this file that went to the failed file, and where the first of them was read from:
+   *  a resume reloads the file from there, so rows that never reached the store are not lost. */
+  failed?: number;
+  failedFrom?: { offset: number; line: number };
+  /** Highest line of this file listed in the rejects file (a resume does not list it again). */
+  rejectsLine?: number;
 }
 
 export interface CheckpointData {
@@ -42,7 +52,7 @@ export async function readCheckpoint(path: string): Promise<CheckpointData | und
 
 export async function writeCheckpoint(path: string, data: CheckpointData | string): Promise<void> {
   const tmp = `${path}.tmp`;
-  const fh = await open(tmp, 'w');
+  const fh = await open(tmp, 'w', 0o600);
   try {
     await fh.writeFile(typeof data === 'string' ? data : JSON.stringify(data, null, 1));
     await fh.sync();

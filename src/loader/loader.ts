@@ -1,7 +1,8 @@
 // The bulk loader: files -> byte regions -> packed keys in kernel memory -> buckets -> per-bucket
 // batches -> store, with bounded buffers and in-flight batches, retries, a failed file, a rejects
-// file and a checkpoint that only ever covers rows the store acknowledged.
-import { open, stat, type FileHandle } from 'node:fs/promises';
+// file and a checkpoint that only ever covers rows the store acknowledged or that went to the
+// failed file, and records where a file's failed rows start so --resume reads them again.
+import { open, rm, type FileHandle } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import { digestKeys } from '../dedup/layout.js';
@@ -9,7 +10,11 @@ import { BatchBuffer, BufferPool, viewOf } from './buffers.js';
 import { fingerprintDiff, readCheckpoint, writeCheckpoint, type CheckpointData, type FileProgress } from './checkpoint.js';
 import { RegionHasher } from './hasher.js';
 import { expandInputs } from './inputs.js';
-import { ChunkParser, REJECT_NAMES, R_TOO_LONG, R_WINDOW, type RejectName } from './parse.js';
+import { inspectFile, sameIdentity, sampleFieldCount } from './inspect.js';
+import { REGION_BYTES, runRegions } from './parallel.js';
+import { ChunkParser, REJECT_NAMES, R_TOO_LONG, R_WINDOW, R_WINDOWS_CAP, type RejectName } from './parse.js';
+import { MAX_KEY_BYTES } from '../util/limits.js';
+import { redact } from '../util/redact.js';
 import type { ProgressReporter, ProgressSnapshot } from './progress.js';
 import { FileChunkReader, isOversize } from './reader.js';
 import { isTransient, type LoadSink, type SinkBatch } from './sink.js';
@@ -34,7 +39,14 @@ export const DEFAULTS = {
   checkpointFile: 'hashgate-load.checkpoint.json',
   checkpointIntervalMs: 1000,
   progressIntervalMs: 10_000,
-  maxWindows: 64,
+  /** Distinct windows one load may write; rows past it are rejected as 'too-many-windows'. A
+   *  leap year of day windows fits. Each window can hold one partly filled batch per bucket
+   *  group, so this bounds the buffers as --max-buffer-mb bounds their bytes. */
+  maxWindows: 400,
+  /** Largest accepted key: the library's own limit, so every loaded key can be queried. */
+  maxKeyBytes: MAX_KEY_BYTES,
+  /** Rejected lines over all lines above which the load is reported as failed (exit 4). */
+  maxRejectRatio: 0.01,
   /** Parsed-but-unacknowledged read regions before the oldest buckets are force-flushed. */
   maxLiveSegments: 256,
   /** Most batch buffers per window; more buckets than this share buffers (bucket % groups). */
@@ -45,7 +57,14 @@ export interface LoadOptions {
   inputs: string[];
   delimiter?: number;
   fields?: number[] | null;
+  /** Fields per line; default: the majority of a sample of lines across the inputs. */
   fieldCount?: number;
+  /** Longest key in bytes (default MAX_KEY_BYTES); longer rows are rejected as 'key-too-long'. */
+  maxKeyBytes?: number;
+  /** Most distinct windows (default DEFAULTS.maxWindows). */
+  maxWindows?: number;
+  /** Share of rejected lines above which `ok` is false and `rejectRatioExceeded` set (default 0.01). */
+  maxRejectRatio?: number;
   /** Fixed window id (e.g. '2026'); default: the current window of `now` in `timeZone`. */
   window?: string;
   windowField?: number;
@@ -67,6 +86,11 @@ export interface LoadOptions {
   checkpointIntervalMs?: number;
   resume?: boolean;
   dryRun?: boolean;
+  /** Worker threads for a dry run (parse + hash + bucket per file region); 0 = main thread only.
+   *  Used when rows need not reach the main thread: no sink, no onKeys, a fixed window. */
+  threads?: number;
+  /** Bytes per region handed to a worker (default 8 MiB). */
+  regionBytes?: number;
   /** Compact layout: HMAC-SHA-256 key, as the store's `dedup.secret` (digests = HMAC(secret, key)). */
   secret?: Uint8Array;
   /** Recorded in the checkpoint fingerprint (layout, prefix, redis target). */
@@ -88,11 +112,19 @@ export interface LoadSummary {
   dryRun: boolean;
   files: number;
   filesSkipped: number;
+  /** Files --resume read again: changed since the checkpoint, or with rows in the failed file. */
+  filesReloaded: number;
+  /** Worker threads that parsed the input (0 = the main thread did). */
+  threads: number;
   bytes: number;
   lines: number;
   rows: number;
   rejected: number;
   rejectedByReason: Partial<Record<RejectName, number>>;
+  /** rejected / lines of this run, and whether it exceeded maxRejectRatio. */
+  rejectRatio: number;
+  maxRejectRatio: number;
+  rejectRatioExceeded: boolean;
   loaded: number;
   failed: number;
   newMembers: number;
@@ -123,7 +155,11 @@ class AppendFile {
   constructor(readonly path: string, private readonly truncate: boolean) {}
   write(data: Buffer): Promise<void> {
     const p = this.chain.then(async () => {
-      this.fh ??= await open(this.path, this.truncate ? 'w' : 'a');
+      if (!this.fh) {
+        // raw rows (names, ID numbers): owner-only, also when the file already existed
+        this.fh = await open(this.path, this.truncate ? 'w' : 'a', 0o600);
+        await this.fh.chmod(0o600);
+      }
       await this.fh.write(data);
     });
     this.chain = p.catch(() => undefined);
@@ -208,6 +244,7 @@ class Batcher {
         b.slot = slot;
         slots[slot] = b;
         this.active.add(b);
+        buffered += BUFFER_OVERHEAD;
       }
       const ks = ko[i]!;
       const ke = compact ? ks + 8 : ko[i + 1]!;
@@ -229,6 +266,11 @@ class Batcher {
 }
 
 const TWO32 = 4294967296;
+const EMPTY = Buffer.alloc(0);
+
+/** Fixed cost of one live batch buffer (objects, row arrays, initial byte buffers), counted
+ *  against maxBufferedBytes so many windows x buckets of near-empty buffers stay bounded too. */
+const BUFFER_OVERHEAD = 1024;
 
 /** Compact-layout bucket: digest bytes 8..15 as unsigned 64-bit LE mod n (src/dedup/layout.ts). */
 export function compactBuckets(d: Uint8Array, count: number, n: number, out: Uint32Array): Uint32Array {
@@ -264,6 +306,9 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
     retryDelayMs: options.retryDelayMs ?? DEFAULTS.retryDelayMs,
     retryMaxDelayMs: options.retryMaxDelayMs ?? DEFAULTS.retryMaxDelayMs,
     checkpointIntervalMs: options.checkpointIntervalMs ?? DEFAULTS.checkpointIntervalMs,
+    maxKeyBytes: options.maxKeyBytes ?? DEFAULTS.maxKeyBytes,
+    maxWindows: options.maxWindows ?? DEFAULTS.maxWindows,
+    maxRejectRatio: options.maxRejectRatio ?? DEFAULTS.maxRejectRatio,
     dryRun: options.dryRun ?? false,
     resume: options.resume ?? false,
   };
@@ -273,21 +318,45 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   const fixedWindow =
     options.window ?? (o.windowField < 0 ? windowId(...zonedDate(now(), o.timeZone), o.windowUnit) : undefined);
 
-  const files = await expandInputs(options.inputs);
-  const sizes = await Promise.all(files.map(async (f) => (await stat(f)).size));
-  const bytesTotal = sizes.reduce((a, b) => a + b, 0);
   const failedPath = options.failedFile ? resolve(options.failedFile) : undefined;
   const rejectsPath = options.rejectsFile ? resolve(options.rejectsFile) : undefined;
-  for (const p of [failedPath, rejectsPath]) {
-    if (p && files.includes(p)) {
-      throw new HashGateError(ErrorCodes.INVALID_ARG, `${p} is both an input and an output file; write failed/rejected rows elsewhere`, {
-        details: { path: p },
-      });
+  const cpPath = o.dryRun ? undefined : resolve(options.checkpointFile ?? DEFAULTS.checkpointFile);
+  // the loader's own files are never inputs: a directory or glob skips them, naming one is an error
+  const own = [failedPath, rejectsPath, resolve(options.checkpointFile ?? DEFAULTS.checkpointFile)].filter((p): p is string => p !== undefined);
+  const files = await expandInputs(options.inputs, { own });
+  // identity (for --resume) and a text check of every file before anything is loaded
+  // (a few at a time: thousands of part files must not exhaust file descriptors)
+  const inspected = new Array<Awaited<ReturnType<typeof inspectFile>>>(files.length);
+  let nextFile = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(16, files.length) }, async () => {
+      while (nextFile < files.length) {
+        const i = nextFile++;
+        const f = await inspectFile(files[i]!, o.delimiter);
+        // the field-count sample reads the heads of the first files only: memory stays ~1 MiB
+        if (i >= 16) f.headBytes = EMPTY;
+        inspected[i] = f;
+      }
+    }),
+  );
+  const sizes = inspected.map((f) => f.identity.size);
+  const bytesTotal = sizes.reduce((a, b) => a + b, 0);
+  if (o.fieldCount === 0) {
+    const smp = sampleFieldCount(
+      inspected.map((f) => f.headBytes),
+      o.delimiter,
+    );
+    if (smp.sampled > 0 && smp.fieldCount === 0) {
+      throw new HashGateError(
+        ErrorCodes.PARSE,
+        `no field count is shared by most sampled lines (${smp.sampled} lines, the commonest count on ${Math.round(smp.share * 100)}%); give --field-count`,
+        { details: { reason: 'field-count', sampled: smp.sampled } },
+      );
     }
+    o.fieldCount = smp.fieldCount;
   }
 
   // ---- checkpoint ----
-  const cpPath = o.dryRun ? undefined : resolve(options.checkpointFile ?? DEFAULTS.checkpointFile);
   const fingerprint: Record<string, unknown> = {
     delimiter: o.delimiter,
     fields: o.fields,
@@ -314,25 +383,45 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
       cp = { ...prev, fingerprint };
     }
   }
+  let filesReloaded = 0;
   for (let i = 0; i < files.length; i++) {
     const f = files[i]!;
+    const id = inspected[i]!.identity;
     const prev = cp.files[f];
-    if (prev && prev.offset > sizes[i]!) {
-      throw new HashGateError(ErrorCodes.INVALID_ARG, `--resume: ${f} is shorter than its checkpoint offset ${prev.offset}`, {
-        details: { file: f },
-      });
+    const fresh: FileProgress = { ...id, offset: 0, line: 0, done: false };
+    if (prev === undefined) cp.files[f] = fresh;
+    else if (!sameIdentity(prev, id)) {
+      // replaced or rewritten since the checkpoint (or a checkpoint without identities): what
+      // was acknowledged belongs to other bytes, so the whole file loads again
+      cp.files[f] = fresh;
+      filesReloaded++;
+    } else if (prev.failedFrom !== undefined) {
+      // rows of this file went to the failed file: read it again from the first of them, so a
+      // resume does not report success for rows the store never acknowledged
+      cp.files[f] = { ...id, offset: prev.failedFrom.offset, line: prev.failedFrom.line, done: false, ...(prev.rejectsLine ? { rejectsLine: prev.rejectsLine } : {}) };
+      filesReloaded++;
     }
-    cp.files[f] ??= { size: sizes[i]!, offset: 0, line: 0, done: false };
+  }
+  // Every row in an earlier failed file is re-read by this run (it lies past its file's
+  // checkpoint offset, or behind a recorded failedFrom), so the file restarts empty: after a
+  // clean resume it no longer lists rows that are now loaded.
+  if (failedPath && !o.dryRun) await rm(failedPath, { force: true });
+  // rejects an earlier run already listed, per file (rejects of one region are not written in
+  // line order: parse rejects first, then window rejects)
+  const listedBefore = new Map<string, number>();
+  for (const f of files) {
+    const n = (cp.files[f] as FileProgress).rejectsLine;
+    if (n !== undefined) listedBefore.set(f, n);
   }
 
-  const failedOut = failedPath ? new AppendFile(failedPath, !o.resume) : undefined;
+  const failedOut = failedPath ? new AppendFile(failedPath, true) : undefined;
   const rejectsOut = rejectsPath ? new AppendFile(rejectsPath, !o.resume) : undefined;
 
   // ---- state ----
   const maxRows = Math.ceil(o.readBufferBytes / 2) + 1;
   const hasher = new RegionHasher(o.readBufferBytes, maxRows);
   const parser = new ChunkParser(
-    { delimiter: o.delimiter, fields: o.fields, fieldCount: o.fieldCount, maxLineBytes: o.maxLineBytes, windowField: o.windowField },
+    { delimiter: o.delimiter, fields: o.fields, fieldCount: o.fieldCount, maxLineBytes: o.maxLineBytes, maxKeyBytes: o.maxKeyBytes, windowField: o.windowField },
     hasher,
     maxRows,
   );
@@ -355,6 +444,8 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
 
   // segments: one per parsed region (plus end-of-file markers), acknowledged in any order
   const segFile: number[] = [];
+  const segStart: number[] = [];
+  const segStartLine: number[] = [];
   const segEnd: number[] = [];
   const segLine: number[] = [];
   const segPending: number[] = [];
@@ -437,15 +528,17 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
       moved = true;
     }
     if (segHead > 4096 && segHead * 2 > segPending.length) {
-      for (const a of [segFile, segEnd, segLine, segPending, segDone] as unknown[][]) a.splice(0, segHead);
+      for (const a of [segFile, segStart, segStartLine, segEnd, segLine, segPending, segDone] as unknown[][]) a.splice(0, segHead);
       segBase += segHead;
       segHead = 0;
     }
     if (moved) void saveCheckpoint(false).catch((err) => (fatal ??= err));
   };
 
-  const addSegment = (file: number, end: number, line: number, pending: number, done: boolean): number => {
+  const addSegment = (file: number, start: number, startLine: number, end: number, line: number, pending: number, done: boolean): number => {
     segFile.push(file);
+    segStart.push(start);
+    segStartLine.push(startLine);
     segEnd.push(end);
     segLine.push(line);
     segPending.push(pending);
@@ -467,7 +560,7 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
         break;
       } catch (err) {
         if ((err as HashGateError)?.code === ErrorCodes.INVALID_OPTION) throw err;
-        lastError = (err as Error)?.message ?? String(err);
+        lastError = redact((err as Error)?.message ?? String(err));
         // while the store keeps failing whole retry rounds, later batches try once and go
         // straight to the failed file instead of each waiting out its own backoff
         if (!isTransient(err) || attempt >= (degraded ? 0 : o.retries)) break;
@@ -484,6 +577,14 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
       if (!failedOut) throw new HashGateError(ErrorCodes.STORE, `a batch failed after ${o.retries} retries and no --failed-file is set: ${lastError}`);
       await failedOut.write(buf.linesAsText());
       s.failed += buf.count;
+      // remember, per file, the earliest region with a failed row: --resume reloads from there
+      const fsegs = buf.segs;
+      for (let i = 0; i < buf.count; i++) {
+        const k = fsegs[i]! - segBase;
+        const fp = cp.files[files[segFile[k]!]!] as FileProgress;
+        fp.failed = (fp.failed ?? 0) + 1;
+        if (fp.failedFrom === undefined || segStart[k]! < fp.failedFrom.offset) fp.failedFrom = { offset: segStart[k]!, line: segStartLine[k]! };
+      }
     }
     const segs = buf.segs;
     for (let i = 0; i < buf.count; i++) segPending[segs[i]! - segBase]!--;
@@ -493,7 +594,7 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   const dispatch = async (buf: BatchBuffer): Promise<void> => {
     batcher.slots[buf.slot] = undefined;
     active.delete(buf);
-    batcher.buffered -= buf.usedBytes;
+    batcher.buffered -= buf.usedBytes + BUFFER_OVERHEAD;
     while (inFlight >= o.concurrency) {
       await new Promise<void>((r) => (wake = r));
       if (fatal) throw fatal;
@@ -518,7 +619,12 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
     s.rejected++;
     const name = REJECT_NAMES[reason] as RejectName;
     byReason[name] = (byReason[name] ?? 0) + 1;
-    if (rejectsOut) {
+    const fp = cp.files[file];
+    if (rejectsOut && fp !== undefined) {
+      // a resumed region re-reads lines whose rejects an earlier run already wrote: count them
+      // again (this run read them) but do not list them twice
+      if (line <= (listedBefore.get(file) ?? 0)) return;
+      if (line > (fp.rejectsLine ?? 0)) fp.rejectsLine = line;
       const head = content.length > 256 ? content.subarray(0, 256) : content;
       void rejectsOut
         .write(Buffer.concat([Buffer.from(`${file}\t${line}\t${name}\t`), head, Buffer.from('\n')]))
@@ -532,7 +638,7 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
     if (code < 0) return -1;
     let w = winByCode.get(code);
     if (w === undefined) {
-      if (windows.length >= DEFAULTS.maxWindows) return -2;
+      if (windows.length >= o.maxWindows) return -2;
       w = windows.length;
       windows.push(windowIdFromCode(code, o.windowUnit));
       winByCode.set(code, w);
@@ -541,9 +647,40 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
     return w;
   };
 
+  // below two regions a pool's start-up (workers, WASM compile) costs more than it saves
+  const parallel =
+    o.dryRun && (options.threads ?? 0) > 0 && !coder && deps.onKeys === undefined && o.fieldCount > 0 && bytesTotal >= 2 * (options.regionBytes ?? REGION_BYTES);
+
   // ---- main loop ----
   try {
-    for (let fi = 0; fi < files.length && !interrupted() && !fatal; fi++) {
+    if (parallel) {
+      const lineBase = new Float64Array(files.length);
+      await runRegions(
+        files,
+        sizes,
+        {
+          threads: options.threads!,
+          readBufferBytes: o.readBufferBytes,
+          spec: { delimiter: o.delimiter, fields: o.fields, fieldCount: o.fieldCount, maxLineBytes: o.maxLineBytes, maxKeyBytes: o.maxKeyBytes, windowField: -1 },
+          buckets: o.buckets,
+          ...(options.regionBytes ? { regionBytes: options.regionBytes } : {}),
+          ...(deps.signal ? { signal: deps.signal } : {}),
+        },
+        (fi, r, last) => {
+          const file = files[fi]!;
+          for (let j = 0; j < r.rejLine.length; j++) writeReject(file, lineBase[fi]! + r.rejLine[j]! + 1, r.rejReason[j]!, r.rejContent[j]!);
+          lineBase[fi]! += r.lines;
+          s.lines += r.lines;
+          s.rows += r.rows;
+          s.bytes += r.bytes;
+          const br = r.bucketRows;
+          for (let b = 0; b < br.length; b++) bucketRows[b]! += br[b]!;
+          if (last) s.filesDone++;
+          deps.progress?.update(snapshot());
+        },
+      );
+    }
+    for (let fi = 0; fi < files.length && !interrupted() && !fatal && !parallel; fi++) {
       const file = files[fi]!;
       const fp = cp.files[file] as FileProgress;
       if (fp.done) {
@@ -565,7 +702,7 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
             lineNo++;
             s.lines++;
             writeReject(file, lineNo, R_TOO_LONG, r.head);
-            addSegment(fi, r.next, lineNo, 0, false);
+            addSegment(fi, r.offset, lineNo - 1, r.next, lineNo, 0, false);
             s.bytes += r.next - r.offset;
             advance();
             continue;
@@ -586,14 +723,14 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
             buckets = compactBuckets(kb, n, o.buckets, compactBucketOut);
             ko = digestOffsets;
           } else buckets = hasher.buckets(n, o.buckets);
-          const seg = addSegment(fi, r.offset + r.end, lineNo + parser.lines, o.dryRun ? 0 : n, false);
+          const seg = addSegment(fi, r.offset + r.start, lineNo, r.offset + r.end, lineNo + parser.lines, o.dryRun ? 0 : n, false);
           let accepted = 0;
           if (o.dryRun) {
             for (let i = 0; i < n; i++) {
               if (coder) {
                 const w = windowOfRow(r.buf, i);
                 if (w < 0) {
-                  writeReject(file, lineNo + parser.rowLine[i]! + 1, R_WINDOW, r.buf.subarray(parser.rowStart[i]!, parser.rowEnd[i]!));
+                  writeReject(file, lineNo + parser.rowLine[i]! + 1, w === -2 ? R_WINDOWS_CAP : R_WINDOW, r.buf.subarray(parser.rowStart[i]!, parser.rowEnd[i]!));
                   continue;
                 }
               }
@@ -606,7 +743,7 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
                 const w = windowOfRow(r.buf, i);
                 winIdx[i] = w;
                 if (w < 0) {
-                  writeReject(file, lineNo + parser.rowLine[i]! + 1, R_WINDOW, r.buf.subarray(parser.rowStart[i]!, parser.rowEnd[i]!));
+                  writeReject(file, lineNo + parser.rowLine[i]! + 1, w === -2 ? R_WINDOWS_CAP : R_WINDOW, r.buf.subarray(parser.rowStart[i]!, parser.rowEnd[i]!));
                   segPending[seg - segBase]!--;
                 }
               }
@@ -656,7 +793,7 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
         await reader.close();
       }
       if (!interrupted() && !fatal) {
-        addSegment(fi, sizes[fi]!, lineNo, 0, true);
+        addSegment(fi, sizes[fi]!, lineNo, sizes[fi]!, lineNo, 0, true);
         advance();
         s.filesDone++;
       }
@@ -688,17 +825,24 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
     if (v > max) max = v;
     sum += v;
   }
+  const rejectRatio = s.lines > 0 ? s.rejected / s.lines : 0;
+  const rejectRatioExceeded = rejectRatio > o.maxRejectRatio;
   return {
-    ok: s.failed === 0 && !interrupted(),
+    ok: s.failed === 0 && !interrupted() && !rejectRatioExceeded,
     interrupted: interrupted(),
     dryRun: o.dryRun,
     files: files.length,
     filesSkipped: s.filesSkipped,
+    filesReloaded,
+    threads: parallel ? options.threads! : 0,
     bytes: s.bytes,
     lines: s.lines,
     rows: s.rows,
     rejected: s.rejected,
     rejectedByReason: byReason,
+    rejectRatio,
+    maxRejectRatio: o.maxRejectRatio,
+    rejectRatioExceeded,
     loaded: s.loaded,
     failed: s.failed,
     newMembers: s.newMembers,

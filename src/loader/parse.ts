@@ -2,17 +2,22 @@
 // (written straight into the hashing kernel's memory) plus per-row line positions, without
 // creating a JS string per row. Rejected lines are collected separately and never stop a load.
 import { isUtf8 } from 'node:buffer';
+import { MAX_KEY_BYTES } from '../util/limits.js';
 
 export const NL = 10;
 export const CR = 13;
 
 /** Why a line was rejected; the names are what the rejects file and the summary show. */
-export const REJECT_NAMES = ['', 'empty', 'field-count', 'invalid-utf8', 'too-long', 'bad-window'] as const;
+export const REJECT_NAMES = ['', 'empty', 'field-count', 'invalid-utf8', 'too-long', 'bad-window', 'key-too-long', 'too-many-windows'] as const;
 export const R_EMPTY = 1;
 export const R_FIELDS = 2;
 export const R_UTF8 = 3;
 export const R_TOO_LONG = 4;
 export const R_WINDOW = 5;
+/** The key (the selected fields, concatenated) is longer than the library accepts for a lookup. */
+export const R_KEY_TOO_LONG = 6;
+/** The row's window would exceed the loader's window limit. */
+export const R_WINDOWS_CAP = 7;
 export type RejectName = Exclude<(typeof REJECT_NAMES)[number], ''>;
 
 /** More fields than this on one line is treated as a wrong field count (bounded scratch space). */
@@ -23,10 +28,14 @@ export interface ParseSpec {
   delimiter: number;
   /** Which fields form the key, in order; null = all fields concatenated (the seed's name+idNo). */
   fields: readonly number[] | null;
-  /** Expected fields per line; 0 = take it from the first well-formed line of the load. */
+  /** Expected fields per line; 0 = take it from the first well-formed line (the loader never
+   *  passes 0: it samples the input and takes the majority count, see sampleFieldCount). */
   fieldCount: number;
   /** Longest accepted line in bytes, without its line ending. */
   maxLineBytes: number;
+  /** Longest accepted key in bytes; default MAX_KEY_BYTES, what `firstSeen` accepts, so every
+   *  loaded key can be queried. */
+  maxKeyBytes?: number;
   /** Field holding the row's date when windows come from the data; -1 = fixed window. */
   windowField: number;
 }
@@ -68,9 +77,11 @@ export class ChunkParser {
   private lineN = 0;
   private readonly fieldStart = new Int32Array(MAX_FIELDS + 1);
   private readonly maxField: number;
+  private readonly maxKey: number;
 
   constructor(spec: ParseSpec, out: ParseOutput, maxRows: number) {
     this.spec = spec;
+    this.maxKey = spec.maxKeyBytes ?? MAX_KEY_BYTES;
     this.fieldCount = spec.fieldCount;
     this.keyBytes = out.keyBytes;
     this.keyOffsets = out.keyOffsets;
@@ -125,6 +136,7 @@ export class ChunkParser {
     const dmask = (delim * 0x01010101) >>> 0;
     const end4 = end - 4;
     const maxLen = this.spec.maxLineBytes;
+    const maxKey = this.maxKey;
     const ko = this.keyOffsets;
     const rowStart = this.rowStart;
     const rowEnd = this.rowEnd;
@@ -160,7 +172,7 @@ export class ChunkParser {
       const cr = i > ls && buf[i - 1] === CR && delim !== CR ? 1 : 0;
       const le = i - cr;
       const kEnd = kp - cr;
-      if (le > ls && le - ls <= maxLen && nd + 1 === fc && kEnd > ko[rows]! && !checkLines) {
+      if (le > ls && le - ls <= maxLen && nd + 1 === fc && kEnd > ko[rows]! && kEnd - ko[rows]! <= maxKey && !checkLines) {
         rowStart[rows] = ls;
         rowEnd[rows] = le;
         rowLine[rows] = line++;
@@ -201,6 +213,7 @@ export class ChunkParser {
     else if (this.fieldCount === 0) this.fieldCount = nd + 1;
     if (reason === 0 && nd + 1 !== this.fieldCount) reason = R_FIELDS;
     if (reason === 0 && kp === kStart) reason = R_EMPTY;
+    if (reason === 0 && kp - kStart > this.maxKey) reason = R_KEY_TOO_LONG;
     const line = this.lineN++;
     if (reason !== 0) {
       this.reject(line, ls, le, reason);
@@ -261,6 +274,7 @@ export class ChunkParser {
           }
         }
         if (kp === kStart) reason = R_EMPTY;
+        else if (kp - kStart > this.maxKey) reason = R_KEY_TOO_LONG;
       }
       if (reason !== 0) {
         this.reject(line, ls, le, reason);

@@ -41,7 +41,8 @@ export class FileChunkReader {
   private cur = 0;
   private pending: Promise<void> | undefined;
 
-  constructor(private readonly path: string, bufferSize: number, startOffset = 0) {
+  /** `endOffset`: stop there as if the file ended (a region that ends on a line boundary). */
+  constructor(private readonly path: string, bufferSize: number, startOffset = 0, private readonly endOffset = Infinity) {
     this.slots = [
       { buf: Buffer.allocUnsafe(bufferSize), base: startOffset, fill: 0, eof: false },
       { buf: Buffer.allocUnsafe(bufferSize), base: startOffset, fill: 0, eof: false },
@@ -62,7 +63,12 @@ export class FileChunkReader {
   /** Reads until the slot is full or the file ends. */
   private async fillSlot(s: Slot): Promise<void> {
     while (s.fill < s.buf.length && !s.eof) {
-      const { bytesRead } = await this.fh!.read(s.buf, s.fill, s.buf.length - s.fill, s.base + s.fill);
+      const want = Math.min(s.buf.length - s.fill, this.endOffset - (s.base + s.fill));
+      if (want <= 0) {
+        s.eof = true;
+        break;
+      }
+      const { bytesRead } = await this.fh!.read(s.buf, s.fill, want, s.base + s.fill);
       if (bytesRead === 0) s.eof = true;
       s.fill += bytesRead;
     }

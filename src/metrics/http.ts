@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
 import { PromMetrics } from './prom.js';
 import { invalidType } from '../errors.js';
+import { redact } from '../util/redact.js';
 
 export type MetricsSource = PromMetrics | Registry;
 
@@ -33,7 +34,7 @@ export function metricsHandler(source: MetricsSource): (req: IncomingMessage, re
         res.end(req.method === 'HEAD' ? undefined : text);
       },
       (err: unknown) => {
-        res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics collection failed: ${err instanceof Error ? err.message : String(err)}\n`);
+        res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics collection failed: ${redact(err instanceof Error ? err.message : String(err))}\n`);
       },
     );
   };

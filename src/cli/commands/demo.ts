@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import { HashGate } from '../../gate.js';
 import { transactions } from '../../demo/generator.js';
 import { checkInt, checkNumber } from '../../errors.js';
+import { redact } from '../../util/redact.js';
 
 export interface DemoResult {
   items: number;
@@ -103,7 +104,7 @@ store (embedded in memory unless --redis is given) and checks every answer again
     console.log(JSON.stringify(r));
   } else {
     const pct = (x: number) => `${(x * 100).toFixed(3)}%`;
-    console.log(`hashgate demo: ${r.items.toLocaleString('en')} transactions, batch ${r.batch}, ${r.threads} worker thread(s), store ${values.redis ?? 'embedded'}`);
+    console.log(`hashgate demo: ${r.items.toLocaleString('en')} transactions, batch ${r.batch}, ${r.threads} worker thread(s), store ${values.redis === undefined ? 'embedded' : redact(values.redis)}`);
     console.log(`  first seen this year   ${r.firstSeen.toLocaleString('en')}`);
     console.log(`  duplicates             ${r.duplicates.toLocaleString('en')} (expected ${r.expectedDuplicates.toLocaleString('en')})`);
     console.log(`  mismatches vs truth    ${r.mismatches}`);

@@ -9,6 +9,7 @@ import { DEFAULTS, load, type LoadOptions, type LoadSummary } from '../../loader
 import { createProgress } from '../../loader/progress.js';
 import { RedisLayoutSink, type LoaderLayout } from '../../loader/sink.js';
 import type { WindowUnit } from '../../loader/window.js';
+import { redact } from '../../util/redact.js';
 
 /** The dedup store's defaults: same prefix, layout and bucket counts as `HashGate.open`. */
 export const STORE_DEFAULTS = {
@@ -36,12 +37,20 @@ Windows
   --window-from-field N     take each row's window from field N (0-based)
   --date-format F           format of that field: yyyyMMdd (default), yyyy-MM-dd, ..., epoch-s, epoch-ms
   --window-unit U           year (default) | month | day
+  --max-windows N           most distinct windows in one load (default ${DEFAULTS.maxWindows}: a year of
+                            days); rows past it are rejected as too-many-windows
   --time-zone TZ            IANA zone for windows (default ${DEFAULTS.timeZone})
 Input
   --delimiter C             field delimiter, one byte (default '|'; 'tab' for TAB)
   --fields 0,1              fields forming the key, in order (default: all fields concatenated)
-  --field-count N           expected fields per line (default: taken from the first good line)
+  --field-count N           expected fields per line (default: the count most of a sample of up to
+                            10,000 lines share; refused when no count has a majority)
   --max-line-bytes N        longer lines are rejected (default ${DEFAULTS.maxLineBytes})
+  --max-key-bytes N         longer keys are rejected as key-too-long (default ${DEFAULTS.maxKeyBytes},
+                            the library's dedup.maxKeyBytes default, so every loaded key can be queried)
+  --max-reject-ratio R      rejected/lines above R fails the load with exit 4 (default ${DEFAULTS.maxRejectRatio})
+                            Files that are not text (NUL bytes, control bytes, gzip/ORC/Parquet...)
+                            are refused before anything is loaded (exit 4).
 Throughput and memory
   --batch N                 rows per bucket batch (default ${DEFAULTS.batch})
   --concurrency N           batches in flight (default ${DEFAULTS.concurrency})
@@ -53,16 +62,24 @@ Failures and resume
                             re-feedable with the same command (default hashgate-load.failed.txt)
   --rejects-file R          unparseable rows: file<TAB>line<TAB>reason<TAB>content (default hashgate-load.rejects.tsv)
   --checkpoint F            checkpoint file (default ${DEFAULTS.checkpointFile})
-  --resume                  continue from the checkpoint (same options required)
+  --resume                  continue from the checkpoint (same options required); files changed
+                            since (size, mtime, head/tail hash) load again, files with rows in the
+                            failed file load again from the first failed row
+                            The loader's own files (checkpoint, failed, rejects) are never inputs.
 Other
   --dry-run                 parse, hash, bucket and count; no Redis
+  --threads N               dry run: worker threads parsing, hashing and bucketing file regions
+                            (default 0 = main thread; not with --window-from-field or --bloom)
   --bloom OUT               also write a Bloom filter (Guava writeTo format) of every key
   --bloom-fpp P             its false-positive rate (default 0.01)
   --bloom-expected N        its expected keys (default: estimated from the input size)
   --json                    print the summary as JSON on stdout
   --progress / --no-progress  force the progress bar on/off (default: bar on a TTY, lines otherwise)
   --quiet                   no progress output
-Exit codes: 0 done, 1 error, 2 usage, 3 some rows failed (see --failed-file), 130 interrupted.`;
+Exit codes: 0 done (rejects, if any, under --max-reject-ratio and listed in --rejects-file),
+  1 error (Redis unreachable, I/O), 2 usage, 3 some rows failed (see --failed-file; --resume
+  reloads them), 4 input refused (reject ratio exceeded, a file not text, no majority field count),
+  130 interrupted (--resume continues).`;
 
 const usage = (msg: string): HashGateTypeError => new HashGateTypeError(ErrorCodes.INVALID_OPTION, msg);
 
@@ -94,12 +111,13 @@ function fmtSummary(s: LoadSummary): string {
   const mb = (n: number): string => `${(n / (1 << 20)).toFixed(1)} MiB`;
   const reasons = Object.entries(s.rejectedByReason).map(([k, v]) => `${k} ${v}`).join(', ');
   return [
-    `${s.dryRun ? 'dry run' : 'load'} ${s.interrupted ? 'INTERRUPTED' : s.ok ? 'done' : 'done with failures'}: ${s.files} files (${s.filesSkipped} skipped by checkpoint), ${mb(s.bytes)}, ${s.lines} lines`,
+    `${s.dryRun ? 'dry run' : 'load'} ${s.interrupted ? 'INTERRUPTED' : s.ok ? 'done' : s.failed > 0 ? 'done with failures' : 'done, TOO MANY REJECTS'}: ${s.files} files (${s.filesSkipped} skipped by checkpoint${s.filesReloaded > 0 ? `, ${s.filesReloaded} reloaded` : ''}), ${mb(s.bytes)}, ${s.lines} lines`,
     `  rows ${s.rows}, loaded ${s.loaded}, new members ${s.newMembers}, failed ${s.failed} (${s.failedBatches} batches, ${s.retries} retries), rejected ${s.rejected}${reasons ? ` (${reasons})` : ''}`,
     `  windows ${s.windows.join(', ') || '-'}; ${s.buckets} buckets, rows per bucket min ${s.bucketRows.min} max ${s.bucketRows.max} mean ${s.bucketRows.mean.toFixed(1)}`,
     `  ${(s.elapsedMs / 1000).toFixed(2)} s, ${Math.round(s.rowsPerSec)} rows/s (${Math.round(s.rowsPerCpuSec)} rows per CPU second), peak RSS ${mb(s.peakRssBytes)}`,
-    ...(s.failed > 0 ? [`  failed rows written to ${s.failedFile}; re-run with that file as input to retry them (last error: ${s.lastError})`] : []),
+    ...(s.failed > 0 ? [`  failed rows written to ${s.failedFile}; re-run with --resume (reloads them), or load that file as input with another --failed-file (last error: ${redact(s.lastError ?? '')})`] : []),
     ...(s.rejected > 0 && s.rejectsFile ? [`  rejected rows listed in ${s.rejectsFile}`] : []),
+    ...(s.rejectRatioExceeded ? [`  ${(s.rejectRatio * 100).toFixed(2)}% of lines rejected, above --max-reject-ratio ${s.maxRejectRatio}: check --delimiter/--fields/--field-count and the input files`] : []),
   ].join('\n');
 }
 
@@ -127,6 +145,9 @@ export async function run(argv: string[]): Promise<number> {
         delimiter: { type: 'string' },
         fields: { type: 'string' },
         'field-count': { type: 'string' },
+        'max-key-bytes': { type: 'string' },
+        'max-reject-ratio': { type: 'string' },
+        'max-windows': { type: 'string' },
         'max-line-bytes': { type: 'string' },
         batch: { type: 'string' },
         concurrency: { type: 'string' },
@@ -138,6 +159,7 @@ export async function run(argv: string[]): Promise<number> {
         checkpoint: { type: 'string' },
         resume: { type: 'boolean' },
         'dry-run': { type: 'boolean' },
+        threads: { type: 'string' },
         bloom: { type: 'string' },
         'bloom-fpp': { type: 'string' },
         'bloom-expected': { type: 'string' },
@@ -149,7 +171,7 @@ export async function run(argv: string[]): Promise<number> {
       },
     }) as { values: Record<string, string | boolean | undefined>; positionals: string[] });
   } catch (err) {
-    console.error(`hashgate load: ${(err as Error).message}\n(see hashgate load --help)`);
+    console.error(`hashgate load: ${redact((err as Error).message)}\n(see hashgate load --help)`);
     return 2;
   }
   if (values.help) {
@@ -185,11 +207,21 @@ export async function run(argv: string[]): Promise<number> {
     }
     bucketsFlag = int('--buckets', str('buckets'), 1, 2 ** 30);
     const maxBufMb = int('--max-buffer-mb', str('max-buffer-mb'), 1, 1 << 20);
+    let maxRejectRatio: number | undefined;
+    if (str('max-reject-ratio') !== undefined) {
+      maxRejectRatio = Number(str('max-reject-ratio'));
+      if (str('max-reject-ratio')!.trim() === '' || !(maxRejectRatio >= 0 && maxRejectRatio <= 1)) {
+        throw new HashGateRangeError(ErrorCodes.INVALID_OPTION, `--max-reject-ratio must be a number in [0, 1], got ${JSON.stringify(str('max-reject-ratio'))}`, { name: '--max-reject-ratio' });
+      }
+    }
     opts = {
       inputs: positionals,
       delimiter: delimiterByte(str('delimiter')),
       fields: fieldList(str('fields')),
       fieldCount: int('--field-count', str('field-count'), 1, 256),
+      maxKeyBytes: int('--max-key-bytes', str('max-key-bytes'), 1, 64 << 20),
+      maxRejectRatio,
+      maxWindows: int('--max-windows', str('max-windows'), 1, 100_000),
       window: win,
       windowField: int('--window-from-field', str('window-from-field'), 0, 255),
       dateFormat: str('date-format'),
@@ -206,6 +238,7 @@ export async function run(argv: string[]): Promise<number> {
       checkpointFile: str('checkpoint'),
       resume: values.resume === true,
       dryRun: values['dry-run'] === true,
+      threads: int('--threads', str('threads'), 0, 256),
     };
     if (opts.dryRun && opts.resume) throw usage('--resume has no meaning with --dry-run');
     const se = str('secret-env');
@@ -216,7 +249,7 @@ export async function run(argv: string[]): Promise<number> {
       opts.secret = new TextEncoder().encode(v);
     }
   } catch (err) {
-    console.error(`hashgate load: ${(err as Error).message}`);
+    console.error(`hashgate load: ${redact((err as Error).message)}`);
     return 2;
   }
 
@@ -236,7 +269,18 @@ export async function run(argv: string[]): Promise<number> {
   try {
     let buckets = bucketsFlag ?? (layout === 'sets' ? STORE_DEFAULTS.setsBuckets : STORE_DEFAULTS.compactBuckets);
     if (!opts.dryRun) {
-      const clientOpts = { maxRetriesPerRequest: 1, commandTimeout: 30_000, enableAutoPipelining: false, lazyConnect: true };
+      // no reconnect loop before the first connection: a wrong password or a dead host must end
+      // the command with its error instead of retrying forever (disconnect() does not stop a
+      // client that is already reconnecting)
+      let connected = false;
+      let connErr: Error | undefined;
+      const clientOpts = {
+        maxRetriesPerRequest: 1,
+        commandTimeout: 30_000,
+        enableAutoPipelining: false,
+        lazyConnect: true,
+        retryStrategy: (times: number): number | null => (connected ? Math.min(times * 50, 2000) : null),
+      };
       const cl = str('cluster');
       const redis = cl
         ? new Cluster(
@@ -247,12 +291,15 @@ export async function run(argv: string[]): Promise<number> {
             { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1, commandTimeout: 30_000 } },
           )
         : new Redis(str('redis') ?? 'redis://127.0.0.1:6379', clientOpts);
-      redis.on('error', () => undefined); // reported per batch; reconnects are automatic
+      redis.on('error', (e: Error) => (connErr ??= e)); // later errors are reported per batch; reconnects are automatic
       try {
         await redis.connect();
+        connected = true;
       } catch (err) {
         redis.disconnect();
-        throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `cannot connect to ${cl ? `cluster ${cl}` : str('redis') ?? 'redis://127.0.0.1:6379'}: ${(err as Error).message}`, { cause: err });
+        // the first error says why (WRONGPASS, ECONNREFUSED); the rejection only says "closed"
+        const why = connErr?.message ?? (err as Error).message;
+        throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `cannot connect to ${redact(cl ? `cluster ${cl}` : str('redis') ?? 'redis://127.0.0.1:6379')}: ${redact(why)}`, { cause: err });
       }
       sink = new RedisLayoutSink(redis, { layout, prefix, buckets, hll: values['no-hll'] !== true });
       // a window keeps the bucket count it was first written with
@@ -286,7 +333,7 @@ export async function run(argv: string[]): Promise<number> {
       // ~1 key per 24 input bytes (name + 18-char ID + delimiter + newline) unless told otherwise
       const { expandInputs } = await import('../../loader/inputs.js');
       const { statSync } = await import('node:fs');
-      const files = await expandInputs(opts.inputs);
+      const files = await expandInputs(opts.inputs, { own: [opts.failedFile, opts.rejectsFile, opts.checkpointFile ?? DEFAULTS.checkpointFile].filter((f): f is string => f !== undefined) });
       const total = files.reduce((a, f) => a + statSync(f).size, 0);
       bloomExpected = Math.max(1000, Math.ceil(total / 24));
     }
@@ -298,11 +345,12 @@ export async function run(argv: string[]): Promise<number> {
     const out = { ...summary, layout, prefix, ...(bloomOut ? { bloom: bloomOut, bloomExpectedItems: bloomExpected, bloomFpp } : {}) };
     if (values.json) console.log(JSON.stringify(out, null, 2));
     else console.error(fmtSummary(summary) + (bloomOut ? `\n  Bloom filter written to ${bloomOut}` : ''));
-    return summary.interrupted ? 130 : summary.failed > 0 ? 3 : 0;
+    return summary.interrupted ? 130 : summary.failed > 0 ? 3 : summary.rejectRatioExceeded ? 4 : 0;
   } catch (err) {
     const e = err as HashGateError;
-    console.error(`hashgate load: ${e.message ?? String(err)}`);
-    return e instanceof HashGateTypeError || e instanceof HashGateRangeError || e.code === ErrorCodes.INVALID_OPTION ? 2 : 1;
+    console.error(`hashgate load: ${redact(e.message ?? String(err))}${e.code ? ` [${e.code}]` : ''}`);
+    if (e.code === ErrorCodes.PARSE && (e.details?.reason === 'not-text' || e.details?.reason === 'field-count')) return 4;
+    return e instanceof HashGateTypeError || e instanceof HashGateRangeError || e.code === ErrorCodes.INVALID_OPTION || e.code === ErrorCodes.INVALID_ARG ? 2 : 1;
   } finally {
     process.off('SIGINT', onSigint);
     process.off('SIGTERM', onSigint);

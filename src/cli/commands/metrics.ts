@@ -12,6 +12,7 @@ import { checkInt } from '../../errors.js';
 import { journalDirStats, serveMetrics } from '../../metrics/index.js';
 import type { MetricsServer } from '../../metrics/index.js';
 import { invalidType } from '../../errors.js';
+import { redact } from '../../util/redact.js';
 
 export const DEFAULTS = {
   port: 9464,
@@ -134,7 +135,7 @@ export async function run(argv: string[]): Promise<number> {
   try {
     cmd = await start(argv);
   } catch (err) {
-    console.error(`hashgate metrics: ${(err as Error).message}\n${USAGE}`);
+    console.error(`hashgate metrics: ${redact((err as Error).message)}\n${USAGE}`);
     return 2;
   }
   if (cmd.help) {

@@ -7,6 +7,7 @@ import { checkInt, outOfRange } from '../../errors.js';
 import { HotColdStore, TIERING_DEFAULTS, type MigrateResult } from '../../tiering/index.js';
 import { HBaseColdStore } from '../../cache/hbase-cold.js';
 import { HBaseStore } from '../../stores/hbase.js';
+import { redact } from '../../util/redact.js';
 
 export const EXIT = { ok: 0, error: 1, usage: 2, locked: 3 } as const;
 
@@ -71,7 +72,7 @@ export async function run(argv: string[]): Promise<number> {
       allowPositionals: false,
     }));
   } catch (err) {
-    console.error(`hashgate migrate: ${(err as Error).message}\n${USAGE}`);
+    console.error(`hashgate migrate: ${redact((err as Error).message)}\n${USAGE}`);
     return EXIT.usage;
   }
   if (values.help) {
@@ -91,7 +92,7 @@ export async function run(argv: string[]): Promise<number> {
     batchSize = values.batch === undefined ? TIERING_DEFAULTS.batchSize : checkInt('--batch', Number(values.batch), 1, 100_000);
     maxBatches = values['max-batches'] === undefined ? undefined : checkInt('--max-batches', Number(values['max-batches']), 1);
   } catch (err) {
-    console.error(`hashgate migrate: ${(err as Error).message}\n${USAGE}`);
+    console.error(`hashgate migrate: ${redact((err as Error).message)}\n${USAGE}`);
     return EXIT.usage;
   }
 
@@ -130,7 +131,7 @@ export async function run(argv: string[]): Promise<number> {
     return r.lockLost ? EXIT.error : EXIT.ok;
   } catch (err) {
     const e = err as Error & { code?: string };
-    console.error(`hashgate migrate: ${e.message}${e.code ? ` [${e.code}]` : ''}`);
+    console.error(`hashgate migrate: ${redact(e.message)}${e.code ? ` [${e.code}]` : ''}`);
     return EXIT.error;
   } finally {
     process.off('SIGINT', onSignal);

@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { DEFAULTS } from '../../dedup/options.js';
 import { DedupService } from '../../dedup/service.js';
 import { STORE_FLAGS, STORE_HELP, storeOptions } from './dedup-flags.js';
+import { redact } from '../../util/redact.js';
 
 export const HELP = `usage: hashgate recover [flags]
 
@@ -35,7 +36,7 @@ export async function run(argv: string[]): Promise<number> {
     }
     opts = storeOptions(values);
   } catch (err) {
-    console.error(`hashgate recover: ${(err as Error).message}\n\n${HELP}`);
+    console.error(`hashgate recover: ${redact((err as Error).message)}\n\n${HELP}`);
     return 2;
   }
   const dir = opts.dedup.journalDir ?? DEFAULTS.journalDir;
@@ -55,7 +56,7 @@ export async function run(argv: string[]): Promise<number> {
       for (const q of rep.quarantined) {
         console.log(`  DAMAGED: ${q.file}: ${q.damagedBytes} byte(s) in ${q.ranges.length} range(s); intact records replayed; kept as ${q.movedTo}`);
       }
-      for (const f of rep.failed) console.log(`  not replayed: ${f.file}: ${f.error}`);
+      for (const f of rep.failed) console.log(`  not replayed: ${f.file}: ${redact(f.error)}`);
     }
     if (rep.quarantinedFiles.length > 0) {
       console.error(`hashgate recover: ${rep.quarantinedFiles.length} quarantined segment(s) in ${dir} need attention:`);
@@ -64,7 +65,7 @@ export async function run(argv: string[]): Promise<number> {
     }
     return rep.lockHeld || rep.failed.length > 0 ? 3 : 0;
   } catch (err) {
-    console.error(`hashgate recover: ${(err as Error).message}`);
+    console.error(`hashgate recover: ${redact((err as Error).message)}`);
     return 1;
   } finally {
     await svc?.close().catch(() => undefined);

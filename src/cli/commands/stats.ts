@@ -3,6 +3,7 @@
 import { parseArgs } from 'node:util';
 import { DedupService } from '../../dedup/service.js';
 import { STORE_FLAGS, STORE_HELP, storeOptions } from './dedup-flags.js';
+import { redact } from '../../util/redact.js';
 
 export const HELP = `usage: hashgate stats [--window ID] [flags]
 
@@ -30,7 +31,7 @@ export async function run(argv: string[]): Promise<number> {
     opts = storeOptions(values);
     if (values.purge && typeof values.window !== 'string') throw new Error('--purge needs an explicit --window');
   } catch (err) {
-    console.error(`hashgate stats: ${(err as Error).message}\n\n${HELP}`);
+    console.error(`hashgate stats: ${redact((err as Error).message)}\n\n${HELP}`);
     return 2;
   }
   let svc: DedupService | undefined;
@@ -50,7 +51,7 @@ export async function run(argv: string[]): Promise<number> {
     }
     return 0;
   } catch (err) {
-    console.error(`hashgate stats: ${(err as Error).message}`);
+    console.error(`hashgate stats: ${redact((err as Error).message)}`);
     return 1;
   } finally {
     await svc?.close().catch(() => undefined);

@@ -1,0 +1,155 @@
+// Looks at each input before anything is loaded: its identity for --resume (size, mtime and a
+// hash of its first and last bytes, so a replaced file is reloaded), whether it is text at all,
+// and, from a sample of lines across the inputs, the majority field count.
+import { createHash } from 'node:crypto';
+import { isUtf8 } from 'node:buffer';
+import { open } from 'node:fs/promises';
+import { ErrorCodes, HashGateError } from '../errors.js';
+import { NL, CR, MAX_FIELDS } from './parse.js';
+
+/** Bytes read from each end of a file for its identity hash and the text check. */
+export const SNIFF_BYTES = 64 * 1024;
+
+export interface FileIdentity {
+  size: number;
+  mtimeMs: number;
+  /** sha256 (hex, 32 chars) of the first and of the last SNIFF_BYTES bytes. */
+  head: string;
+  tail: string;
+}
+
+export interface InspectedFile {
+  path: string;
+  identity: FileIdentity;
+  /** The first SNIFF_BYTES bytes (fewer for a small file), for field-count sampling. */
+  headBytes: Uint8Array;
+}
+
+const hash = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex').slice(0, 32);
+
+/** Formats a binary file commonly starts with; named in the error so the fix is obvious. */
+const MAGIC: [string, number[]][] = [
+  ['gzip', [0x1f, 0x8b]],
+  ['zip', [0x50, 0x4b, 0x03, 0x04]],
+  ['zstd', [0x28, 0xb5, 0x2f, 0xfd]],
+  ['bzip2', [0x42, 0x5a, 0x68]],
+  ['xz', [0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00]],
+  ['Parquet', [0x50, 0x41, 0x52, 0x31]],
+  ['ORC', [0x4f, 0x52, 0x43]],
+  ['Avro', [0x4f, 0x62, 0x6a, 0x01]],
+  ['Hadoop SequenceFile', [0x53, 0x45, 0x51]],
+];
+
+/**
+ * Why `sample` is not delimited text, or undefined when it is. A NUL byte, more than 1% control
+ * bytes (other than TAB, CR, LF and the field delimiter: Hive's default delimiter is 0x01), or
+ * mostly invalid UTF-8 lines mean binary data that would otherwise load as garbage keys.
+ */
+export function notTextReason(sample: Uint8Array, delimiter: number, atFileStart: boolean): string | undefined {
+  if (sample.length === 0) return undefined;
+  if (atFileStart) {
+    for (const [name, magic] of MAGIC) {
+      if (sample.length >= magic.length && magic.every((b, i) => sample[i] === b)) return `looks like ${name} data (decompress or export it as text first)`;
+    }
+  }
+  let control = 0;
+  for (let i = 0; i < sample.length; i++) {
+    const b = sample[i]!;
+    if (b === 0) return 'contains NUL bytes';
+    if ((b < 0x20 || b === 0x7f) && b !== NL && b !== CR && b !== 9 && b !== delimiter) control++;
+  }
+  if (control * 100 > sample.length) return `${control} of ${sample.length} sampled bytes are control characters`;
+  if (!isUtf8(sample)) {
+    // count lines that are invalid UTF-8 (a few bad rows are rejects, not a binary file); the
+    // sample's first and last lines may be cut mid-character, so they are left out
+    let bad = 0;
+    let lines = 0;
+    let s = atFileStart ? 0 : sample.indexOf(NL) + 1;
+    for (;;) {
+      const e = sample.indexOf(NL, s);
+      if (e < 0) break;
+      lines++;
+      if (!isUtf8(sample.subarray(s, e))) bad++;
+      s = e + 1;
+    }
+    if (lines === 0 || bad * 2 > lines) return lines === 0 ? 'has no complete line and is not UTF-8' : `${bad} of ${lines} sampled lines are not UTF-8`;
+  }
+  return undefined;
+}
+
+async function readAt(fh: import('node:fs/promises').FileHandle, pos: number, len: number): Promise<Buffer> {
+  const buf = Buffer.allocUnsafe(len);
+  let got = 0;
+  while (got < len) {
+    const { bytesRead } = await fh.read(buf, got, len - got, pos + got);
+    if (bytesRead === 0) break;
+    got += bytesRead;
+  }
+  return buf.subarray(0, got);
+}
+
+/** Identity and text check of one file; throws HG_ERR_PARSE (details.reason 'not-text') for binary. */
+export async function inspectFile(path: string, delimiter: number): Promise<InspectedFile> {
+  const fh = await open(path, 'r');
+  try {
+    const st = await fh.stat();
+    const headBytes = await readAt(fh, 0, Math.min(SNIFF_BYTES, st.size));
+    const tailStart = Math.max(0, st.size - SNIFF_BYTES);
+    const tailBytes = tailStart === 0 ? headBytes : await readAt(fh, tailStart, st.size - tailStart);
+    const why = notTextReason(headBytes, delimiter, true) ?? (tailStart > 0 ? notTextReason(tailBytes, delimiter, false) : undefined);
+    if (why !== undefined) {
+      throw new HashGateError(ErrorCodes.PARSE, `${path} is not a text export: it ${why}; nothing was loaded`, {
+        details: { file: path, reason: 'not-text' },
+      });
+    }
+    return { path, identity: { size: st.size, mtimeMs: st.mtimeMs, head: hash(headBytes), tail: hash(tailBytes) }, headBytes };
+  } finally {
+    await fh.close();
+  }
+}
+
+/** True when the file at `id`'s path still has that identity. */
+export function sameIdentity(a: Partial<FileIdentity> | undefined, b: FileIdentity): boolean {
+  return a !== undefined && a.size === b.size && a.mtimeMs === b.mtimeMs && a.head === b.head && a.tail === b.tail;
+}
+
+/** Most lines sampled for the field count. */
+export const SAMPLE_LINES = 10_000;
+
+/**
+ * The field count most sampled lines have (complete, non-empty lines from the start of each
+ * file, up to SAMPLE_LINES). One malformed first line can no longer decide it; with no clear
+ * majority (more than half the sample) the caller must say --field-count.
+ */
+export function sampleFieldCount(heads: readonly Uint8Array[], delimiter: number): { fieldCount: number; sampled: number; share: number } {
+  const counts = new Map<number, number>();
+  let sampled = 0;
+  for (const h of heads) {
+    let s = 0;
+    while (sampled < SAMPLE_LINES) {
+      const e = h.indexOf(NL, s);
+      if (e < 0) break;
+      let le = e;
+      if (le > s && h[le - 1] === CR) le--;
+      if (le > s) {
+        let nf = 1;
+        for (let i = s; i < le; i++) if (h[i] === delimiter) nf++;
+        if (nf <= MAX_FIELDS) counts.set(nf, (counts.get(nf) ?? 0) + 1);
+        sampled++;
+      }
+      s = e + 1;
+    }
+    // a small file without a final newline: its last line counts too
+    if (sampled < SAMPLE_LINES && s < h.length && h.length < SNIFF_BYTES) {
+      let nf = 1;
+      for (let i = s; i < h.length; i++) if (h[i] === delimiter) nf++;
+      if (nf <= MAX_FIELDS) counts.set(nf, (counts.get(nf) ?? 0) + 1);
+      sampled++;
+    }
+    if (sampled >= SAMPLE_LINES) break;
+  }
+  let best = 0;
+  let bestN = 0;
+  for (const [nf, n] of counts) if (n > bestN || (n === bestN && nf < best)) (best = nf), (bestN = n);
+  return { fieldCount: bestN * 2 > sampled ? best : 0, sampled, share: sampled === 0 ? 0 : bestN / sampled };
+}

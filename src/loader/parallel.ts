@@ -1,0 +1,114 @@
+// Parallel dry run: cuts every file into line-aligned regions and has a piscina pool parse, hash
+// and bucket them (src/loader/region-worker.ts); the main thread only merges counts and writes
+// rejects in file order, so line numbers and totals equal the single-threaded run's.
+import { existsSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
+import { ErrorCodes, HashGateError } from '../errors.js';
+import type { ParseSpec } from './parse.js';
+import type { RegionResult, RegionTask } from './region-worker.js';
+
+// dist/src/loader/parallel.js -> its sibling; src/loader/parallel.ts (vitest) -> the built one.
+const WORKER_CANDIDATES = ['./region-worker.js', '../../dist/src/loader/region-worker.js'];
+
+function regionWorkerFile(): string {
+  for (const rel of WORKER_CANDIDATES) {
+    const p = fileURLToPath(new URL(rel, import.meta.url));
+    if (existsSync(p)) return p;
+  }
+  throw new HashGateError(ErrorCodes.WORKER, 'region-worker.js not found: run `npm run build` first', { details: { tried: WORKER_CANDIDATES } });
+}
+
+/** Region size: big enough that a task's ~50 us round trip is noise, small enough to balance. */
+export const REGION_BYTES = 8 << 20;
+
+/** Line starts that cut `size` bytes into regions of about `regionBytes`: [0, b1, ..., size]. */
+export async function lineAlignedCuts(path: string, size: number, regionBytes: number): Promise<number[]> {
+  const cuts = [0];
+  if (size === 0) return [0, 0];
+  const fh = await open(path, 'r');
+  try {
+    const probe = Buffer.allocUnsafe(64 * 1024);
+    let target = regionBytes;
+    while (target < size) {
+      // the first line start at or after target: one past the first LF at or after target - 1
+      let pos = target - 1;
+      let cut = size;
+      while (pos < size) {
+        const { bytesRead } = await fh.read(probe, 0, probe.length, pos);
+        if (bytesRead === 0) break;
+        const nl = probe.subarray(0, bytesRead).indexOf(10);
+        if (nl >= 0) {
+          cut = pos + nl + 1;
+          break;
+        }
+        pos += bytesRead;
+      }
+      if (cut >= size) break;
+      cuts.push(cut);
+      target = cut + regionBytes;
+    }
+  } finally {
+    await fh.close();
+  }
+  cuts.push(size);
+  return cuts;
+}
+
+export interface ParallelSpec {
+  threads: number;
+  readBufferBytes: number;
+  spec: ParseSpec;
+  buckets: number;
+  regionBytes?: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * Runs every region of `files` on the pool, at most 2 tasks per thread in flight, and hands the
+ * results to `onRegion` in file and region order (so the caller can number lines).
+ */
+export async function runRegions(
+  files: readonly string[],
+  sizes: readonly number[],
+  p: ParallelSpec,
+  onRegion: (fileIndex: number, r: RegionResult, lastOfFile: boolean) => void,
+): Promise<void> {
+  const pool = new Piscina({ filename: regionWorkerFile(), minThreads: p.threads, maxThreads: p.threads, idleTimeout: 1000 });
+  pool.on('error', () => undefined);
+  try {
+    const tasks: { fi: number; last: boolean; task: RegionTask }[] = [];
+    for (let fi = 0; fi < files.length; fi++) {
+      const cuts = await lineAlignedCuts(files[fi]!, sizes[fi]!, p.regionBytes ?? REGION_BYTES);
+      for (let k = 0; k + 1 < cuts.length; k++) {
+        tasks.push({
+          fi,
+          last: k + 2 === cuts.length,
+          task: { path: files[fi]!, start: cuts[k]!, end: cuts[k + 1]!, readBufferBytes: p.readBufferBytes, spec: p.spec, buckets: p.buckets },
+        });
+      }
+    }
+    const window = Math.max(2, p.threads * 2);
+    const inFlight: Promise<RegionResult>[] = [];
+    let next = 0;
+    const launch = (): void => {
+      while (next < tasks.length && inFlight.length < window) {
+        const pr = pool.run(tasks[next]!.task) as Promise<RegionResult>;
+        pr.catch(() => undefined); // awaited in order below
+        inFlight.push(pr);
+        next++;
+      }
+    };
+    launch();
+    for (let done = 0; done < tasks.length; done++) {
+      if (p.signal?.aborted) break;
+      const r = await inFlight.shift()!;
+      onRegion(tasks[done]!.fi, r, tasks[done]!.last);
+      launch();
+    }
+    await Promise.allSettled(inFlight);
+  } finally {
+    await pool.destroy();
+  }
+}

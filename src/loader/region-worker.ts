@@ -1,0 +1,80 @@
+// Worker side of a parallel dry run: reads one line-aligned byte region of a file itself, parses,
+// hashes and buckets it with the same parser and kernel as the main thread, and returns only
+// counts and the region's rejects, so nothing per row crosses threads.
+import { RegionHasher } from './hasher.js';
+import { ChunkParser, R_TOO_LONG, type ParseSpec } from './parse.js';
+import { FileChunkReader, isOversize } from './reader.js';
+
+export interface RegionTask {
+  path: string;
+  /** Region [start, end): both on line starts (or end of file). */
+  start: number;
+  end: number;
+  readBufferBytes: number;
+  spec: ParseSpec;
+  buckets: number;
+}
+
+export interface RegionResult {
+  lines: number;
+  rows: number;
+  bytes: number;
+  /** Accepted rows per bucket. */
+  bucketRows: Uint32Array;
+  /** Rejects: 0-based line index inside the region, reason code, first bytes of the line. */
+  rejLine: number[];
+  rejReason: number[];
+  rejContent: Uint8Array[];
+}
+
+// one parser and kernel per worker, rebuilt only when the buffer size or the spec changes
+let cached: { key: string; hasher: RegionHasher; parser: ChunkParser } | undefined;
+
+function engine(task: RegionTask): { hasher: RegionHasher; parser: ChunkParser } {
+  const key = JSON.stringify([task.readBufferBytes, task.spec]);
+  if (cached?.key !== key) {
+    const maxRows = Math.ceil(task.readBufferBytes / 2) + 1;
+    const hasher = new RegionHasher(task.readBufferBytes, maxRows);
+    cached = { key, hasher, parser: new ChunkParser(task.spec, hasher, maxRows) };
+  }
+  cached.parser.fieldCount = task.spec.fieldCount;
+  return cached;
+}
+
+export default async function run(task: RegionTask): Promise<RegionResult> {
+  const { hasher, parser } = engine(task);
+  const out: RegionResult = { lines: 0, rows: 0, bytes: 0, bucketRows: new Uint32Array(task.buckets), rejLine: [], rejReason: [], rejContent: [] };
+  const counts = out.bucketRows;
+  const reader = new FileChunkReader(task.path, task.readBufferBytes, task.start, task.end);
+  await reader.open();
+  try {
+    for (;;) {
+      const r = await reader.next();
+      if (r === null) break;
+      if (isOversize(r)) {
+        out.rejLine.push(out.lines);
+        out.rejReason.push(R_TOO_LONG);
+        out.rejContent.push(Uint8Array.from(r.head));
+        out.lines++;
+        out.bytes += r.next - r.offset;
+        continue;
+      }
+      parser.parse(r.buf, r.start, r.end, r.final);
+      const n = parser.count;
+      for (let j = 0; j < parser.rejReason.length; j++) {
+        out.rejLine.push(out.lines + parser.rejLine[j]!);
+        out.rejReason.push(parser.rejReason[j]!);
+        const s = parser.rejStart[j]!;
+        out.rejContent.push(Uint8Array.from(r.buf.subarray(s, Math.min(parser.rejEnd[j]!, s + 256))));
+      }
+      const b = hasher.buckets(n, task.buckets);
+      for (let i = 0; i < n; i++) counts[b[i]!]!++;
+      out.rows += n;
+      out.lines += parser.lines;
+      out.bytes += r.end - r.start;
+    }
+  } finally {
+    await reader.close();
+  }
+  return out;
+}
