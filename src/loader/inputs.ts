@@ -32,7 +32,8 @@ async function listDir(dir: string, input: string): Promise<{ name: string; isDi
     const code = (err as NodeJS.ErrnoException).code;
     // a glob whose directory is missing (or unreadable) names the input, not a raw scandir error
     const why = code === 'ENOENT' ? 'does not exist' : code === 'ENOTDIR' ? 'is not a directory' : code === 'EACCES' ? 'is not readable' : `cannot be listed (${code ?? 'error'})`;
-    throw new HashGateError(ErrorCodes.INVALID_ARG, `input ${JSON.stringify(input)}: directory ${dir} ${why}`, { cause: err, details: { input, dir, errno: code } });
+    const pattern = input; // a file path or glob the operator typed, not row data
+    throw new HashGateError(ErrorCodes.INVALID_ARG, `input ${JSON.stringify(pattern)}: directory ${dir} ${why}`, { cause: err, details: { input, dir, errno: code } });
   }
   return ents
     .map((e) => ({ name: e.name, isDir: e.isDirectory(), isFile: e.isFile() }))
