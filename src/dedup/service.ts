@@ -36,6 +36,7 @@ import { emptyReport, replayJournal, type RecoverReport } from './recover.js';
 import { createRedisClient, RedisStore } from './redis-store.js';
 import { MemoryStore, StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
 import { WindowClock, windowId } from './window.js';
+import { Coalescer, parseCoalesceOptions, type CoalesceOptions } from '../util/coalescer.js';
 
 export type { RecoverReport } from './recover.js';
 
@@ -44,6 +45,20 @@ export interface DedupServiceOptions {
   redis?: RedisConfig | Redis | Cluster;
   dedup?: DedupOptions;
   now?: () => number;
+  /** Merge concurrent small calls into one store batch (see src/util/coalescer.ts). Default on. */
+  coalesce?: CoalesceOptions | false;
+}
+
+type Keys = ReadonlyArray<string | Uint8Array> | PackedKeys;
+
+/** One firstSeen call waiting to be merged. */
+interface PendingCall {
+  keys: Keys;
+  n: number;
+  window: string;
+  ms: number;
+  resolve: (answers: Uint8Array) => void;
+  reject: (err: unknown) => void;
 }
 
 export interface FirstSeenOptions {
@@ -86,6 +101,36 @@ function sliceKeys(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, s: num
   return { bytes: pk.bytes, offsets: pk.offsets.subarray(s, e + 1), count: e - s };
 }
 
+/** The keys of several calls, back to back, as one array (packed keys become byte views). */
+function concatKeys(calls: PendingCall[], total: number): Array<string | Uint8Array> {
+  const out: Array<string | Uint8Array> = new Array(total);
+  let j = 0;
+  for (const c of calls) {
+    if (Array.isArray(c.keys)) {
+      const a = c.keys as ReadonlyArray<string | Uint8Array>;
+      for (let i = 0; i < c.n; i++) out[j++] = a[i]!;
+    } else {
+      const pk = c.keys as PackedKeys;
+      for (let i = 0; i < c.n; i++) out[j++] = pk.bytes.subarray(pk.offsets[i]!, pk.offsets[i + 1]!);
+    }
+  }
+  return out;
+}
+
+/**
+ * The error of a merged batch as one caller sees it: fail-closed answers (per input index)
+ * narrowed to that caller's keys; any other error is shared as is.
+ */
+function splitError(err: unknown, off: number, n: number, total: number): unknown {
+  if (!(err instanceof HashGateError) || err.code !== ErrorCodes.STORE_UNAVAILABLE) return err;
+  const answers = err.details?.answers;
+  if (!(answers instanceof Uint8Array) || answers.length !== total) return err;
+  return new HashGateError(err.code, err.message, {
+    cause: err.cause,
+    details: { ...err.details, answers: answers.slice(off, off + n) },
+  });
+}
+
 export class DedupService {
   readonly options: ResolvedDedupOptions;
   private readonly store: DedupStore;
@@ -99,6 +144,7 @@ export class DedupService {
   private timer: NodeJS.Timeout | undefined;
   private recovering: Promise<RecoverReport> | undefined;
   private closed = false;
+  private readonly coalescer: Coalescer<PendingCall> | undefined;
   readonly counters: DedupCounters = {
     calls: 0, keys: 0, firstSeen: 0, batchDuplicates: 0, cacheHits: 0, storeKeys: 0, storeErrors: 0, journaledKeys: 0,
   };
@@ -108,6 +154,8 @@ export class DedupService {
     this.options = parseDedupOptions(options.dedup, 'dedup');
     if (options.now !== undefined && typeof options.now !== 'function') throw invalidType('now', 'a function returning epoch ms', options.now);
     this.now = options.now ?? Date.now;
+    const co = parseCoalesceOptions(options.coalesce, 'coalesce');
+    this.coalescer = co === false ? undefined : new Coalescer<PendingCall>(co, (items) => this.runMerged(items));
     this.clock = new WindowClock(this.options.window, this.options.timeZone);
     const o = this.options;
     const r = options.redis;
@@ -153,12 +201,92 @@ export class DedupService {
     else if (opts.at instanceof Date && Number.isFinite(opts.at.getTime())) ms = opts.at.getTime();
     else throw invalidType('options.at', 'a valid Date', opts.at);
     const window = this.clock.idAt(ms);
-    const o = this.options;
     this.counters.calls++;
     this.counters.keys += n;
-    const out = new Uint8Array(n);
-    if (n === 0) return out;
+    if (n === 0) return new Uint8Array(0);
+    const co = this.coalescer;
+    if (co === undefined) return this.run(keys, n, window, ms);
+    if (!co.accepts(n)) {
+      // A big call runs alone, after whatever is queued (call order decides repeated keys).
+      co.flush();
+      co.begin();
+      try {
+        return await this.run(keys, n, window, ms);
+      } finally {
+        co.done();
+      }
+    }
+    return new Promise<Uint8Array>((resolve, reject) => co.add({ keys, n, window, ms, resolve, reject }, n));
+  }
 
+  /**
+   * Runs queued calls as one batch per window, keys concatenated in call order: the in-batch
+   * duplicate rule (first occurrence answers, later ones 0) then gives exactly the answers of
+   * running the calls one after another. Store work starts before the first await of every run.
+   */
+  private runMerged(items: PendingCall[]): void {
+    const co = this.coalescer!;
+    const first = items[0]!;
+    if (items.length === 1) {
+      this.run(first.keys, first.n, first.window, first.ms).then(
+        (a) => {
+          co.done();
+          first.resolve(a);
+        },
+        (e: unknown) => {
+          co.done();
+          first.reject(e);
+        },
+      );
+      return;
+    }
+    let groups: PendingCall[][] = [items];
+    for (let i = 1; i < items.length; i++) {
+      if (items[i]!.window !== first.window) {
+        const byWindow = new Map<string, PendingCall[]>();
+        for (const it of items) {
+          const g = byWindow.get(it.window);
+          if (g === undefined) byWindow.set(it.window, [it]);
+          else g.push(it);
+        }
+        groups = [...byWindow.values()];
+        break;
+      }
+    }
+    let left = groups.length;
+    for (const g of groups) {
+      let total = 0;
+      let ms = -Infinity;
+      for (const it of g) {
+        total += it.n;
+        if (it.ms > ms) ms = it.ms;
+      }
+      const merged: Keys = g.length === 1 ? g[0]!.keys : concatKeys(g, total);
+      this.run(merged, total, g[0]!.window, ms).then(
+        (out) => {
+          if (--left === 0) co.done();
+          let off = 0;
+          for (const it of g) {
+            it.resolve(out.slice(off, off + it.n));
+            off += it.n;
+          }
+        },
+        (err: unknown) => {
+          if (--left === 0) co.done();
+          let off = 0;
+          for (const it of g) {
+            it.reject(splitError(err, off, it.n, total));
+            off += it.n;
+          }
+        },
+      );
+    }
+  }
+
+  /** One batch of validated keys of one window. */
+  private async run(keys: Keys, n: number, window: string, ms: number): Promise<Uint8Array> {
+    const o = this.options;
+    const out = new Uint8Array(n);
     const cache = this.cacheFor(window, ms);
     const inBatch = new DigestSet(n);
     const buckets = await this.bucketsFor(window);
@@ -419,6 +547,8 @@ export class DedupService {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // queued calls were accepted before close: run them now, ahead of the store closing
+    await this.coalescer?.drain();
     if (this.timer !== undefined) clearInterval(this.timer);
     await this.recovering?.catch(() => undefined);
     try {
