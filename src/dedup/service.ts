@@ -193,30 +193,40 @@ export class DedupService {
   }
 
   /** 1 = first seen in its window, 0 = seen before. See the file header for failure semantics. */
-  async firstSeen(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, opts: FirstSeenOptions = {}): Promise<Uint8Array> {
-    if (this.closed) throw new HashGateError(ErrorCodes.CLOSED, 'dedup service is closed');
-    const n = this.validate(keys);
+  firstSeen(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, opts?: FirstSeenOptions): Promise<Uint8Array> {
+    // Not an async function: a merged call resolves straight from the batch, without the extra
+    // promise and ticks an async wrapper adds to every call. Errors still reject, never throw.
+    let n: number;
     let ms: number;
-    if (opts?.at === undefined) ms = this.now();
-    else if (opts.at instanceof Date && Number.isFinite(opts.at.getTime())) ms = opts.at.getTime();
-    else throw invalidType('options.at', 'a valid Date', opts.at);
-    const window = this.clock.idAt(ms);
+    let window: string;
+    try {
+      if (this.closed) throw new HashGateError(ErrorCodes.CLOSED, 'dedup service is closed');
+      n = this.validate(keys);
+      if (opts?.at === undefined) ms = this.now();
+      else if (opts.at instanceof Date && Number.isFinite(opts.at.getTime())) ms = opts.at.getTime();
+      else throw invalidType('options.at', 'a valid Date', opts.at);
+      window = this.clock.idAt(ms);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     this.counters.calls++;
     this.counters.keys += n;
-    if (n === 0) return new Uint8Array(0);
+    if (n === 0) return Promise.resolve(new Uint8Array(0));
     const co = this.coalescer;
     if (co === undefined) return this.run(keys, n, window, ms);
-    if (!co.accepts(n)) {
-      // A big call runs alone, after whatever is queued (call order decides repeated keys).
-      co.flush();
-      co.begin();
-      try {
-        return await this.run(keys, n, window, ms);
-      } finally {
-        co.done();
-      }
-    }
+    if (!co.accepts(n)) return this.runAlone(co, keys, n, window, ms);
     return new Promise<Uint8Array>((resolve, reject) => co.add({ keys, n, window, ms, resolve, reject }, n));
+  }
+
+  /** A big call runs as its own batch, after whatever is queued (call order decides repeated keys). */
+  private async runAlone(co: Coalescer<PendingCall>, keys: Keys, n: number, window: string, ms: number): Promise<Uint8Array> {
+    co.flush();
+    co.begin();
+    try {
+      return await this.run(keys, n, window, ms);
+    } finally {
+      co.done();
+    }
   }
 
   /**
@@ -289,7 +299,7 @@ export class DedupService {
     const out = new Uint8Array(n);
     const cache = this.cacheFor(window, ms);
     const inBatch = new DigestSet(n);
-    const buckets = await this.bucketsFor(window);
+    const buckets = this.bucketsByWindow.get(window) ?? (await this.bucketsFor(window));
     // fail-open batches go out in chunks so Redis runs chunk k while we hash chunk k+1; under
     // fail-closed the whole batch stays ONE script call (all-or-nothing, see the header).
     const chunk = o.onStoreError === 'fail-open' && this.store.kind === 'redis' ? PIPELINE_CHUNK : n;
