@@ -81,6 +81,8 @@ export interface DedupStats {
 
 export interface DedupCounters {
   calls: number;
+  /** Store batches sent; calls / batches is how many calls coalescing merged per batch. */
+  batches: number;
   keys: number;
   firstSeen: number;
   batchDuplicates: number;
@@ -145,8 +147,10 @@ export class DedupService {
   private recovering: Promise<RecoverReport> | undefined;
   private closed = false;
   private readonly coalescer: Coalescer<PendingCall> | undefined;
+  /** Tail of the runs waiting for a bucket count (keeps batches in call order). */
+  private bucketsGate: Promise<number> | undefined;
   readonly counters: DedupCounters = {
-    calls: 0, keys: 0, firstSeen: 0, batchDuplicates: 0, cacheHits: 0, storeKeys: 0, storeErrors: 0, journaledKeys: 0,
+    calls: 0, batches: 0, keys: 0, firstSeen: 0, batchDuplicates: 0, cacheHits: 0, storeKeys: 0, storeErrors: 0, journaledKeys: 0,
   };
 
   constructor(options: DedupServiceOptions = {}) {
@@ -297,9 +301,25 @@ export class DedupService {
   private async run(keys: Keys, n: number, window: string, ms: number): Promise<Uint8Array> {
     const o = this.options;
     const out = new Uint8Array(n);
-    const cache = this.cacheFor(window, ms);
     const inBatch = new DigestSet(n);
-    const buckets = this.bucketsByWindow.get(window) ?? (await this.bucketsFor(window));
+    let buckets = this.bucketsGate === undefined ? this.bucketsByWindow.get(window) : undefined;
+    if (buckets === undefined) {
+      // Runs that must wait for a window's bucket count queue behind each other, and later runs
+      // queue behind them even once the count is known: a batch never overtakes an earlier one.
+      const prev = this.bucketsGate;
+      const mine = (async () => {
+        if (prev !== undefined) await prev;
+        return this.bucketsFor(window);
+      })();
+      this.bucketsGate = mine;
+      try {
+        buckets = await mine;
+      } finally {
+        if (this.bucketsGate === mine) this.bucketsGate = undefined;
+      }
+    }
+    // Taken after the await: a call for a newer window may have switched the cache meanwhile.
+    const cache = this.cacheFor(window, ms);
     // fail-open batches go out in chunks so Redis runs chunk k while we hash chunk k+1; under
     // fail-closed the whole batch stays ONE script call (all-or-nothing, see the header).
     const chunk = o.onStoreError === 'fail-open' && this.store.kind === 'redis' ? PIPELINE_CHUNK : n;
@@ -367,6 +387,7 @@ export class DedupService {
         ? { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => compactMember(digests, idx[j]!, dv), compact: { dv, idx } }
         : { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => setsMember(part, idx[j]!) };
     const answers = new Uint8Array(p);
+    this.counters.batches++;
     this.counters.storeKeys += p;
     const finish = (): void => {
       for (let j = 0; j < p; j++) {
@@ -374,7 +395,8 @@ export class DedupService {
         out[base + pend[order[j]!]!] = a;
         this.counters.firstSeen += a;
       }
-      if (cache !== undefined) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
+      // the cache may have moved to a newer window while the store answered
+      if (cache !== undefined && this.cacheWindow === window) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
     };
     return this.store.addBatch(batch, answers).then(finish, (err: unknown) => {
       if (!(err instanceof StoreBatchError)) throw err;
@@ -400,7 +422,7 @@ export class DedupService {
         if (!err.done[g]) continue;
         for (let j = batch.starts[g]!; j < batch.starts[g + 1]!; j++) {
           known[pend[order[j]!]!] = answers[j]!;
-          cache?.add(d32, pend[order[j]!]!);
+          if (this.cacheWindow === batch.window) cache?.add(d32, pend[order[j]!]!);
         }
       }
       throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `dedup store failed and dedup.onStoreError is 'fail-closed': ${err.message}`, {
