@@ -64,6 +64,7 @@ export class RedisStore implements DedupStore {
     if (down !== undefined) {
       throw new StoreBatchError(`Redis connection is ${down}`, new Uint8Array(G), answers, this.lastError ?? new Error(`redis status ${down}`));
     }
+    if (!this.cluster && b.count === 1) return this.addOne(b, hk, answers);
     if (!this.cluster) {
       const wire = this.encodeBatch(b, G, hk);
       try {
@@ -107,6 +108,48 @@ export class RedisStore implements DedupStore {
     if (firstErr !== undefined) {
       throw new StoreBatchError(`Redis Cluster did not acknowledge part of the batch: ${(firstErr as Error).message}`, done, answers, firstErr);
     }
+  }
+
+  /**
+   * A batch of one key (the sequential service call): a plain SADD, whose reply is the answer and
+   * which is atomic on its own, plus the PFADD in the same write. Redis spends about half the CPU
+   * of a script call on it. The HyperLogLog only feeds stats().approximate, so a failed PFADD
+   * after an acknowledged SADD does not fail the call.
+   */
+  private async addOne(b: StoreBatch, hk: string, answers: Uint8Array): Promise<void> {
+    const key = b.groupKeys[0]!;
+    const w = new RespWriter(96 + key.length * 3 + hk.length * 3);
+    const pf = this.hll ? new RespWriter(64 + hk.length * 3) : undefined;
+    w.array(3);
+    w.str('SADD');
+    w.str(key);
+    pf?.array(3);
+    pf?.str('PFADD');
+    pf?.str(hk);
+    if (b.compact !== undefined) {
+      const o = b.compact.idx[0]! << 4;
+      const lo = b.compact.dv.getUint32(o, true);
+      const hi = b.compact.dv.getInt32(o + 4, true);
+      w.int64(lo, hi);
+      pf?.int64(lo, hi);
+    } else {
+      const m = b.member(0);
+      w.member(m);
+      pf?.member(m);
+    }
+    const r = this.redis as Redis;
+    const sadd = r.sendCommand(new RawCommand('sadd', [], w.bytes())) as Promise<unknown>;
+    if (pf !== undefined) (r.sendCommand(new RawCommand('pfadd', [], pf.bytes())) as Promise<unknown>).catch(() => undefined);
+    let reply: unknown;
+    try {
+      reply = await sadd;
+    } catch (cause) {
+      throw new StoreBatchError(`Redis rejected or did not acknowledge the batch: ${(cause as Error).message}`, new Uint8Array(1), answers, cause);
+    }
+    if (reply !== 0 && reply !== 1) {
+      throw new StoreBatchError('Redis answered SADD with something other than 0 or 1', new Uint8Array(1), answers, new Error(String(reply)));
+    }
+    answers[0] = reply;
   }
 
   /** EVALSHA sha numkeys keys... G hll counts... members... as one RESP buffer. */

@@ -103,6 +103,14 @@ function sliceKeys(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, s: num
   return { bytes: pk.bytes, offsets: pk.offsets.subarray(s, e + 1), count: e - s };
 }
 
+// One shared executor instead of a closure per call: new Promise() runs it synchronously, so the
+// functions it captures are read back before any other call can overwrite them.
+const captured: { resolve?: (a: Uint8Array) => void; reject?: (e: unknown) => void } = {};
+const capture = (resolve: (a: Uint8Array) => void, reject: (e: unknown) => void): void => {
+  captured.resolve = resolve;
+  captured.reject = reject;
+};
+
 /** The keys of several calls, back to back, as one array (packed keys become byte views). */
 function concatKeys(calls: PendingCall[], total: number): Array<string | Uint8Array> {
   const out: Array<string | Uint8Array> = new Array(total);
@@ -219,7 +227,9 @@ export class DedupService {
     const co = this.coalescer;
     if (co === undefined) return this.run(keys, n, window, ms);
     if (!co.accepts(n)) return this.runAlone(co, keys, n, window, ms);
-    return new Promise<Uint8Array>((resolve, reject) => co.add({ keys, n, window, ms, resolve, reject }, n));
+    const p = new Promise<Uint8Array>(capture);
+    co.add({ keys, n, window, ms, resolve: captured.resolve!, reject: captured.reject! }, n);
+    return p;
   }
 
   /** A big call runs as its own batch, after whatever is queued (call order decides repeated keys). */
@@ -281,7 +291,8 @@ export class DedupService {
           if (--left === 0) co.done();
           let off = 0;
           for (const it of g) {
-            it.resolve(out.slice(off, off + it.n));
+            // a view, not a copy: one typed array per caller instead of one plus its buffer
+            it.resolve(out.subarray(off, off + it.n));
             off += it.n;
           }
         },
