@@ -383,7 +383,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   s.target('sequential single-key firstSeen embedded p50', '<=', 10, p(row('firstSeen embedded', 1, 1, 'hashgate embedded'), 'p50Us'), ' us');
   s.target('sequential single-key firstSeen Redis compact p50 / one SADD round trip p50', '<=', 1.2, div(p(row('firstSeen Redis', 1, 1, 'hashgate compact'), 'p50Us'), p(row('firstSeen Redis', 1, 1, SADD), 'p50Us')), 'x');
   s.note(`Every caller awaits its call before the next (a request handler); keys are Chinese name + 18-digit ID, all new for firstSeen and all present for lookups. ${perRun(256)} keys per timed pass (${perRun(1)} for 1 caller), after an untimed warm-up of ${warmKeys.length}.`);
-  s.note('hashgate merges the calls that reach a store in one event-loop turn into one batch (coalesce: { maxKeys: 4096, maxDelayMs: 0 }): one Redis script or MGET per turn instead of one command per key.');
+  s.note('hashgate merges the calls that reach a store in one event-loop turn into one batch (coalesce: { maxKeys: 128, maxDelayMs: 0 }): one Redis script or MGET per turn instead of one command per key.');
   s.note(`1-min load average ${load0.toFixed(1)} at start, ${loadavg()[0]!.toFixed(1)} at end (2-core box shared with other jobs: absolute numbers are noisy, ratios within one run less so).`);
   return s.finish();
 }

@@ -53,7 +53,7 @@ export interface HashGateOptions {
   /**
    * Merge concurrent small calls that reach a store (firstSeen, lookup) into one batch per
    * event-loop turn; each caller still gets exactly the answer it would get alone, in call order.
-   * `{ maxKeys, maxDelayMs }` (defaults 4096 keys, 0 ms) or false to send every call on its own.
+   * `{ maxKeys, maxDelayMs }` (defaults 128 keys, 0 ms) or false to send every call on its own.
    * Change maxKeys to bound how long one merged Redis script may run; maxDelayMs > 0 trades
    * latency for fewer round trips when calls arrive slower than the store answers.
    */

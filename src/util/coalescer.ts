@@ -14,9 +14,12 @@ import { ErrorCodes, HashGateTypeError, checkInt, invalidType } from '../errors.
 
 export interface CoalesceOptions {
   /**
-   * Most keys merged into one batch. Default 4096. Lower it when a single merged Redis script
-   * must stay short (it blocks Redis while it runs, ~1 us per key); raise it for more throughput
-   * per round trip when callers send many keys each.
+   * Most keys merged into one batch. Default 128: a merged Redis script then blocks Redis for a
+   * few hundred microseconds at most (other clients of the same Redis keep their latency), and
+   * a burst larger than that goes out in several batches, so Redis works on the first while the
+   * next is still being collected. Raise it (e.g. 1024) when Redis is remote and round trips,
+   * not Redis CPU, are the limit; lower it when other clients' p99 on that Redis matters more.
+   * A call with at least this many keys is never merged: it is a batch on its own.
    */
   maxKeys?: number;
   /**
@@ -32,7 +35,7 @@ export interface ResolvedCoalesce {
   maxDelayMs: number;
 }
 
-export const COALESCE_DEFAULTS: Readonly<ResolvedCoalesce> = Object.freeze({ maxKeys: 4096, maxDelayMs: 0 });
+export const COALESCE_DEFAULTS: Readonly<ResolvedCoalesce> = Object.freeze({ maxKeys: 128, maxDelayMs: 0 });
 
 const KNOWN = new Set(['maxKeys', 'maxDelayMs']);
 
