@@ -32,6 +32,13 @@ export class RedisStore implements DedupStore {
   /** Last connection-level error ioredis reported (for stats/diagnostics). */
   lastError: Error | undefined;
 
+  /**
+   * Whether SCRIPT LOAD was sent on the current connection. Loading it ahead of the first
+   * EVALSHA (same connection, so Redis runs them in that order) avoids the NOSCRIPT retry, which
+   * would let a later batch overtake this one and swap two callers' answers.
+   */
+  private scriptSent = false;
+
   constructor(
     readonly redis: RedisClient,
     private readonly prefix: string,
@@ -41,6 +48,8 @@ export class RedisStore implements DedupStore {
     this.cluster = redis instanceof Cluster;
     // Without a listener ioredis prints every reconnect failure; failures surface per call anyway.
     if (owned) redis.on('error', (e: Error) => (this.lastError = e));
+    // a new connection may reach a restarted Redis without the script
+    redis.on('ready', () => (this.scriptSent = false));
   }
 
   /** While ioredis is between connections, fail the batch now instead of queueing it. */
@@ -67,12 +76,17 @@ export class RedisStore implements DedupStore {
     if (!this.cluster && b.count === 1) return this.addOne(b, hk, answers);
     if (!this.cluster) {
       const wire = this.encodeBatch(b, G, hk);
+      if (!this.scriptSent) {
+        this.scriptSent = true;
+        this.redis.script('LOAD', FIRST_SEEN_LUA).catch(() => (this.scriptSent = false));
+      }
       try {
         let r: Buffer;
         try {
           r = (await (this.redis as Redis).sendCommand(new RawCommand('evalsha', [], wire))) as Buffer;
         } catch (err) {
           if (!(err instanceof Error && err.message.startsWith('NOSCRIPT'))) throw err;
+          this.scriptSent = false;
           await this.redis.script('LOAD', FIRST_SEEN_LUA);
           r = (await (this.redis as Redis).sendCommand(new RawCommand('evalsha', [], wire))) as Buffer;
         }

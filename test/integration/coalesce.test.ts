@@ -99,6 +99,17 @@ describe.skipIf(!has)('coalescing on Redis', () => {
     }
   }
 
+  it('a batch that meets an empty script cache is not overtaken by a later batch', async () => {
+    const svc = open({}, false);
+    await r.script('FLUSH');
+    await svc.firstSeen(['warm']); // a one-key batch: plain SADD, the script is still not loaded
+    await r.script('FLUSH');
+    // the script batch goes first; the one-key SADD right behind it must not run before it
+    const [a, b] = await Promise.all([svc.firstSeen(['a', 'b']), svc.firstSeen(['a'])]);
+    expect([...a, ...b]).toEqual([1, 1, 0]);
+    await svc.close();
+  });
+
   it('256 concurrent one-key callers share a few commands; answers exact', async () => {
     const svc = open({ buckets: 1024 });
     await svc.firstSeen(['warm', 'warm2']); // loads the script
