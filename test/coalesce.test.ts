@@ -75,7 +75,7 @@ describe('Coalescer', () => {
 interface Op {
   keys: string[];
   year: 2025 | 2026;
-  /** What happens before the call is issued. */
+  /** What happens before the call is made. */
   gap: 'sync' | 'tick' | 'turn' | 'settle';
 }
 
@@ -87,7 +87,7 @@ const opArb: fc.Arbitrary<Op> = fc.record({
 
 type Outcome = number[] | string;
 
-/** The sequential model: each call alone, in issue order; a call with a bad key changes nothing. */
+/** The sequential model: each call alone, in call order; a call with a bad key changes nothing. */
 export function model(ops: Op[]): Outcome[] {
   const seen = new Map<number, Set<string>>();
   return ops.map((op) => {
@@ -102,7 +102,7 @@ export function model(ops: Op[]): Outcome[] {
   });
 }
 
-/** Issues the calls with their gaps, concurrently where the gaps allow, and collects outcomes. */
+/** Makes the calls with their gaps, concurrently where the gaps allow, and collects outcomes. */
 export async function drive(firstSeen: (keys: string[], at: Date) => Promise<Uint8Array>, ops: Op[]): Promise<Outcome[]> {
   const pending: Promise<Outcome>[] = [];
   for (const op of ops) {

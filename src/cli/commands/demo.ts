@@ -54,7 +54,7 @@ async function runService(opts: { items: number; duplicateRate: number; seed: nu
         const nx = stream.next();
         if (nx.done === true) return;
         const batch = nx.value;
-        // the truth in issue order: merged calls must answer as if run one after another
+        // the truth in call order: merged calls must answer as if run one after another
         const expected = new Uint8Array(batch.length);
         const keys = new Array<string>(batch.length);
         for (let i = 0; i < batch.length; i++) {
