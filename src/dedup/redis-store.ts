@@ -6,7 +6,7 @@
 import { Redis, Cluster, type RedisOptions } from 'ioredis';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { Layout, RedisConfig } from './options.js';
-import { hllKey, metaField, metaKey, windowPattern, bucketKey, type Member, type RedisClient } from './layout.js';
+import { hllKey, int64Decimal, metaField, metaKey, windowPattern, bucketKey, type Member, type RedisClient } from './layout.js';
 import { FIRST_SEEN_LUA, FIRST_SEEN_SHA, runScript } from './scripts.js';
 import { RawCommand, RespWriter } from './resp.js';
 import { StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
@@ -25,6 +25,9 @@ export function createRedisClient(config: RedisConfig, commandTimeoutMs: number)
   return new Redis({ ...ours, ...(config as RedisOptions) });
 }
 
+const HLL_FLUSH_KEYS = 256;
+const HLL_FLUSH_MS = 20;
+
 export class RedisStore implements DedupStore {
   readonly kind = 'redis' as const;
   readonly cluster: boolean;
@@ -38,6 +41,17 @@ export class RedisStore implements DedupStore {
    * would let a later batch overtake this one and swap two callers' answers.
    */
   private scriptSent = false;
+
+  /**
+   * HyperLogLog members of one-key batches not yet sent, per HLL key. A PFADD next to every
+   * SADD made the sequential call ~1.4x a plain SADD round trip (Redis answers both together);
+   * they go out together instead, at HLL_FLUSH_KEYS members or after HLL_FLUSH_MS. The HLL
+   * only feeds stats().approximate (which flushes first); a crash loses at most those members
+   * from the estimate, never a key from the exact sets.
+   */
+  private readonly hllPending = new Map<string, Member[]>();
+  private hllCount = 0;
+  private hllTimer: NodeJS.Timeout | undefined;
 
   constructor(
     readonly redis: RedisClient,
@@ -132,28 +146,23 @@ export class RedisStore implements DedupStore {
    */
   private async addOne(b: StoreBatch, hk: string, answers: Uint8Array): Promise<void> {
     const key = b.groupKeys[0]!;
-    const w = new RespWriter(96 + key.length * 3 + hk.length * 3);
-    const pf = this.hll ? new RespWriter(64 + hk.length * 3) : undefined;
+    const w = new RespWriter(96 + key.length * 3);
     w.array(3);
     w.str('SADD');
     w.str(key);
-    pf?.array(3);
-    pf?.str('PFADD');
-    pf?.str(hk);
+    let member: Member;
     if (b.compact !== undefined) {
       const o = b.compact.idx[0]! << 4;
       const lo = b.compact.dv.getUint32(o, true);
       const hi = b.compact.dv.getInt32(o + 4, true);
       w.int64(lo, hi);
-      pf?.int64(lo, hi);
+      member = this.hll ? int64Decimal(lo, hi) : '';
     } else {
-      const m = b.member(0);
-      w.member(m);
-      pf?.member(m);
+      member = b.member(0);
+      w.member(member);
     }
-    const r = this.redis as Redis;
-    const sadd = r.sendCommand(new RawCommand('sadd', [], w.bytes())) as Promise<unknown>;
-    if (pf !== undefined) (r.sendCommand(new RawCommand('pfadd', [], pf.bytes())) as Promise<unknown>).catch(() => undefined);
+    const sadd = (this.redis as Redis).sendCommand(new RawCommand('sadd', [], w.bytes())) as Promise<unknown>;
+    if (this.hll) this.queueHll(hk, member);
     let reply: unknown;
     try {
       reply = await sadd;
@@ -164,6 +173,27 @@ export class RedisStore implements DedupStore {
       throw new StoreBatchError('Redis answered SADD with something other than 0 or 1', new Uint8Array(1), answers, new Error(String(reply)));
     }
     answers[0] = reply;
+  }
+
+  private queueHll(hk: string, member: Member): void {
+    const list = this.hllPending.get(hk);
+    if (list === undefined) this.hllPending.set(hk, [member]);
+    else list.push(member);
+    if (++this.hllCount >= HLL_FLUSH_KEYS) this.flushHll();
+    else if (this.hllTimer === undefined) {
+      this.hllTimer = setTimeout(() => this.flushHll(), HLL_FLUSH_MS);
+      this.hllTimer.unref();
+    }
+  }
+
+  /** Sends the queued HLL members (fire and forget: the estimate tolerates a lost PFADD). */
+  private flushHll(): void {
+    if (this.hllTimer !== undefined) clearTimeout(this.hllTimer);
+    this.hllTimer = undefined;
+    if (this.hllCount === 0) return;
+    for (const [hk, members] of this.hllPending) this.redis.pfadd(hk, ...(members as string[])).catch(() => undefined);
+    this.hllPending.clear();
+    this.hllCount = 0;
   }
 
   /** EVALSHA sha numkeys keys... G hll counts... members... as one RESP buffer. */
@@ -210,6 +240,7 @@ export class RedisStore implements DedupStore {
         for (const v of await Promise.all(ps)) exact += v;
       }
     }
+    this.flushHll(); // same connection: the PFCOUNT below runs after these PFADDs
     const approximate = await this.redis.pfcount(hllKey(this.prefix, window, layout));
     return { exact, approximate };
   }
@@ -240,6 +271,7 @@ export class RedisStore implements DedupStore {
   }
 
   async close(): Promise<void> {
+    this.flushHll();
     if (!this.owned) return;
     try {
       await this.redis.quit();

@@ -110,6 +110,15 @@ describe.skipIf(!has)('coalescing on Redis', () => {
     await svc.close();
   });
 
+  it('one-key calls feed the HyperLogLog in groups; stats() sees every member', async () => {
+    const svc = open({ buckets: 64 });
+    for (let i = 0; i < 300; i++) await svc.firstSeen([`solo${i}`]); // one-key batches: SADD, HLL queued
+    const st = await svc.stats();
+    expect(st.exact).toBe(300);
+    expect(Math.abs(st.approximate - 300)).toBeLessThanOrEqual(9); // HLL error ~0.8%
+    await svc.close();
+  });
+
   it('256 concurrent one-key callers share a few commands; answers exact', async () => {
     const svc = open({ buckets: 1024 });
     await svc.firstSeen(['warm', 'warm2']); // loads the script
