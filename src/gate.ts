@@ -16,6 +16,7 @@ import { resolveMetrics, type Metrics, type MetricsOptions } from './metrics/ind
 import { cacheTierTotals, journalDirStats } from './metrics/adapters.js';
 import { KernelPool, type PoolStats } from './pool/pool.js';
 import type { KeyInput } from './pool/slots.js';
+import { COALESCE_DEFAULTS, parseCoalesceOptions, type CoalesceOptions, type ResolvedCoalesce } from './util/coalescer.js';
 
 export type Keys = ReadonlyArray<string | Uint8Array> | PackedKeys;
 
@@ -49,6 +50,14 @@ export interface HashGateOptions {
   ids?: IdRegistryOptions | true;
   /** Prometheus metrics: true, an options object, or a Metrics instance. Default off. */
   metrics?: boolean | MetricsOptions | Metrics;
+  /**
+   * Merge concurrent small calls that reach a store (firstSeen, lookup) into one batch per
+   * event-loop turn; each caller still gets exactly the answer it would get alone, in call order.
+   * `{ maxKeys, maxDelayMs }` (defaults 128 keys, 0 ms) or false to send every call on its own.
+   * Change maxKeys to bound how long one merged Redis script may run; maxDelayMs > 0 trades
+   * latency for fewer round trips when calls arrive slower than the store answers.
+   */
+  coalesce?: CoalesceOptions | false;
   /** Clock for windows and TTLs (tests inject a fake one). */
   now?: () => number;
   /** Lets tests make a worker throw or die. Never set in production. */
@@ -62,6 +71,7 @@ export const DEFAULTS = {
   chunkKeys: 8192,
   chunkBytes: 1 << 20,
   idleTimeoutMs: 30_000,
+  coalesce: COALESCE_DEFAULTS,
 } as const;
 
 interface Resolved {
@@ -72,11 +82,12 @@ interface Resolved {
   chunkBytes: number;
   slots: number;
   idleTimeoutMs: number;
+  coalesce: ResolvedCoalesce | false;
 }
 
 const KNOWN = new Set([
   'threads', 'maxQueue', 'inlineThreshold', 'chunkKeys', 'chunkBytes', 'slots', 'idleTimeoutMs', 'bloom', 'redis',
-  'dedup', 'cache', 'index', 'ids', 'metrics', 'now', 'testHooks',
+  'dedup', 'cache', 'index', 'ids', 'metrics', 'now', 'testHooks', 'coalesce',
 ]);
 
 function resolve(o: HashGateOptions): Resolved {
@@ -95,6 +106,7 @@ function resolve(o: HashGateOptions): Resolved {
     chunkBytes: checkInt('options.chunkBytes', o.chunkBytes ?? DEFAULTS.chunkBytes, 1024, 1 << 30),
     slots: checkInt('options.slots', o.slots ?? 2 * threads + 2, 1, 4096),
     idleTimeoutMs: checkInt('options.idleTimeoutMs', o.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs, 0),
+    coalesce: parseCoalesceOptions(o.coalesce, 'options.coalesce'),
   };
 }
 
@@ -146,11 +158,13 @@ export class HashGate {
     if (options.dedup !== undefined) dedupOptions.dedup = options.dedup;
     if (options.now !== undefined) dedupOptions.now = options.now;
     dedupOptions.metrics = this.metrics;
+    dedupOptions.coalesce = this.options.coalesce;
     this.dedup = new DedupService(dedupOptions);
 
     if (options.cache !== undefined) {
       const c: TieredCacheOptions = { ...options.cache };
       if (c.now === undefined && options.now !== undefined) c.now = options.now;
+      if (c.coalesce === undefined) c.coalesce = this.options.coalesce;
       try {
         this.cache = new TieredCache(c);
       } catch (err) {
@@ -355,8 +369,14 @@ export class HashGate {
    * filter, when configured, is only consulted for statistics and filled afterwards: an exact
    * answer never depends on it, so it can never turn a new key into a duplicate.
    */
-  async firstSeen(keys: Keys, options: { at?: Date } = {}): Promise<Uint8Array> {
-    this.check();
+  firstSeen(keys: Keys, options?: { at?: Date }): Promise<Uint8Array> {
+    if (this.closed) return Promise.reject(new HashGateError(ErrorCodes.CLOSED, 'HashGate is closed'));
+    // Plain service calls go straight to the (coalescing) dedup service: no wrapper promise.
+    if (this.bloom === undefined && !this.metrics.enabled) return this.dedup.firstSeen(keys, options);
+    return this.firstSeenObserved(keys, options);
+  }
+
+  private async firstSeenObserved(keys: Keys, options: { at?: Date } | undefined): Promise<Uint8Array> {
     const n = keyCount(keys, 'keys');
     const start = this.metrics.batchStart('dedup', n);
     try {
@@ -403,14 +423,19 @@ export class HashGate {
   }
 
   /** Batch lookup through Bloom gate -> local LRU -> Redis -> cold store. */
-  async lookup(table: string, keys: readonly string[]): Promise<(CacheValue | undefined)[]> {
-    this.check();
+  lookup(table: string, keys: readonly string[]): Promise<(CacheValue | undefined)[]> {
+    if (this.closed) return Promise.reject(new HashGateError(ErrorCodes.CLOSED, 'HashGate is closed'));
     if (this.cache === undefined) {
-      throw new HashGateError(ErrorCodes.INVALID_OPTION, 'lookup needs a cache: open the gate with options.cache');
+      return Promise.reject(new HashGateError(ErrorCodes.INVALID_OPTION, 'lookup needs a cache: open the gate with options.cache'));
     }
+    if (!this.metrics.enabled) return this.cache.lookup(table, keys);
+    return this.lookupObserved(this.cache, table, keys);
+  }
+
+  private async lookupObserved(cache: TieredCache, table: string, keys: readonly string[]): Promise<(CacheValue | undefined)[]> {
     const start = this.metrics.batchStart('lookup', keys.length);
     try {
-      const out = await this.cache.lookup(table, keys);
+      const out = await cache.lookup(table, keys);
       this.metrics.batchEnd('lookup', keys.length, start);
       return out;
     } catch (err) {

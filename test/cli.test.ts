@@ -31,4 +31,17 @@ describe('hashgate CLI', () => {
     expect(help.status).toBe(0);
     expect(help.stdout).toMatch(/demo/);
   });
+
+  it('demo --concurrency runs the service pattern next to the batch one; answers match the truth', () => {
+    const r = cli(['demo', '--items', '6000', '--threads', '0', '--concurrency', '64', '--keys-per-call', '3', '--json']);
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as { mismatches: number; service: { concurrency: number; keysPerCall: number; calls: number; batches: number; mismatches: number; p99Us: number } };
+    expect(out.mismatches).toBe(0);
+    expect(out.service).toMatchObject({ concurrency: 64, keysPerCall: 3, calls: 2000, mismatches: 0 });
+    expect(out.service.batches).toBeLessThan(out.service.calls / 4); // merged
+    expect(out.service.p99Us).toBeGreaterThan(0);
+    const bad = cli(['demo', '--keys-per-call', '2']);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/--keys-per-call/);
+  });
 });

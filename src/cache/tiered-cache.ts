@@ -21,6 +21,7 @@ import { FLAG_ARCHIVED, HEADER_BYTES, decodeEnvelopeValue, decodeValue, wrapEnve
 import { RemoteTierStats, type CacheStats, type TierError } from './stats.js';
 import { errorKind, publishStoreError } from '../metrics/channels.js';
 import type { BloomLike, CacheValue, ColdCell, ColdStore } from './types.js';
+import { Coalescer, parseCoalesceOptions, type CoalesceOptions, type ResolvedCoalesce } from '../util/coalescer.js';
 
 export const CACHE_DEFAULTS = {
   local: { maxEntries: 100_000, maxBytes: 64 * 1024 * 1024, ttlMs: 60_000, maxTables: 64 },
@@ -74,6 +75,11 @@ export interface TieredCacheOptions {
   /** Called for every tier failure (also published on diagnostics_channel 'hashgate:store:error'). */
   onTierError?: (err: TierError, cause: unknown) => void;
   now?: () => number;
+  /**
+   * Merge the local-tier misses of concurrent lookups of one table into one load (one MGET per
+   * event-loop turn instead of one per call). Default on; false = one load per call.
+   */
+  coalesce?: CoalesceOptions | false;
 }
 
 export interface LookupResult {
@@ -131,6 +137,21 @@ interface TableState {
   gen: number;
   /** `${redis.prefix}${table}:`, built once. */
   redisPrefix: string;
+  /** Merges the loads of concurrent lookups (undefined when coalescing is off). */
+  co: Coalescer<LoadRequest> | undefined;
+}
+
+/** The keys one lookup must load below the local tier, waiting to be merged with others. */
+interface LoadRequest {
+  keys: string[];
+  resolve: (loaded: Loaded) => void;
+  reject: (err: unknown) => void;
+}
+
+/** The part of a merged load's gap map that is one caller's, or undefined when none of its keys had a gap. */
+function gapOf(gap: Uint8Array | undefined, from: number, to: number): Uint8Array | undefined {
+  if (gap === undefined || gap.indexOf(1, from) === -1 || gap.indexOf(1, from) >= to) return undefined;
+  return gap.slice(from, to);
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -198,6 +219,7 @@ export class TieredCache {
   readonly #maxKeys: number;
   readonly #onTierError: TieredCacheOptions['onTierError'];
   readonly #now: () => number;
+  readonly #coalesce: ResolvedCoalesce | false;
   readonly #redisStats = new RemoteTierStats();
   readonly #coldStats = new RemoteTierStats();
   #closed = false;
@@ -288,6 +310,7 @@ export class TieredCache {
       throw invalidType('onTierError', 'a function', opts.onTierError);
     }
     this.#onTierError = opts.onTierError;
+    this.#coalesce = parseCoalesceOptions(opts.coalesce, 'coalesce');
   }
 
   /** The Redis client in use (undefined without a hot tier). */
@@ -306,7 +329,7 @@ export class TieredCache {
     );
   }
 
-  async lookup(table: string, keys: readonly string[]): Promise<(CacheValue | undefined)[]> {
+  lookup(table: string, keys: readonly string[]): Promise<(CacheValue | undefined)[]> {
     return this.#lookup(table, keys, undefined);
   }
 
@@ -360,6 +383,8 @@ export class TieredCache {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    // lookups queued for a merged load were accepted before close: send them while Redis is open
+    for (const t of this.#tables.values()) await t.co?.drain();
     this.clearLocal();
     if (this.#ownsRedis && this.#redis) {
       try {
@@ -376,7 +401,9 @@ export class TieredCache {
       if (this.#tables.size >= this.#maxTables) {
         throw new HashGateError(ErrorCodes.CAPACITY, `more than local.maxTables (${this.#maxTables}) tables looked up`);
       }
-      t = { lru: new LRUCache<string, object>(this.#lruOptions), inflight: new Map(), gen: 0, redisPrefix: this.#prefix + table + ':' };
+      t = { lru: new LRUCache<string, object>(this.#lruOptions), inflight: new Map(), gen: 0, redisPrefix: this.#prefix + table + ':', co: undefined };
+      const state = t;
+      if (this.#coalesce !== false) state.co = new Coalescer<LoadRequest>(this.#coalesce, (reqs) => this.#loadMerged(table, state, reqs));
       this.#tables.set(table, t);
     }
     return t;
@@ -471,7 +498,11 @@ export class TieredCache {
     let waits: Promise<void> | undefined;
     if (leadKeys.length > 0) {
       this.#loads++;
-      flight.p = this.#load(table, ts, leadKeys);
+      const co = ts.co;
+      flight.p =
+        co !== undefined && co.accepts(leadKeys.length)
+          ? new Promise<Loaded>((resolve, reject) => co.add({ keys: leadKeys, resolve, reject }, leadKeys.length))
+          : this.#load(table, ts, leadKeys);
       flight.p.catch(noop); // followers see the failure through their own await
     }
     if (follow !== undefined) {
@@ -504,6 +535,50 @@ export class TieredCache {
     if (waits !== undefined) await waits;
     return out;
   }
+  /**
+   * One load for the misses of several lookups, keys in call order (each key appears once: the
+   * in-flight claims make later lookups of a key follow the first). Every merged caller sees the
+   * tier errors of the shared load, since each of its keys went through it.
+   */
+  #loadMerged(table: string, ts: TableState, reqs: LoadRequest[]): void {
+    const co = ts.co!;
+    const first = reqs[0]!;
+    if (reqs.length === 1) {
+      this.#load(table, ts, first.keys).then(
+        (l) => {
+          co.done();
+          first.resolve(l);
+        },
+        (e: unknown) => {
+          co.done();
+          first.reject(e);
+        },
+      );
+      return;
+    }
+    let total = 0;
+    for (const r of reqs) total += r.keys.length;
+    const keys = new Array<string>(total);
+    let j = 0;
+    for (const r of reqs) for (const k of r.keys) keys[j++] = k;
+    this.#load(table, ts, keys).then(
+      (l) => {
+        co.done();
+        let off = 0;
+        for (const r of reqs) {
+          const n = r.keys.length;
+          // each caller sees only its own keys' gaps; the tier errors are shared by all of them
+          r.resolve({ vals: l.vals.slice(off, off + n), gap: gapOf(l.gap, off, off + n), errors: l.errors });
+          off += n;
+        }
+      },
+      (e: unknown) => {
+        co.done();
+        for (const r of reqs) r.reject(e);
+      },
+    );
+  }
+
   /** Loads keys below the local tier, backfills upper tiers and caches definite misses. */
   async #load(table: string, ts: TableState, keys: string[]): Promise<Loaded> {
     const gen = ts.gen;

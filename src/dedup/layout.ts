@@ -175,9 +175,24 @@ export function encodeKeys(keys: ReadonlyArray<string | Uint8Array> | PackedKeys
  */
 export function orderByBucket(buckets: Uint32Array, n = buckets.length): Uint32Array {
   const order = new Uint32Array(n);
+  if (n <= 32) {
+    // Small batches (the service pattern): insertion sort, no table sized by the bucket count.
+    for (let i = 0; i < n; i++) {
+      const b = buckets[i]!;
+      let j = i;
+      while (j > 0 && buckets[order[j - 1]!]! > b) {
+        order[j] = order[j - 1]!;
+        j--;
+      }
+      order[j] = i;
+    }
+    return order;
+  }
   let maxB = 0;
   for (let i = 0; i < n; i++) if (buckets[i]! > maxB) maxB = buckets[i]!;
-  if (maxB < 2 ** 20 && maxB <= 16 * n + 65_536) {
+  // Counting sort only while its table is at most a few times the batch: a table scan sized by
+  // the bucket count on a small batch would cost more than sorting.
+  if (maxB < 2 ** 20 && maxB <= 4 * n) {
     // Counting sort: O(n + buckets), stable.
     const start = new Uint32Array(maxB + 2);
     for (let i = 0; i < n; i++) start[buckets[i]! + 1]!++;

@@ -42,6 +42,7 @@ import { noopMetrics } from '../metrics/noop.js';
 import { errorKind } from '../metrics/channels.js';
 import type { Metrics } from '../metrics/types.js';
 import { WindowClock, windowId } from './window.js';
+import { Coalescer, parseCoalesceOptions, type CoalesceOptions } from '../util/coalescer.js';
 
 export type { RecoverReport } from './recover.js';
 
@@ -52,6 +53,20 @@ export interface DedupServiceOptions {
   now?: () => number;
   /** Where store errors and journal appends are reported (HashGate passes its own). */
   metrics?: Metrics;
+  /** Merge concurrent small calls into one store batch (see src/util/coalescer.ts). Default on. */
+  coalesce?: CoalesceOptions | false;
+}
+
+type Keys = ReadonlyArray<string | Uint8Array> | PackedKeys;
+
+/** One firstSeen call waiting to be merged. */
+interface PendingCall {
+  keys: Keys;
+  n: number;
+  window: string;
+  ms: number;
+  resolve: (answers: Uint8Array) => void;
+  reject: (err: unknown) => void;
 }
 
 export interface FirstSeenOptions {
@@ -74,6 +89,8 @@ export interface DedupStats {
 
 export interface DedupCounters {
   calls: number;
+  /** Store batches sent; calls / batches is how many calls coalescing merged per batch. */
+  batches: number;
   keys: number;
   firstSeen: number;
   batchDuplicates: number;
@@ -92,6 +109,44 @@ function sliceKeys(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, s: num
   const pk = keys as PackedKeys;
   // offsets index `bytes` absolutely, so a window of them is a valid PackedKeys
   return { bytes: pk.bytes, offsets: pk.offsets.subarray(s, e + 1), count: e - s };
+}
+
+// One shared executor instead of a closure per call: new Promise() runs it synchronously, so the
+// functions it captures are read back before any other call can overwrite them.
+const captured: { resolve?: (a: Uint8Array) => void; reject?: (e: unknown) => void } = {};
+const capture = (resolve: (a: Uint8Array) => void, reject: (e: unknown) => void): void => {
+  captured.resolve = resolve;
+  captured.reject = reject;
+};
+
+/** The keys of several calls, back to back, as one array (packed keys become byte views). */
+function concatKeys(calls: PendingCall[], total: number): Array<string | Uint8Array> {
+  const out: Array<string | Uint8Array> = new Array(total);
+  let j = 0;
+  for (const c of calls) {
+    if (Array.isArray(c.keys)) {
+      const a = c.keys as ReadonlyArray<string | Uint8Array>;
+      for (let i = 0; i < c.n; i++) out[j++] = a[i]!;
+    } else {
+      const pk = c.keys as PackedKeys;
+      for (let i = 0; i < c.n; i++) out[j++] = pk.bytes.subarray(pk.offsets[i]!, pk.offsets[i + 1]!);
+    }
+  }
+  return out;
+}
+
+/**
+ * The error of a merged batch as one caller sees it: fail-closed answers (per input index)
+ * narrowed to that caller's keys; any other error is shared as is.
+ */
+function splitError(err: unknown, off: number, n: number, total: number): unknown {
+  if (!(err instanceof HashGateError) || err.code !== ErrorCodes.STORE_UNAVAILABLE) return err;
+  const answers = err.details?.answers;
+  if (!(answers instanceof Uint8Array) || answers.length !== total) return err;
+  return new HashGateError(err.code, err.message, {
+    cause: err.cause,
+    details: { ...err.details, answers: answers.slice(off, off + n) },
+  });
 }
 
 export class DedupService {
@@ -113,8 +168,11 @@ export class DedupService {
   private active = 0;
   private drained: (() => void) | undefined;
   private replaySoon: NodeJS.Timeout | undefined;
+  private readonly coalescer: Coalescer<PendingCall> | undefined;
+  /** Tail of the runs waiting for a bucket count (keeps batches in call order). */
+  private bucketsGate: Promise<number | undefined> | undefined;
   readonly counters: DedupCounters = {
-    calls: 0, keys: 0, firstSeen: 0, batchDuplicates: 0, cacheHits: 0, storeKeys: 0, storeErrors: 0, journaledKeys: 0,
+    calls: 0, batches: 0, keys: 0, firstSeen: 0, batchDuplicates: 0, cacheHits: 0, storeKeys: 0, storeErrors: 0, journaledKeys: 0,
   };
 
   constructor(options: DedupServiceOptions = {}) {
@@ -123,6 +181,8 @@ export class DedupService {
     if (options.now !== undefined && typeof options.now !== 'function') throw invalidType('now', 'a function returning epoch ms', options.now);
     this.now = options.now ?? Date.now;
     this.metrics = options.metrics ?? noopMetrics;
+    const co = parseCoalesceOptions(options.coalesce, 'coalesce');
+    this.coalescer = co === false ? undefined : new Coalescer<PendingCall>(co, (items) => this.runMerged(items));
     this.clock = new WindowClock(this.options.window, this.options.timeZone);
     const o = this.options;
     const r = options.redis;
@@ -168,34 +228,144 @@ export class DedupService {
   }
 
   /** 1 = first seen in its window, 0 = seen before. See the file header for failure semantics. */
-  async firstSeen(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, opts: FirstSeenOptions = {}): Promise<Uint8Array> {
-    if (this.closed) throw new HashGateError(ErrorCodes.CLOSED, 'dedup service is closed');
-    const n = this.validate(keys);
+  firstSeen(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, opts?: FirstSeenOptions): Promise<Uint8Array> {
+    // Not an async function: a merged call resolves straight from the batch, without the extra
+    // promise and ticks an async wrapper adds to every call. Errors still reject, never throw.
+    let n: number;
     let ms: number;
-    if (opts?.at === undefined) ms = this.now();
-    else if (opts.at instanceof Date && Number.isFinite(opts.at.getTime())) ms = opts.at.getTime();
-    else throw invalidType('options.at', 'a valid Date', opts.at);
-    const window = this.clock.idAt(ms);
+    let window: string;
+    try {
+      if (this.closed) throw new HashGateError(ErrorCodes.CLOSED, 'dedup service is closed');
+      n = this.validate(keys);
+      if (opts?.at === undefined) ms = this.now();
+      else if (opts.at instanceof Date && Number.isFinite(opts.at.getTime())) ms = opts.at.getTime();
+      else throw invalidType('options.at', 'a valid Date', opts.at);
+      window = this.clock.idAt(ms);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     this.counters.calls++;
     this.counters.keys += n;
-    const out = new Uint8Array(n);
-    if (n === 0) return out;
+    if (n === 0) return Promise.resolve(new Uint8Array(0));
+    const co = this.coalescer;
+    if (co === undefined) return this.run(keys, n, window, ms);
+    if (!co.accepts(n)) return this.runAlone(co, keys, n, window, ms);
+    const p = new Promise<Uint8Array>(capture);
+    co.add({ keys, n, window, ms, resolve: captured.resolve!, reject: captured.reject! }, n);
+    return p;
+  }
+
+  /** A big call runs as its own batch, after whatever is queued (call order decides repeated keys). */
+  private async runAlone(co: Coalescer<PendingCall>, keys: Keys, n: number, window: string, ms: number): Promise<Uint8Array> {
+    co.flush();
+    co.begin();
+    try {
+      return await this.run(keys, n, window, ms);
+    } finally {
+      co.done();
+    }
+  }
+
+  /**
+   * Runs queued calls as one batch per window, keys concatenated in call order: the in-batch
+   * duplicate rule (first occurrence answers, later ones 0) then gives exactly the answers of
+   * running the calls one after another. Store work starts before the first await of every run.
+   */
+  private runMerged(items: PendingCall[]): void {
+    const co = this.coalescer!;
+    const first = items[0]!;
+    if (items.length === 1) {
+      this.run(first.keys, first.n, first.window, first.ms).then(
+        (a) => {
+          co.done();
+          first.resolve(a);
+        },
+        (e: unknown) => {
+          co.done();
+          first.reject(e);
+        },
+      );
+      return;
+    }
+    let groups: PendingCall[][] = [items];
+    for (let i = 1; i < items.length; i++) {
+      if (items[i]!.window !== first.window) {
+        const byWindow = new Map<string, PendingCall[]>();
+        for (const it of items) {
+          const g = byWindow.get(it.window);
+          if (g === undefined) byWindow.set(it.window, [it]);
+          else g.push(it);
+        }
+        groups = [...byWindow.values()];
+        break;
+      }
+    }
+    let left = groups.length;
+    for (const g of groups) {
+      let total = 0;
+      let ms = -Infinity;
+      for (const it of g) {
+        total += it.n;
+        if (it.ms > ms) ms = it.ms;
+      }
+      const merged: Keys = g.length === 1 ? g[0]!.keys : concatKeys(g, total);
+      this.run(merged, total, g[0]!.window, ms).then(
+        (out) => {
+          if (--left === 0) co.done();
+          let off = 0;
+          for (const it of g) {
+            // a view, not a copy: one typed array per caller instead of one plus its buffer
+            it.resolve(out.subarray(off, off + it.n));
+            off += it.n;
+          }
+        },
+        (err: unknown) => {
+          if (--left === 0) co.done();
+          let off = 0;
+          for (const it of g) {
+            it.reject(splitError(err, off, it.n, total));
+            off += it.n;
+          }
+        },
+      );
+    }
+  }
+
+  /** One batch of validated keys of one window; counted so close() can let it finish. */
+  private async run(keys: Keys, n: number, window: string, ms: number): Promise<Uint8Array> {
     this.active++;
     try {
-      return await this.firstSeenIn(keys, n, window, ms, out);
+      return await this.runIn(keys, n, window, ms);
     } finally {
       if (--this.active === 0) this.drained?.();
     }
   }
 
-  private async firstSeenIn(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, n: number, window: string, ms: number, out: Uint8Array): Promise<Uint8Array> {
+  private async runIn(keys: Keys, n: number, window: string, ms: number): Promise<Uint8Array> {
     const o = this.options;
-    const cache = this.cacheFor(window, ms);
+    const out = new Uint8Array(n);
     const inBatch = new DigestSet(n);
+    let resolved = this.bucketsGate === undefined ? this.bucketsByWindow.get(window) : undefined;
+    if (resolved === undefined) {
+      // Runs that must wait for a window's bucket count queue behind each other, and later runs
+      // queue behind them even once the count is known: a batch never overtakes an earlier one.
+      const prev = this.bucketsGate;
+      const mine = (async () => {
+        if (prev !== undefined) await prev;
+        return this.bucketsFor(window);
+      })();
+      this.bucketsGate = mine;
+      try {
+        resolved = await mine;
+      } finally {
+        if (this.bucketsGate === mine) this.bucketsGate = undefined;
+      }
+    }
     // Unknown while the store is unreachable: then nothing is written with a guessed count
     // (the batch is journaled as digests and replay places it against the window's count).
-    const resolved = await this.bucketsFor(window);
     const buckets = resolved ?? o.buckets;
+    // Taken after the await: a call for a newer window may have switched the cache meanwhile.
+    const cache = this.cacheFor(window, ms);
     // fail-open batches go out in chunks so Redis runs chunk k while we hash chunk k+1; under
     // fail-closed the whole batch stays ONE script call (all-or-nothing, see the header).
     const chunk = o.onStoreError === 'fail-open' && this.store.kind === 'redis' ? PIPELINE_CHUNK : n;
@@ -263,6 +433,7 @@ export class DedupService {
         ? { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => compactMember(digests, idx[j]!, dv), compact: { dv, idx }, digests, idx }
         : { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => setsMember(part, idx[j]!), digests, idx };
     const answers = new Uint8Array(p);
+    this.counters.batches++;
     this.counters.storeKeys += p;
     const finish = (): void => {
       for (let j = 0; j < p; j++) {
@@ -270,7 +441,8 @@ export class DedupService {
         out[base + pend[order[j]!]!] = a;
         this.counters.firstSeen += a;
       }
-      if (cache !== undefined) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
+      // the cache may have moved to a newer window while the store answered
+      if (cache !== undefined && this.cacheWindow === window) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
     };
     const sent = bucketsKnown
       ? this.store.addBatch(batch, answers)
@@ -302,7 +474,7 @@ export class DedupService {
         if (!err.done[g]) continue;
         for (let j = batch.starts[g]!; j < batch.starts[g + 1]!; j++) {
           known[pend[order[j]!]!] = answers[j]!;
-          cache?.add(d32, pend[order[j]!]!);
+          if (this.cacheWindow === batch.window) cache?.add(d32, pend[order[j]!]!);
         }
       }
       throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `dedup store failed and dedup.onStoreError is 'fail-closed': ${err.message}`, {
@@ -506,6 +678,8 @@ export class DedupService {
     if (this.closing !== undefined) return this.closing;
     this.closed = true;
     this.closing = (async () => {
+      // queued calls were accepted before close: start them now, ahead of the store closing
+      this.coalescer?.flush();
       if (this.timer !== undefined) clearInterval(this.timer);
       if (this.replaySoon !== undefined) clearTimeout(this.replaySoon);
       this.replaySoon = undefined;
