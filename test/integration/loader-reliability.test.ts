@@ -158,5 +158,5 @@ describe.skipIf(!HAVE)('loader reliability (real redis-server)', () => {
     } finally {
       await srv.stop();
     }
-  });
+  }, 240_000); // 15 CLI processes, some waiting out a connection timeout
 });
