@@ -15,6 +15,7 @@ import { FLAG_ARCHIVED, HEADER_BYTES, decodeEnvelopeValue, decodeValue, wrapEnve
 import { RemoteTierStats, type CacheStats, type TierError } from './stats.js';
 import { errorKind, publishStoreError } from '../metrics/channels.js';
 import type { BloomLike, CacheValue, ColdCell, ColdStore } from './types.js';
+import { resolveBus, type BusListener, type BusOption, type InvalidationBus } from './bus.js';
 
 export const CACHE_DEFAULTS = {
   local: { maxEntries: 100_000, maxBytes: 64 * 1024 * 1024, ttlMs: 60_000, maxTables: 64 },
@@ -68,6 +69,12 @@ export interface TieredCacheOptions {
   /** Called for every tier failure (also published on diagnostics_channel 'hashgate:store:error'). */
   onTierError?: (err: TierError, cause: unknown) => void;
   now?: () => number;
+  /**
+   * Fleet-wide L1 invalidation (src/cache/bus.ts): invalidate() (and so HotColdStore writes through
+   * this cache) is published on Redis pub/sub and other instances drop their local entries; after a
+   * bus outage the local tier is cleared. true = a bus on copies of the redis tier's connection.
+   */
+  bus?: BusOption | false;
 }
 
 export interface LookupResult {
@@ -159,6 +166,13 @@ export class TieredCache {
   readonly #redisStats = new RemoteTierStats();
   readonly #coldStats = new RemoteTierStats();
   #closed = false;
+  readonly #bus: InvalidationBus | undefined;
+  readonly #ownsBus: boolean = false;
+  readonly #busListener: BusListener = {
+    keys: (table, keys) => this.#dropLocal(table, keys),
+    resync: () => this.#dropAllLocal(),
+  };
+  #busOff: () => void = noop;
   #gateBuf = new Uint8Array(0);
   // lru-cache writes a `status` back into set()'s options; cleared per call so none is shared
   readonly #setPos: { size: number; status?: undefined } = { size: 0, status: undefined };
@@ -239,6 +253,17 @@ export class TieredCache {
       throw invalidType('onTierError', 'a function', opts.onTierError);
     }
     this.#onTierError = opts.onTierError;
+    if (opts.bus !== undefined && opts.bus !== false) {
+      const { bus, owned } = resolveBus(opts.bus, this.#redis);
+      this.#bus = bus;
+      this.#ownsBus = owned;
+      this.#busOff = bus.subscribe(this.#busListener);
+    }
+  }
+
+  /** The invalidation bus in use (undefined without one). */
+  get bus(): InvalidationBus | undefined {
+    return this.#bus;
   }
 
   /** The Redis client in use (undefined without a hot tier). */
@@ -248,6 +273,7 @@ export class TieredCache {
 
   /** Resolves once a cache-created Redis client is connected; rejects after timeoutMs. */
   async ready(timeoutMs = 5_000): Promise<void> {
+    if (this.#bus) await this.#bus.ready(timeoutMs);
     const r = this.#redis;
     if (!r || r.status === 'ready') return;
     await withTimeout(
@@ -267,12 +293,28 @@ export class TieredCache {
     return { values, errors, degraded: errors.length > 0 };
   }
 
-  /** Drop local copies (positive and negative), e.g. after a write. Remote tiers are untouched. */
+  /**
+   * Drop local copies (positive and negative), e.g. after a write. Remote tiers are untouched.
+   * With a bus, every other instance drops them too.
+   */
   invalidate(table: string, keys: readonly string[]): void {
+    this.#dropLocal(table, keys);
+    this.#bus?.publish(table, keys, this.#busListener);
+  }
+
+  #dropLocal(table: string, keys: readonly string[]): void {
     const t = this.#tables.get(table);
     if (t) {
       t.gen++;
       for (const k of keys) t.lru.delete(k);
+    }
+  }
+
+  /** Bus resync: loads under way must not store what they read either. */
+  #dropAllLocal(): void {
+    for (const t of this.#tables.values()) {
+      t.gen++;
+      t.lru.clear();
     }
   }
 
@@ -312,6 +354,8 @@ export class TieredCache {
     if (this.#closed) return;
     this.#closed = true;
     this.clearLocal();
+    this.#busOff();
+    if (this.#ownsBus) await this.#bus?.close();
     if (this.#ownsRedis && this.#redis) {
       try {
         await this.#redis.quit();

@@ -14,6 +14,7 @@ import {
 } from '../cache/codec.js';
 import { checkTable, CACHE_DEFAULTS, type TieredCache } from '../cache/tiered-cache.js';
 import type { BloomWritable, CacheValue, ColdEntry, ColdStore } from '../cache/types.js';
+import type { InvalidationBus } from '../cache/bus.js';
 // the dedup replay's owner-token lock (SET NX PX; compare-and-refresh/-release in Lua)
 import { RedisLock } from '../dedup/lock.js';
 
@@ -40,8 +41,10 @@ export interface HotColdOptions {
   hotTtlSeconds?: number;
   /** Must match the TieredCache's redis.prefix. Default 'hg:v:'. */
   prefix?: string;
-  /** Local copies in this cache are invalidated on write. */
+  /** Local copies in this cache are invalidated on write (and, if it has a bus, fleet-wide). */
   cache?: TieredCache;
+  /** Writers without a cache (or whose cache has no bus): written keys are published here. */
+  bus?: InvalidationBus;
   /** Written keys are added so a Bloom gate in front of the cache lets them through. */
   bloom?: BloomWritable | ((table: string) => BloomWritable | undefined);
   lockKey?: string;
@@ -126,6 +129,7 @@ export class HotColdStore {
   readonly #ttlMs: number;
   readonly #prefix: string;
   readonly #cache: TieredCache | undefined;
+  readonly #bus: InvalidationBus | undefined;
   readonly #bloom: HotColdOptions['bloom'];
   readonly #lockKey: string;
   readonly #cursorKey: string;
@@ -142,6 +146,9 @@ export class HotColdStore {
     this.#prefix = opts.prefix ?? TIERING_DEFAULTS.prefix;
     if (typeof this.#prefix !== 'string') throw invalidType('prefix', 'a string', opts.prefix);
     this.#cache = opts.cache;
+    if (opts.bus !== undefined && typeof opts.bus?.publish !== 'function') throw invalidType('bus', 'an InvalidationBus', opts.bus);
+    // the cache's invalidate() already publishes on its own bus: publish once, not twice
+    this.#bus = opts.bus !== undefined && opts.bus !== opts.cache?.bus ? opts.bus : undefined;
     this.#bloom = opts.bloom;
     this.#lockKey = opts.lockKey ?? TIERING_DEFAULTS.lockKey;
     this.#cursorKey = opts.cursorKey ?? TIERING_DEFAULTS.cursorKey;
@@ -189,7 +196,11 @@ export class HotColdStore {
     result.written = cold.length;
     const bloom = typeof this.#bloom === 'function' ? this.#bloom(table) : this.#bloom;
     if (bloom) for (const c of cold) bloom.add(c.key);
-    this.#cache?.invalidate(table, cold.map((c) => c.key));
+    if (this.#cache !== undefined || this.#bus !== undefined) {
+      const keys = cold.map((c) => c.key);
+      this.#cache?.invalidate(table, keys);
+      this.#bus?.publish(table, keys);
+    }
     return result;
   }
 
