@@ -3,7 +3,7 @@
 // of the same missing key share one load. A failing remote tier is counted, surfaced in stats()
 // and lookupDetailed(), and bypassed; it never makes a lookup reject.
 import { LRUCache } from 'lru-cache';
-import { Redis } from 'ioredis';
+import { Redis, type Cluster } from 'ioredis';
 import {
   ErrorCodes,
   HashGateError,
@@ -15,6 +15,7 @@ import { FLAG_ARCHIVED, HEADER_BYTES, decodeEnvelopeValue, decodeValue, wrapEnve
 import { RemoteTierStats, type CacheStats, type TierError } from './stats.js';
 import { errorKind, publishStoreError } from '../metrics/channels.js';
 import type { BloomLike, CacheValue, ColdCell, ColdStore } from './types.js';
+import { isCluster, mgetBuffers, setMany, type MgetResult, type RedisClient } from './redis-tier.js';
 import { resolveBus, type BusListener, type BusOption, type InvalidationBus } from './bus.js';
 
 export const CACHE_DEFAULTS = {
@@ -33,8 +34,12 @@ export const CACHE_DEFAULTS = {
 } as const;
 
 export interface RedisTierOptions {
-  /** An ioredis client you own (not closed by close()), or `url` to let the cache create one. */
-  client?: Redis;
+  /**
+   * An ioredis client or Cluster you own (not closed by close()), or `url` to let the cache create
+   * one. On a Cluster each batch is split per slot (see redis-tier.ts); enable ioredis's
+   * enableAutoPipelining so the per-slot reads of one batch share one write per node.
+   */
+  client?: Redis | Cluster;
   url?: string;
   /** TTL of backfilled copies of cold values. Default 3600. */
   ttlSeconds?: number;
@@ -148,7 +153,7 @@ export class TieredCache {
   readonly #lruOptions: LRUCache.Options<string, object, unknown>;
   readonly #maxTables: number;
   readonly #negativeTtlMs: number;
-  readonly #redis: Redis | undefined;
+  readonly #redis: RedisClient | undefined;
   readonly #ownsRedis: boolean;
   readonly #prefix: string;
   readonly #redisTtlMs: number;
@@ -267,7 +272,7 @@ export class TieredCache {
   }
 
   /** The Redis client in use (undefined without a hot tier). */
-  get redis(): Redis | undefined {
+  get redis(): RedisClient | undefined {
     return this.#redis;
   }
 
@@ -514,19 +519,31 @@ export class TieredCache {
           const rp = ts.redisPrefix;
           for (let j = off; j < end; j++) rkeys[j - off] = rp + keys[j];
           const t0 = performance.now();
-          let bufs: (Buffer | null)[];
+          let bufs: MgetResult['values'];
+          let partial: unknown;
           try {
-            bufs = await withTimeout(redis.mgetBuffer(...rkeys), this.#redisTimeoutMs, 'redis MGET');
+            // a Cluster bounds each slot's MGET itself, so a dead master fails only its keys
+            const res = isCluster(redis)
+              ? await mgetBuffers(redis, rkeys, this.#redisTimeoutMs)
+              : await withTimeout(mgetBuffers(redis, rkeys, this.#redisTimeoutMs), this.#redisTimeoutMs, 'redis MGET');
+            bufs = res.values;
+            partial = res.error;
           } catch (e) {
             this.#fail(rs, 'redis', e, errors);
             if (this.#cold === undefined) state.fill(UNKNOWN, off, end);
             continue;
           }
           rs.latency.record(performance.now() - t0);
-          this.#ok(rs);
+          if (partial === undefined) this.#ok(rs);
+          else this.#fail(rs, 'redis', partial, errors);
           let hits = 0;
           for (let j = off; j < end; j++) {
             const buf = bufs[j - off];
+            if (buf === undefined) {
+              // its node did not answer: unknown, never a cached "absent"
+              if (this.#cold === undefined) state[j] = UNKNOWN;
+              continue;
+            }
             if (!buf) continue;
             let v: CacheValue | undefined;
             try {
@@ -641,14 +658,12 @@ export class TieredCache {
     const redis = this.#redis;
     const rs = this.#redisStats;
     if (redis === undefined || this.#breakerOpen(rs) || redis.status !== 'ready') return;
-    const pipe = redis.pipeline();
-    for (let q = 0; q < found.length; q++) {
+    const items = found.map((j, q) => {
       const cell = cells[q]!;
-      pipe.set(this.#prefix + table + ':' + keys[found[q]!], wrapEnvelope(cell.value, cell.ts, FLAG_ARCHIVED), 'PX', this.#redisTtlMs, 'NX');
-    }
+      return { key: this.#prefix + table + ':' + keys[j], value: wrapEnvelope(cell.value, cell.ts, FLAG_ARCHIVED), px: this.#redisTtlMs, nx: true };
+    });
     try {
-      const res = await withTimeout(pipe.exec(), this.#redisTimeoutMs, 'redis backfill');
-      for (const r of res ?? []) if (r[0]) throw r[0];
+      await withTimeout(setMany(redis, items), this.#redisTimeoutMs, 'redis backfill');
       rs.backfills += found.length;
     } catch (e) {
       rs.backfillErrors++;

@@ -3,7 +3,7 @@
 // the canonical raw, never by trusting the hash.
 import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { canonicalJson } from '../hash/index.js';
 import { checkInt, checkNumber, invalidType, HashGateError, ErrorCodes } from '../errors.js';
 import { algorithmName, checkAlgorithm, hashCanonical, type IdAlgorithm } from './logical-id.js';
@@ -24,7 +24,8 @@ export const DEFAULTS = {
 export interface IdRegistryOptions {
   /** Storage: an IdStore instance; omitted = `redis` if given, else embedded memory. */
   store?: IdStore;
-  redis?: Redis;
+  /** Standalone or Cluster (on a Cluster one registry's keys share the slot of `{keyPrefix}`). */
+  redis?: Redis | Cluster;
   /** Redis key prefix (default 'ids'). */
   keyPrefix?: string;
   /** HBase adapter; documents go to table `hbaseTable` (families raw, m). Used when no store/redis. */

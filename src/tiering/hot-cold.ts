@@ -3,7 +3,7 @@
 // migrateCold() finds them close to expiry. Migration is at-least-once and idempotent: cold puts
 // are keyed and carry the original timestamp, the archived mark is a compare-and-set on the exact
 // bytes read, a SCAN cursor checkpoint makes runs resumable, and a token lock keeps runs single.
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError, checkInt, checkOneOf, invalidType, outOfRange } from '../errors.js';
 import {
   FLAG_ARCHIVED,
@@ -15,6 +15,7 @@ import {
 import { checkTable, CACHE_DEFAULTS, type TieredCache } from '../cache/tiered-cache.js';
 import type { BloomWritable, CacheValue, ColdEntry, ColdStore } from '../cache/types.js';
 import type { InvalidationBus } from '../cache/bus.js';
+import { isCluster, setMany } from '../cache/redis-tier.js';
 // the dedup replay's owner-token lock (SET NX PX; compare-and-refresh/-release in Lua)
 import { RedisLock } from '../dedup/lock.js';
 
@@ -33,7 +34,8 @@ export const TIERING_DEFAULTS = {
 export type TieringMode = 'migrate' | 'dual-write';
 
 export interface HotColdOptions {
-  redis: Redis;
+  /** A Cluster works for write(); migrateCold() refuses it (single SCAN cursor, multi-key scripts). */
+  redis: Redis | Cluster;
   /** Needed for dual-write and migrateCold(). */
   cold?: ColdStore;
   /** 'migrate' (default): Redis only, migrateCold() archives later. 'dual-write': cold too, on write. */
@@ -123,7 +125,7 @@ return 1`;
 const globEscape = (s: string): string => s.replace(/[*?[\]\\]/g, '\\$&');
 
 export class HotColdStore {
-  readonly #redis: Redis;
+  readonly #redis: Redis | Cluster;
   readonly #cold: ColdStore | undefined;
   readonly #mode: TieringMode;
   readonly #ttlMs: number;
@@ -187,11 +189,10 @@ export class HotColdStore {
         };
       }
     }
-    const pipe = this.#redis.pipeline();
-    for (const c of cold) pipe.set(this.redisKey(table, c.key), wrapEnvelope(c.value, c.ts, flags), 'PX', ttlMs);
-    const res = await pipe.exec();
-    for (const r of res ?? []) {
-      if (r[0]) throw new HashGateError(ErrorCodes.STORE, 'redis write failed', { cause: r[0] });
+    try {
+      await setMany(this.#redis, cold.map((c) => ({ key: this.redisKey(table, c.key), value: wrapEnvelope(c.value, c.ts, flags), px: ttlMs })));
+    } catch (cause) {
+      throw new HashGateError(ErrorCodes.STORE, 'redis write failed', { cause });
     }
     result.written = cold.length;
     const bloom = typeof this.#bloom === 'function' ? this.#bloom(table) : this.#bloom;
@@ -221,7 +222,13 @@ export class HotColdStore {
       acquired: false, complete: false, resumedFrom: '0', cursor: '0', batches: 0, scanned: 0, candidates: 0,
       migrated: 0, alreadyArchived: 0, noTtl: 0, foreign: 0, raced: 0, lockLost: false, aborted: false, dryRun,
     };
-    const redis = this.#redis;
+    const client = this.#redis;
+    if (isCluster(client)) {
+      // the checkpoint script touches the lock and the cursor together, the archive mark many
+      // keys at once, and a Cluster's SCAN cursor is per node: refuse rather than half-migrate
+      throw new HashGateError(ErrorCodes.INVALID_OPTION, 'migrateCold() does not run on a Redis Cluster (one SCAN cursor, multi-key scripts); write() and lookups do', { details: { name: 'redis' } });
+    }
+    const redis: Redis = client;
     const lock = await RedisLock.acquire(redis, this.#lockKey, lockTtlMs);
     if (lock === undefined) return r;
     r.acquired = true;
@@ -276,7 +283,7 @@ export class HotColdStore {
     r: MigrateResult,
   ): Promise<void> {
     if (keys.length === 0) return;
-    const pipe = this.#redis.pipeline();
+    const pipe = (this.#redis as Redis).pipeline();
     for (const k of keys) pipe.pttl(k).getBuffer(k);
     const res = (await pipe.exec()) ?? [];
     const byTable = new Map<string, { keys: string[]; raw: Buffer[]; entries: ColdEntry[] }>();
