@@ -47,7 +47,10 @@ export interface InvalidationBusOptions {
 export interface BusListener {
   /** Drop local entries of `keys` in `table`. */
   keys(table: string, keys: readonly string[]): void;
-  /** The bus may have missed messages: drop every local entry. */
+  /**
+   * The bus may have missed messages: drop every local entry. Called on every successful
+   * subscription (the first one too, for listeners registered before it).
+   */
   resync(): void;
 }
 
@@ -67,7 +70,7 @@ export interface BusStats {
   droppedMalformed: number;
   /** Messages waiting for the publisher connection. */
   pending: number;
-  /** Re-subscriptions after a lost connection; with onReconnect 'clear', local clears. */
+  /** Re-subscriptions after a lost connection (the first subscription is not counted). */
   resyncs: number;
   /** Publisher-to-subscriber delay of received messages, ms (sender's clock to ours). */
   lagMs: { count: number; p50: number; p99: number; max: number };
@@ -110,7 +113,9 @@ export class InvalidationBus {
     // PUBLISHes of one tick into one write. Subscriber: we resubscribe ourselves so we know when
     // the subscription is live again and can clear after it, never before.
     const pubOpts: RedisOptions = { enableOfflineQueue: false, enableAutoPipelining: true, maxRetriesPerRequest: 0, retryStrategy: retry };
-    const subOpts: RedisOptions = { enableOfflineQueue: true, autoResubscribe: false, maxRetriesPerRequest: null, retryStrategy: retry };
+    // no per-command timeout on the subscriber (a copied fail-fast client may carry one): a slow
+    // PING on a loaded box must not look like a dead link; the heartbeat judges liveness itself
+    const subOpts: RedisOptions = { enableOfflineQueue: true, autoResubscribe: false, maxRetriesPerRequest: null, retryStrategy: retry, commandTimeout: undefined };
     if (opts.redis !== undefined) {
       const r = opts.redis;
       if (r === null || typeof r !== 'object' || typeof (r as Redis).duplicate !== 'function') {
@@ -139,10 +144,10 @@ export class InvalidationBus {
         () => {
           if (this.#closed) return;
           this.#subscribed = true;
-          if (this.#subscribedOnce) {
-            this.#s.resyncs++;
-            if (this.#clearOnReconnect) for (const l of [...this.#listeners]) safe(() => l.resync());
-          }
+          // Also after the first subscription: whatever listeners cached before it was live may
+          // already be stale (await ready() before serving and this clears nothing).
+          if (this.#subscribedOnce) this.#s.resyncs++;
+          if (this.#clearOnReconnect) for (const l of [...this.#listeners]) safe(() => l.resync());
           this.#subscribedOnce = true;
           resolveReady();
         },

@@ -140,7 +140,12 @@ export class Blacklist {
     if (this.#bloom) return;
     // listen before the scan: an import elsewhere during it reaches the filter either way
     const early: string[][] = [];
-    const listen: BusListener = { keys: (t, k) => void (t === this.table && early.push(k as string[])), resync: () => undefined };
+    let missed = false;
+    const listen: BusListener = {
+      keys: (t, k) => void (t === this.table && early.push(k as string[])),
+      // the bus (re)subscribed during the scan: imports before that may be in neither
+      resync: () => void (missed = true),
+    };
     const off = this.#bus?.subscribe(listen);
     let f: BloomFilter;
     try {
@@ -151,6 +156,7 @@ export class Blacklist {
     for (const k of early) f.addAll(k);
     this.#bloom = new SwappableBloom(f);
     this.#busOff = this.#bus?.subscribe(this.#busListener);
+    if (missed) this.rebuild().catch(() => undefined);
     if (this.#rebuildIntervalMs > 0) {
       this.#timer = setInterval(() => {
         this.rebuild().catch(() => undefined); // a failed rebuild keeps the current filter

@@ -80,6 +80,7 @@ describe.skipIf(!has)('invalidation bus: 3 processes, one Redis', () => {
   });
 
   it('redis-server killed (SIGKILL) and restarted: every instance clears its local tier once resubscribed', async () => {
+    const clearsBefore = fleet.map((x) => x.resyncs.length);
     for (const x of fleet) {
       await lookup(x, ['p1', 'p2', 'p3']);
       expect((await stats(x)).cache.local.entries).toBeGreaterThan(0);
@@ -88,14 +89,14 @@ describe.skipIf(!has)('invalidation bus: 3 processes, one Redis', () => {
     await new Promise((r) => setTimeout(r, 300));
     await srv.restart();
     const deadline = Date.now() + 15_000;
-    for (const x of fleet) {
+    for (const [n, x] of fleet.entries()) {
       let s = await stats(x);
       while ((s.bus.resyncs < 1 || !s.bus.connected) && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 100));
         s = await stats(x);
       }
       expect(s.bus.resyncs).toBe(1);
-      expect(x.resyncs.length).toBe(1);
+      expect(x.resyncs.length).toBe(clearsBefore[n]! + 1);
       expect(s.cache.local.entries).toBe(0);
     }
     // and the bus works again after the outage
@@ -178,6 +179,20 @@ describe.skipIf(!has)('invalidation bus: in-process behaviour', () => {
     expect(redis.status).toBe('ready'); // the user's client is not closed, only the bus's copies
     await bus.close();
     redis.disconnect();
+  });
+
+  it('listeners registered before the first subscription are told to resync (they may hold stale entries); resyncs counts only reconnects', async () => {
+    const bus = new InvalidationBus({ url: srv.url, channel: 'first' });
+    let clears = 0;
+    bus.subscribe({ keys: () => undefined, resync: () => void clears++ });
+    await bus.ready();
+    expect(clears).toBe(1);
+    expect(bus.stats().resyncs).toBe(0);
+    let late = 0;
+    bus.subscribe({ keys: () => undefined, resync: () => void late++ });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(late).toBe(0);
+    await bus.close();
   });
 
   it('rejects bad options with typed errors naming the option', () => {
