@@ -537,10 +537,12 @@ export class TieredCache {
           if (partial === undefined) this.#ok(rs);
           else this.#fail(rs, 'redis', partial, errors);
           let hits = 0;
+          let unanswered = 0;
           for (let j = off; j < end; j++) {
             const buf = bufs[j - off];
             if (buf === undefined) {
               // its node did not answer: unknown, never a cached "absent"
+              unanswered++;
               if (this.#cold === undefined) state[j] = UNKNOWN;
               continue;
             }
@@ -559,7 +561,7 @@ export class TieredCache {
             hits++;
           }
           rs.hits += hits;
-          rs.misses += end - off - hits;
+          rs.misses += end - off - hits - unanswered;
         }
       }
     }
