@@ -2,8 +2,9 @@
 // Value keys keep their plain layout `${prefix}${table}:${key}` (no hash tags: one table must
 // spread over every master, and existing data and the migration SCAN keep working), so on a
 // Cluster an MGET is split per slot and the per-slot MGETs are sent together; ioredis routes each
-// to its master (with enableAutoPipelining one write per node per tick). Standalone keeps one MGET
-// and one pipeline per batch.
+// to its master and follows MOVED per command (they are still pipelined on each node's socket,
+// since ioredis writes without waiting for replies). Standalone keeps one MGET and one pipeline
+// per batch.
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError } from '../errors.js';

@@ -36,8 +36,9 @@ export const CACHE_DEFAULTS = {
 export interface RedisTierOptions {
   /**
    * An ioredis client or Cluster you own (not closed by close()), or `url` to let the cache create
-   * one. On a Cluster each batch is split per slot (see redis-tier.ts); enable ioredis's
-   * enableAutoPipelining so the per-slot reads of one batch share one write per node.
+   * one. On a Cluster each batch is split per slot (see redis-tier.ts). Leave ioredis's
+   * enableAutoPipelining off on a Cluster: it re-sends whole pipelines on MOVED and keeps failing
+   * after a master restart.
    */
   client?: Redis | Cluster;
   url?: string;
