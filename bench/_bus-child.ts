@@ -1,13 +1,16 @@
 // One "service instance" for the multi-process invalidation-bus test and bench: a TieredCache with
 // a bus plus a HotColdStore writing through it, driven over IPC by the parent (fork()).
-// argv: redisUrl channel. Every bus delivery is reported as {type:'evicted', table, keys, at}
+// argv: redisUrl channel [blacklistTable]; with a table (and HBASE_ZK) the instance also runs a
+// Blacklist on that HBase table sharing the cache's bus. Every bus delivery is reported as {type:'evicted', table, keys, at}
 // where `at` (epoch ms, sub-ms precision) is taken after the cache dropped the keys.
 import { performance } from 'node:perf_hooks';
 import { TieredCache } from '../src/cache/index.js';
 import { HotColdStore } from '../src/tiering/index.js';
 import type { CacheValue } from '../src/cache/types.js';
+import { Blacklist, type BlacklistEntry, type BlacklistKey } from '../src/risk/blacklist.js';
+import { HBaseStore } from '../src/stores/hbase.js';
 
-const [url, channel] = process.argv.slice(2);
+const [url, channel, blTable] = process.argv.slice(2);
 const send = (m: unknown): void => {
   process.send?.(m);
 };
@@ -26,9 +29,14 @@ cache.bus!.subscribe({
   resync: () => send({ type: 'resync', at: now() }),
 });
 
+const hbase = blTable ? new HBaseStore({ zookeeper: process.env['HBASE_ZK']! }) : undefined;
+const blacklist = hbase ? new Blacklist({ store: hbase, table: blTable!, rebuildIntervalMs: 0, expectedItems: 10_000, bus: cache.bus! }) : undefined;
+
 interface Cmd {
   id: number;
-  cmd: 'lookup' | 'write' | 'invalidate' | 'stats' | 'close';
+  cmd: 'lookup' | 'write' | 'invalidate' | 'stats' | 'close' | 'blImport' | 'blCheck';
+  blEntries?: BlacklistEntry[];
+  blKeys?: BlacklistKey[];
   table: string;
   keys?: string[];
   entries?: Array<{ key: string; value: CacheValue }>;
@@ -53,10 +61,21 @@ process.on('message', (m: Cmd) => {
           send({ id: m.id, t0 });
           break;
         }
+        case 'blImport': {
+          const t0 = now();
+          await blacklist!.importBlacklist(m.blEntries!);
+          send({ id: m.id, t0 });
+          break;
+        }
+        case 'blCheck':
+          send({ id: m.id, answers: await blacklist!.isBlacklisted(m.blKeys!), stats: blacklist!.stats() });
+          break;
         case 'stats':
           send({ id: m.id, cache: cache.stats(), bus: cache.bus!.stats() });
           break;
         case 'close':
+          blacklist?.stop();
+          await hbase?.close();
           await cache.close();
           send({ id: m.id });
           process.disconnect?.();
@@ -69,4 +88,5 @@ process.on('message', (m: Cmd) => {
 });
 
 await cache.ready(10_000);
+await blacklist?.start();
 send({ type: 'ready', pid: process.pid });

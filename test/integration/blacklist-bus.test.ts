@@ -8,6 +8,11 @@ import type { HBaseStore } from '../../src/stores/hbase.js';
 import { ensureHBase, hbaseConfigured, type HBaseHarness } from '../helpers/hbase.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { parseExposition, sampleValue } from '../helpers/exposition.js';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { startInstance, type Instance } from '../../bench/_fleet.js';
+
+const CHILD = join(process.cwd(), 'dist/bench/_bus-child.js');
 
 const hasRedis = requireRedisOrSkip('blacklist bus');
 const until = async (cond: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> => {
@@ -35,6 +40,30 @@ describe.skipIf(!hasRedis || !hbaseConfigured('blacklist bus'))('blacklist over 
     await hb?.release();
     await srv?.stop();
   });
+
+  it('3 processes: a user blacklisted on A is blacklisted on B and C without a rebuild', async () => {
+    if (!existsSync(CHILD)) throw new Error('run `npm run build` first: the instances run dist/bench/_bus-child.js');
+    const t3 = hb.uniqueName('blbus3');
+    await hb.ddl(`create ${t3} ${BLACKLIST_FAMILIES.map((f) => `-f ${f}`).join(' ')} --replace`);
+    const fleet: Instance[] = [];
+    try {
+      for (let i = 0; i < 3; i++) fleet.push(await startInstance(CHILD, srv.url, 'bl3', t3));
+      const [a, b, c] = fleet as [Instance, Instance, Instance];
+      const who = { userType: 'PHONE', blacklistType: '2', userId: '13800000000' };
+      type Check = { answers: boolean[]; stats: { rebuilds: number } };
+      for (const x of [b, c]) expect((await x.call<Check>('blCheck', { blKeys: [who] })).answers).toEqual([false]);
+      await a.call('blImport', { blEntries: [{ ...who, reason: 'chargeback' }] });
+      for (const x of [b, c]) {
+        await x.evictionOf(t3, 'PHONE_2_13800000000', 5_000);
+        const r = await x.call<Check>('blCheck', { blKeys: [who] });
+        expect(r.answers).toEqual([true]);
+        expect(r.stats.rebuilds).toBe(0);
+      }
+    } finally {
+      for (const x of fleet) x.kill();
+      await hb.ddl(`drop ${t3}`).catch(() => undefined);
+    }
+  }, 120_000);
 
   it('an import on A is blacklisted on B before any rebuild; a bus outage makes B rebuild', async () => {
     const busA = new InvalidationBus({ url: srv.url, channel: 'bl' });
