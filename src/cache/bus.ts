@@ -220,7 +220,10 @@ export class InvalidationBus {
     this.#closed = true;
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     this.#listeners.clear();
-    await Promise.all([this.#pub, this.#sub].map((c) => c.quit().catch(() => c.disconnect())));
+    // QUIT on a connection that is down would wait in the offline queue for a reconnect
+    await Promise.all(
+      [this.#pub, this.#sub].map((c) => (c.status === 'ready' ? c.quit().then(noop, () => c.disconnect()) : c.disconnect())),
+    );
   }
 
   // Invalidations are idempotent deletes, so queued messages may overtake each other.
