@@ -8,8 +8,15 @@
 // needs the key itself to delete it (digests would cost a digest->key map per cached entry). The
 // same keys already sit in Redis as part of the value key names, so the payload exposes nothing new
 // to whoever can read Redis; they are never logged, and errors/metrics only carry counts.
-// Wire format: JSON [version, origin, sentAtMs, table, keys]; sentAtMs (epoch ms, sub-ms precision)
+// Wire format: JSON [1, origin, sentAtMs, table, keys]; sentAtMs (epoch ms, sub-ms precision)
 // gives the delivery-lag histogram (meaningful across hosts only with synchronised clocks).
+//
+// Optional replay log (`replay`, standalone Redis): every publish is also appended to a capped
+// stream by the same script that publishes it, as [2, streamId, logEpoch, origin, sentAtMs, table,
+// keys]. A subscriber remembers the last stream id it saw; after a reconnect it replays what it
+// missed instead of clearing, unless the log cannot prove it covers the gap (entries trimmed past
+// that id, the log recreated under a new epoch after a Redis restart, or more than maxEntries
+// missed): then it clears as without a log.
 import { randomBytes } from 'node:crypto';
 import { createHistogram, performance, type RecordableHistogram } from 'node:perf_hooks';
 import { Redis, type Cluster, type RedisOptions } from 'ioredis';
@@ -28,6 +35,41 @@ export const BUS_DEFAULTS = {
 } as const;
 
 const WIRE_VERSION = 1;
+const WIRE_LOGGED = 2;
+
+// KEYS: log, epoch. ARGV: body ("[origin,sentAt,table,keys]"), channel, maxEntries, fresh epoch.
+const LOG_PUBLISH = `redis.call('SET', KEYS[2], ARGV[4], 'NX')
+local ep = redis.call('GET', KEYS[2])
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[1])
+redis.call('PUBLISH', ARGV[2], '[2,"' .. id .. '","' .. ep .. '",' .. string.sub(ARGV[1], 2))
+return id`;
+
+// KEYS: log, epoch. ARGV: last id seen, max entries, fresh epoch. -> {epoch, maxDeletedId,
+// lastGeneratedId, entries}. Readers create the epoch too, so a log lost with a Redis restart
+// always comes back under another epoch, even if it did not exist when we last read it.
+const LOG_READ = `redis.call('SET', KEYS[2], ARGV[3], 'NX')
+local ep = redis.call('GET', KEYS[2])
+if redis.call('EXISTS', KEYS[1]) == 0 then return {ep, '0-0', '0-0', {}} end
+local info = redis.call('XINFO', 'STREAM', KEYS[1])
+local del, last = '0-0', '0-0'
+for i = 1, #info, 2 do
+  if info[i] == 'max-deleted-entry-id' then del = info[i + 1] end
+  if info[i] == 'last-generated-id' then last = info[i + 1] end
+end
+return {ep, del, last, redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', tonumber(ARGV[2]) + 1)}`;
+
+/** Stream ids "ms-seq" compared numerically. */
+function cmpId(a: string, b: string): number {
+  const [am = '0', as = '0'] = a.split('-');
+  const [bm = '0', bs = '0'] = b.split('-');
+  const d = Number(am) - Number(bm);
+  return d !== 0 ? Math.sign(d) : Math.sign(Number(as) - Number(bs));
+}
+
+type Scripted = Redis & {
+  hgBusPublish(log: string, epoch: string, body: string, channel: string, max: number, fresh: string): Promise<string>;
+  hgBusRead(log: string, epoch: string, lastId: string, max: number, fresh: string): Promise<[string, string, string, Array<[string, string[]]>]>;
+};
 
 export interface InvalidationBusOptions {
   /** Connection to copy (duplicate()): the bus opens its own publisher and subscriber connections. */
@@ -41,6 +83,12 @@ export interface InvalidationBusOptions {
   onReconnect?: 'clear' | 'none';
   /** 0 disables the heartbeat (a silently dead link is then only noticed by TCP). */
   heartbeatMs?: number;
+  /**
+   * Log publishes in a capped Redis stream (`${channel}:log`, about maxEntries long) and replay
+   * missed messages after a reconnect instead of clearing. Standalone Redis only (the script
+   * publishes and appends together). Every bus of the fleet should log, or gaps force clears.
+   */
+  replay?: false | { maxEntries?: number };
 }
 
 /** Receives invalidations from other processes (and from other publishers in this process). */
@@ -72,6 +120,11 @@ export interface BusStats {
   pending: number;
   /** Re-subscriptions after a lost connection (the first subscription is not counted). */
   resyncs: number;
+  /** Re-subscriptions answered by replaying the log instead of clearing, and messages replayed. */
+  replays: number;
+  replayedMessages: number;
+  /** Re-subscriptions after which listeners were told to drop everything (no log, or a gap). */
+  localClears: number;
   /** Publisher-to-subscriber delay of received messages, ms (sender's clock to ours). */
   lagMs: { count: number; p50: number; p99: number; max: number };
 }
@@ -98,7 +151,13 @@ export class InvalidationBus {
   #ready: Promise<void>;
   #heartbeat: NodeJS.Timeout | undefined;
   #closed = false;
-  readonly #s = { sent: 0, sentKeys: 0, received: 0, receivedKeys: 0, ownEchoes: 0, droppedSend: 0, droppedMalformed: 0, resyncs: 0 };
+  readonly #s = { sent: 0, sentKeys: 0, received: 0, receivedKeys: 0, ownEchoes: 0, droppedSend: 0, droppedMalformed: 0, resyncs: 0, replays: 0, replayedMessages: 0, localClears: 0 };
+  /** Replay log: its key, epoch key, size; the last stream id and epoch this bus has seen. */
+  readonly #log: { key: string; epochKey: string; max: number } | undefined;
+  #lastId: string | undefined;
+  #epoch = '';
+  /** Position in the log when the subscriber connection was lost: the gap starts there. */
+  #gapFrom: { id: string; epoch: string } | undefined;
 
   constructor(opts: InvalidationBusOptions) {
     if (opts === null || typeof opts !== 'object') throw invalidType('bus', 'an object', opts);
@@ -108,14 +167,21 @@ export class InvalidationBus {
     this.#maxPending = checkInt('bus.maxPendingMessages', opts.maxPendingMessages ?? BUS_DEFAULTS.maxPendingMessages, 0, 10_000_000);
     this.#clearOnReconnect = checkOneOf('bus.onReconnect', opts.onReconnect ?? BUS_DEFAULTS.onReconnect, ['clear', 'none'] as const) === 'clear';
     const heartbeatMs = checkInt('bus.heartbeatMs', opts.heartbeatMs ?? BUS_DEFAULTS.heartbeatMs, 0, 3_600_000);
+    const rp = opts.replay ?? false;
+    if (rp !== false) {
+      if (rp === null || typeof rp !== 'object') throw invalidType('bus.replay', 'false or { maxEntries }', rp);
+      if ((opts.redis as Cluster | undefined)?.isCluster === true) throw invalidType('bus.replay', 'false on a Redis Cluster (the log script needs one node)', rp);
+      const max = checkInt('bus.replay.maxEntries', rp.maxEntries ?? 10_000, 1, 10_000_000);
+      this.#log = { key: `${this.channel}:log`, epochKey: `${this.channel}:log:epoch`, max };
+    }
 
     // Publisher: no offline queue (we keep our own bounded one); auto-pipelining batches the
     // PUBLISHes of one tick into one write. Subscriber: we resubscribe ourselves so we know when
     // the subscription is live again and can clear after it, never before.
-    const pubOpts: RedisOptions = { enableOfflineQueue: false, enableAutoPipelining: true, maxRetriesPerRequest: 0, retryStrategy: retry };
+    const pubOpts: RedisOptions = { lazyConnect: false, enableOfflineQueue: false, enableAutoPipelining: true, maxRetriesPerRequest: 0, retryStrategy: retry };
     // no per-command timeout on the subscriber (a copied fail-fast client may carry one): a slow
     // PING on a loaded box must not look like a dead link; the heartbeat judges liveness itself
-    const subOpts: RedisOptions = { enableOfflineQueue: true, autoResubscribe: false, maxRetriesPerRequest: null, retryStrategy: retry, commandTimeout: undefined };
+    const subOpts: RedisOptions = { lazyConnect: false, enableOfflineQueue: true, autoResubscribe: false, maxRetriesPerRequest: null, retryStrategy: retry, commandTimeout: undefined };
     if (opts.redis !== undefined) {
       const r = opts.redis;
       if (r === null || typeof r !== 'object' || typeof (r as Redis).duplicate !== 'function') {
@@ -130,25 +196,37 @@ export class InvalidationBus {
       throw invalidType('bus.redis', 'an ioredis client (or bus.url a string)', opts.redis);
     }
     // connection errors are reported through stats (connected, resyncs, droppedSend)
+    if (this.#log) {
+      this.#pub.defineCommand('hgBusPublish', { numberOfKeys: 2, lua: LOG_PUBLISH });
+      this.#pub.defineCommand('hgBusRead', { numberOfKeys: 2, lua: LOG_READ });
+    }
     this.#pub.on('error', noop);
     this.#sub.on('error', noop);
     this.#pub.on('ready', () => this.#flush());
     this.#sub.on('messageBuffer', (ch: Buffer, msg: Buffer) => this.#onMessage(ch, msg));
     this.#sub.on('close', () => {
+      // snapshot before any message of the next connection can move the position
+      if (this.#subscribed && this.#lastId !== undefined) this.#gapFrom = { id: this.#lastId, epoch: this.#epoch };
       this.#subscribed = false;
     });
     let resolveReady: () => void = noop;
     this.#ready = new Promise<void>((r) => (resolveReady = r));
     this.#sub.on('ready', () => {
       this.#sub.subscribe(this.channel).then(
-        () => {
+        async () => {
           if (this.#closed) return;
           this.#subscribed = true;
-          // Also after the first subscription: whatever listeners cached before it was live may
-          // already be stale (await ready() before serving and this clears nothing).
-          if (this.#subscribedOnce) this.#s.resyncs++;
-          if (this.#clearOnReconnect) for (const l of [...this.#listeners]) safe(() => l.resync());
+          const first = !this.#subscribedOnce;
           this.#subscribedOnce = true;
+          if (!first) this.#s.resyncs++;
+          // replay only what the log proves complete; otherwise clear. Also after the first
+          // subscription: whatever listeners cached before it was live may already be stale
+          // (await ready() before serving and this clears nothing).
+          const replayed = this.#log !== undefined && (await this.#catchUp(first));
+          if (!replayed && this.#clearOnReconnect) {
+            if (!first) this.#s.localClears++;
+            for (const l of [...this.#listeners]) safe(() => l.resync());
+          }
           resolveReady();
         },
         noop, // the connection dropped again: the next 'ready' retries
@@ -226,13 +304,51 @@ export class InvalidationBus {
     );
   }
 
+  /**
+   * After a subscription: with a log, read it from the last id seen. Returns true when every
+   * missed message was replayed (no clear needed). Always re-baselines on the log's tail.
+   */
+  async #catchUp(first: boolean): Promise<boolean> {
+    const log = this.#log!;
+    const gap = first ? undefined : this.#gapFrom;
+    this.#gapFrom = undefined;
+    const since = gap?.id;
+    let res: [string, string, string, Array<[string, string[]]>];
+    try {
+      if (this.#pub.status !== 'ready') await new Promise<void>((r, j) => {
+        const t = setTimeout(() => j(new Error('publisher not ready')), 2_000);
+        this.#pub.once('ready', () => (clearTimeout(t), r()));
+      });
+      res = await (this.#pub as Scripted).hgBusRead(log.key, log.epochKey, since ?? '0-0', log.max, this.origin + nowMs().toString(36));
+    } catch {
+      return false; // cannot read the log: clear (and the next reconnect re-baselines)
+    }
+    const [epoch, maxDeleted, lastGenerated, entries] = res;
+    const covered = gap !== undefined && since !== undefined && epoch === gap.epoch && cmpId(maxDeleted, since) <= 0 && entries.length <= log.max;
+    if (covered) {
+      for (const [, fields] of entries) {
+        const i = fields.indexOf('m');
+        const body = i >= 0 ? fields[i + 1] : undefined;
+        if (body !== undefined) this.#onMessage(Buffer.from(this.channel), Buffer.from(`[${WIRE_VERSION},` + body.slice(1)), true);
+      }
+      this.#s.replays++;
+    }
+    this.#epoch = epoch;
+    if (this.#lastId === undefined || cmpId(lastGenerated, this.#lastId) > 0) this.#lastId = lastGenerated;
+    return covered;
+  }
+
   // Invalidations are idempotent deletes, so queued messages may overtake each other.
   #send(p: string, n: number): void {
     if (this.#pub.status !== 'ready') {
       this.#enqueue(p, n);
       return;
     }
-    this.#pub.publish(this.channel, p).then(
+    const log = this.#log;
+    const sent = log
+      ? (this.#pub as Scripted).hgBusPublish(log.key, log.epochKey, '[' + p.slice(p.indexOf(',') + 1), this.channel, log.max, this.origin + nowMs().toString(36))
+      : this.#pub.publish(this.channel, p);
+    sent.then(
       () => {
         this.#s.sent++;
         this.#s.sentKeys += n;
@@ -265,7 +381,7 @@ export class InvalidationBus {
     }, timeoutMs).unref();
   }
 
-  #onMessage(ch: Buffer, msg: Buffer): void {
+  #onMessage(ch: Buffer, msg: Buffer, replayed = false): void {
     if (this.#closed || ch.toString() !== this.channel) return;
     let m: unknown;
     try {
@@ -273,6 +389,12 @@ export class InvalidationBus {
     } catch {
       this.#s.droppedMalformed++;
       return;
+    }
+    if (Array.isArray(m) && m[0] === WIRE_LOGGED && typeof m[1] === 'string' && typeof m[2] === 'string') {
+      // a logged message: remember how far we have read the log, then treat it as a plain one
+      if (this.#lastId === undefined || cmpId(m[1], this.#lastId) > 0) this.#lastId = m[1];
+      if (this.#epoch !== m[2]) this.#epoch = m[2];
+      m = [WIRE_VERSION, ...m.slice(3)];
     }
     if (!Array.isArray(m) || m[0] !== WIRE_VERSION || typeof m[1] !== 'string' || typeof m[2] !== 'number' || typeof m[3] !== 'string' || !Array.isArray(m[4])) {
       this.#s.droppedMalformed++;
@@ -289,8 +411,11 @@ export class InvalidationBus {
         return;
       }
     }
-    const lagUs = Math.round((nowMs() - m[2]) * 1000);
-    this.#lag.record(Math.max(1, Math.min(lagUs, 3_600_000_000)));
+    if (replayed) this.#s.replayedMessages++;
+    else {
+      const lagUs = Math.round((nowMs() - m[2]) * 1000);
+      this.#lag.record(Math.max(1, Math.min(lagUs, 3_600_000_000)));
+    }
     this.#s.received++;
     this.#s.receivedKeys += keys.length;
     const table = m[3];

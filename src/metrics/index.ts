@@ -44,6 +44,7 @@
 //   bus_messages_received_total{bus}      counter    messages from other instances applied locally
 //   bus_messages_dropped_total{bus,reason} counter   reason: send (publish failed / queue full), malformed
 //   bus_local_clears_total{bus}           counter    local tiers cleared after a re-subscription
+//   bus_replays_total{bus}                counter    re-subscriptions answered from the replay log
 //   bus_connected{bus}, bus_pending_messages{bus}                            gauges
 //   bus_delivery_lag_seconds{bus,quantile} gauge     publish-to-receipt delay, quantile 0.5 | 0.99 | 1
 //   pool_threads{pool}, pool_queue_depth{pool}, pool_utilization{pool}, pool_completed_tasks{pool}  gauges

@@ -87,7 +87,7 @@ export class PromMetrics implements Metrics {
   private readonly caches: Sources<CacheTierTotals> = new Map();
   private readonly buses: Sources<BusStatsView> = new Map();
   // Bus counters of closed sources, so the totals never go backwards.
-  private readonly busBase = new Map<string, { sent: number; received: number; droppedSend: number; droppedMalformed: number; resyncs: number }>();
+  private readonly busBase = new Map<string, BusTotals>();
   // Tier totals pushed by tier() plus the last reading of closed cache sources.
   private readonly tierBase = new Map<string, { hits: number; misses: number; errors: number }>();
 
@@ -283,7 +283,8 @@ export class PromMetrics implements Metrics {
       pos(c, { bus, reason: 'send' }, t.droppedSend);
       pos(c, { bus, reason: 'malformed' }, t.droppedMalformed);
     });
-    busCounter('bus_local_clears_total', 'Local tiers cleared after the bus re-subscribed (messages may have been missed)', ['bus'], (c, bus, t) => pos(c, { bus }, t.resyncs));
+    busCounter('bus_local_clears_total', 'Local tiers cleared after the bus re-subscribed (messages may have been missed)', ['bus'], (c, bus, t) => pos(c, { bus }, t.localClears));
+    busCounter('bus_replays_total', 'Re-subscriptions answered by replaying the missed messages from the log (no clear)', ['bus'], (c, bus, t) => pos(c, { bus }, t.replays));
     const busGauge = (name: string, help: string, pick: (s: BusStatsView) => number) =>
       gauge(name, help, ['bus'], (g) => {
         g.reset();
@@ -504,16 +505,18 @@ interface BusTotals {
   received: number;
   droppedSend: number;
   droppedMalformed: number;
-  resyncs: number;
+  localClears: number;
+  replays: number;
 }
 
 function addBus(m: Map<string, BusTotals>, bus: string, s: BusTotals): void {
-  const t = m.get(bus) ?? { sent: 0, received: 0, droppedSend: 0, droppedMalformed: 0, resyncs: 0 };
+  const t = m.get(bus) ?? { sent: 0, received: 0, droppedSend: 0, droppedMalformed: 0, localClears: 0, replays: 0 };
   t.sent += s.sent;
   t.received += s.received;
   t.droppedSend += s.droppedSend;
   t.droppedMalformed += s.droppedMalformed;
-  t.resyncs += s.resyncs;
+  t.localClears += s.localClears;
+  t.replays += s.replays;
   m.set(bus, t);
 }
 

@@ -72,6 +72,9 @@ export interface BusStatsView {
   droppedMalformed: number;
   pending: number;
   resyncs: number;
+  /** Re-subscriptions that cleared local tiers, and those answered by replaying the log. */
+  localClears: number;
+  replays: number;
   lagMs: { count: number; p50: number; p99: number; max: number };
 }
 

@@ -13,6 +13,14 @@ const CHILD = join(process.cwd(), 'dist/bench/_bus-child.js');
 const has = requireRedisOrSkip('invalidation bus (integration)');
 if (has && !existsSync(CHILD)) throw new Error('run `npm run build` first: the instances run dist/bench/_bus-child.js');
 
+const until = async (cond: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> => {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('condition not reached');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+};
+
 interface Stats {
   cache: { local: { hits: number; negativeHits: number; entries: number } };
   bus: { received: number; resyncs: number; connected: boolean; sent: number; ownEchoes: number };
@@ -220,6 +228,75 @@ describe.skipIf(!has)('invalidation bus: in-process behaviour', () => {
     expect(Date.now() - t0).toBeLessThan(5_000); // not waiting for a reconnect that never comes
     await own.stop();
   }, 30_000);
+
+  describe('replay log', () => {
+    /** Kills the subscriber connection of the bus whose clients carry `name` (CLIENT KILL ID). */
+    const killSub = async (admin: Redis, name: string): Promise<void> => {
+      const list = await admin.client('LIST', 'TYPE', 'pubsub') as string;
+      const line = list.split('\n').find((l) => l.includes(` name=${name} `));
+      const id = /\bid=(\d+)/.exec(line ?? '')?.[1];
+      if (!id) throw new Error(`no pubsub connection named ${name}`);
+      await admin.client('KILL', 'ID', id);
+    };
+    const named = (name: string): Redis => new Redis(srv.url, { connectionName: name, lazyConnect: true });
+
+    it('a subscriber that lost its connection replays what it missed instead of clearing; one without a log clears', async () => {
+      const admin = new Redis(srv.url);
+      const pub = new InvalidationBus({ url: srv.url, channel: 'rp', replay: { maxEntries: 100 } });
+      const b = new InvalidationBus({ redis: named('rpB'), channel: 'rp', replay: { maxEntries: 100 } });
+      const c = new InvalidationBus({ redis: named('rpC'), channel: 'rp' });
+      await Promise.all([pub.ready(), b.ready(), c.ready()]);
+      const got: string[] = [];
+      let clearsB = 0;
+      let clearsC = 0;
+      b.subscribe({ keys: (_t, k) => got.push(...k), resync: () => void clearsB++ });
+      c.subscribe({ keys: () => undefined, resync: () => void clearsC++ });
+      pub.publish('t', ['before']);
+      await until(() => got.includes('before'));
+      await killSub(admin, 'rpB');
+      await killSub(admin, 'rpC');
+      // both reconnect after >= 25 ms; these land while they are away
+      pub.publish('t', ['missed-1']);
+      pub.publish('t', ['missed-2', 'missed-3']);
+      await until(() => b.stats().resyncs === 1 && c.stats().resyncs === 1 && b.stats().connected);
+      await until(() => got.includes('missed-3'));
+      expect(got).toEqual(expect.arrayContaining(['missed-1', 'missed-2', 'missed-3']));
+      expect(b.stats()).toMatchObject({ replays: 1, replayedMessages: 2, localClears: 0 });
+      expect(clearsB).toBe(0);
+      expect(c.stats()).toMatchObject({ replays: 0, localClears: 1 });
+      expect(clearsC).toBe(1);
+
+      // more missed than the log may replay: clear instead
+      await killSub(admin, 'rpB');
+      for (let i = 0; i < 150; i++) pub.publish('t', [`flood-${i}`]);
+      await until(() => b.stats().resyncs === 2 && b.stats().connected);
+      await until(() => b.stats().localClears === 1);
+      expect(b.stats().replays).toBe(1);
+      expect(clearsB).toBe(1);
+      admin.disconnect();
+      await Promise.all([pub.close(), b.close(), c.close()]);
+    });
+
+    it('a Redis restart without persistence loses the log: the epoch changes and subscribers clear', async () => {
+      const own = await startRedis();
+      const pub = new InvalidationBus({ url: own.url, channel: 'rr', replay: {} });
+      const b = new InvalidationBus({ url: own.url, channel: 'rr', replay: {}, heartbeatMs: 200 });
+      await Promise.all([pub.ready(), b.ready()]);
+      pub.publish('t', ['x']);
+      await until(() => b.stats().received === 1);
+      await own.kill('SIGKILL');
+      await own.restart();
+      await until(() => b.stats().resyncs === 1 && b.stats().connected, 15_000);
+      await until(() => b.stats().localClears === 1);
+      expect(b.stats().replays).toBe(0);
+      await Promise.all([pub.close(), b.close()]);
+      await own.stop();
+    }, 30_000);
+
+    it('replay is refused on a Cluster client', () => {
+      expect(() => new InvalidationBus({ redis: { isCluster: true, duplicate: () => undefined } as never, replay: {} })).toThrow(/bus\.replay/);
+    });
+  });
 
   it('rejects bad options with typed errors naming the option', () => {
     expect(() => new InvalidationBus({})).toThrow(/bus\.redis/);
