@@ -1,6 +1,6 @@
 // One "service instance" for the multi-process invalidation-bus test and bench: a TieredCache with
 // a bus plus a HotColdStore writing through it, driven over IPC by the parent (fork()).
-// argv: redisUrl channel [blacklistTable]; with a table (and HBASE_ZK) the instance also runs a
+// argv: redisUrl channel [blacklistTable]; HG_BUS_REPLAY=1 turns the replay log on. With a table (and HBASE_ZK) the instance also runs a
 // Blacklist on that HBase table sharing the cache's bus. Every bus delivery is reported as {type:'evicted', table, keys, at}
 // where `at` (epoch ms, sub-ms precision) is taken after the cache dropped the keys.
 import { performance } from 'node:perf_hooks';
@@ -18,7 +18,7 @@ const now = (): number => performance.timeOrigin + performance.now();
 
 const cache = new TieredCache({
   redis: { url: url!, timeoutMs: 2_000 },
-  bus: { channel: channel!, heartbeatMs: 500 },
+  bus: { channel: channel!, heartbeatMs: 500, ...(process.env['HG_BUS_REPLAY'] === '1' ? { replay: { maxEntries: 10_000 } } : {}) },
   local: { ttlMs: 600_000 },
   negativeTtlMs: 600_000,
 });

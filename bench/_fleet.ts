@@ -18,8 +18,11 @@ export interface Instance {
   kill(): void;
 }
 
-export async function startInstance(childFile: string, url: string, channel: string, blacklistTable?: string): Promise<Instance> {
-  const proc = fork(childFile, blacklistTable ? [url, channel, blacklistTable] : [url, channel], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+export async function startInstance(childFile: string, url: string, channel: string, blacklistTable?: string, replay = false): Promise<Instance> {
+  const proc = fork(childFile, [url, channel, blacklistTable ?? ''], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, HG_BUS_REPLAY: replay ? '1' : '' },
+  });
   const evicted: Evicted[] = [];
   const resyncs: number[] = [];
   const waiting = new Map<number, { resolve: (v: never) => void; reject: (e: Error) => void }>();
