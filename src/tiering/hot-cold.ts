@@ -189,19 +189,23 @@ export class HotColdStore {
         };
       }
     }
+    const bloom = typeof this.#bloom === 'function' ? this.#bloom(table) : this.#bloom;
+    // gate first: a lookup racing this write must never be told "absent" for a key already stored
+    if (bloom) for (const c of cold) bloom.add(c.key);
     try {
       await setMany(this.#redis, cold.map((c) => ({ key: this.redisKey(table, c.key), value: wrapEnvelope(c.value, c.ts, flags), px: ttlMs })));
     } catch (cause) {
       throw new HashGateError(ErrorCodes.STORE, 'redis write failed', { cause });
+    } finally {
+      // also after a partial failure (a Cluster master down): the keys that did land must not
+      // stay stale in any local tier; dropping the others too costs one reload
+      if (this.#cache !== undefined || this.#bus !== undefined) {
+        const keys = cold.map((c) => c.key);
+        this.#cache?.invalidate(table, keys);
+        this.#bus?.publish(table, keys);
+      }
     }
     result.written = cold.length;
-    const bloom = typeof this.#bloom === 'function' ? this.#bloom(table) : this.#bloom;
-    if (bloom) for (const c of cold) bloom.add(c.key);
-    if (this.#cache !== undefined || this.#bus !== undefined) {
-      const keys = cold.map((c) => c.key);
-      this.#cache?.invalidate(table, keys);
-      this.#bus?.publish(table, keys);
-    }
     return result;
   }
 
