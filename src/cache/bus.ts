@@ -319,7 +319,8 @@ export class InvalidationBus {
         const t = setTimeout(() => j(new Error('publisher not ready')), 2_000);
         this.#pub.once('ready', () => (clearTimeout(t), r()));
       });
-      res = await (this.#pub as Scripted).hgBusRead(log.key, log.epochKey, since ?? '0-0', log.max, this.origin + nowMs().toString(36));
+      // without a gap to fill this only reads the tail position (count 0: at most one entry)
+      res = await (this.#pub as Scripted).hgBusRead(log.key, log.epochKey, since ?? '0-0', since === undefined ? 0 : log.max, this.origin + nowMs().toString(36));
     } catch {
       return false; // cannot read the log: clear (and the next reconnect re-baselines)
     }
