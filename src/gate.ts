@@ -244,6 +244,8 @@ export class HashGate {
     this.unregister.push(this.metrics.dedupSource('gate', () => this.dedup.counters));
     const cache = this.cache;
     if (cache !== undefined) this.unregister.push(this.metrics.cacheSource('gate', () => cacheTierTotals(cache.stats())));
+    const bus = cache?.bus;
+    if (bus !== undefined) this.unregister.push(this.metrics.busSource('gate', () => bus.stats()));
     if (this.dedup.redis !== undefined) {
       const dir = this.dedup.options.journalDir;
       this.unregister.push(this.metrics.journalSource('gate', () => journalDirStats(dir)));

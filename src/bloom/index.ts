@@ -17,3 +17,5 @@ export {
 export type { SnapshotFormat, SnapshotExpect, SnapshotInfo } from './snapshot.js';
 export { SwappableBloom, rebuild, buildBloom, REBUILD_DEFAULTS } from './rebuild.js';
 export type { RebuildOptions, RebuildSource } from './rebuild.js';
+export { ReplicatedGate, isSharedGate } from './shared-gate.js';
+export type { SharedGate, ReplicatedGateOptions } from './shared-gate.js';

@@ -8,7 +8,7 @@
 // a negative entry, which would read as "absent" for negativeTtlMs, nor a lower tier's possibly
 // older copy, which would hide a newer hot value after the tier recovers).
 import { LRUCache } from 'lru-cache';
-import { Redis } from 'ioredis';
+import { Redis, type Cluster } from 'ioredis';
 import {
   ErrorCodes,
   HashGateError,
@@ -22,6 +22,8 @@ import { RemoteTierStats, type CacheStats, type TierError } from './stats.js';
 import { errorKind, publishStoreError } from '../metrics/channels.js';
 import type { BloomLike, CacheValue, ColdCell, ColdStore } from './types.js';
 import { Coalescer, parseCoalesceOptions, type CoalesceOptions, type ResolvedCoalesce } from '../util/coalescer.js';
+import { isCluster, mgetBuffers, setMany, type MgetResult, type RedisClient } from './redis-tier.js';
+import { resolveBus, type BusListener, type BusOption, type InvalidationBus } from './bus.js';
 
 export const CACHE_DEFAULTS = {
   local: { maxEntries: 100_000, maxBytes: 64 * 1024 * 1024, ttlMs: 60_000, maxTables: 64 },
@@ -39,8 +41,13 @@ export const CACHE_DEFAULTS = {
 } as const;
 
 export interface RedisTierOptions {
-  /** An ioredis client you own (not closed by close()), or `url` to let the cache create one. */
-  client?: Redis;
+  /**
+   * An ioredis client or Cluster you own (not closed by close()), or `url` to let the cache create
+   * one. On a Cluster each batch is split per slot (see redis-tier.ts). Leave ioredis's
+   * enableAutoPipelining off on a Cluster: it re-sends whole pipelines on MOVED and keeps failing
+   * after a master restart.
+   */
+  client?: Redis | Cluster;
   url?: string;
   /** TTL of backfilled copies of cold values. Default 3600. */
   ttlSeconds?: number;
@@ -80,6 +87,12 @@ export interface TieredCacheOptions {
    * event-loop turn instead of one per call). Default on; false = one load per call.
    */
   coalesce?: CoalesceOptions | false;
+  /**
+   * Fleet-wide L1 invalidation (src/cache/bus.ts): invalidate() (and so HotColdStore writes through
+   * this cache) is published on Redis pub/sub and other instances drop their local entries; after a
+   * bus outage the local tier is cleared. true = a bus on copies of the redis tier's connection.
+   */
+  bus?: BusOption | false;
 }
 
 export interface LookupResult {
@@ -204,7 +217,7 @@ export class TieredCache {
   readonly #lruOptions: LRUCache.Options<string, object, unknown>;
   readonly #maxTables: number;
   readonly #negativeTtlMs: number;
-  readonly #redis: Redis | undefined;
+  readonly #redis: RedisClient | undefined;
   readonly #ownsRedis: boolean;
   readonly #prefix: string;
   readonly #redisTtlMs: number;
@@ -229,6 +242,13 @@ export class TieredCache {
    * (bounded by redis.timeoutMs) so a cache used right after construction does not answer "absent".
    */
   #connecting: Promise<void> | undefined;
+  readonly #bus: InvalidationBus | undefined;
+  readonly #ownsBus: boolean = false;
+  readonly #busListener: BusListener = {
+    keys: (table, keys) => this.#dropLocal(table, keys),
+    resync: () => this.#dropAllLocal(),
+  };
+  #busOff: () => void = noop;
   #gateBuf = new Uint8Array(0);
   // lru-cache writes a `status` back into set()'s options; cleared per call so none is shared
   readonly #setPos: { size: number; status?: undefined } = { size: 0, status: undefined };
@@ -311,15 +331,27 @@ export class TieredCache {
     }
     this.#onTierError = opts.onTierError;
     this.#coalesce = parseCoalesceOptions(opts.coalesce, 'coalesce');
+    if (opts.bus !== undefined && opts.bus !== false) {
+      const { bus, owned } = resolveBus(opts.bus, this.#redis);
+      this.#bus = bus;
+      this.#ownsBus = owned;
+      this.#busOff = bus.subscribe(this.#busListener);
+    }
+  }
+
+  /** The invalidation bus in use (undefined without one). */
+  get bus(): InvalidationBus | undefined {
+    return this.#bus;
   }
 
   /** The Redis client in use (undefined without a hot tier). */
-  get redis(): Redis | undefined {
+  get redis(): RedisClient | undefined {
     return this.#redis;
   }
 
   /** Resolves once a cache-created Redis client is connected; rejects after timeoutMs. */
   async ready(timeoutMs = 5_000): Promise<void> {
+    if (this.#bus) await this.#bus.ready(timeoutMs);
     const r = this.#redis;
     if (!r || r.status === 'ready') return;
     await withTimeout(
@@ -339,12 +371,28 @@ export class TieredCache {
     return { values, errors: report.errors, degraded: report.degraded };
   }
 
-  /** Drop local copies (positive and negative), e.g. after a write. Remote tiers are untouched. */
+  /**
+   * Drop local copies (positive and negative), e.g. after a write. Remote tiers are untouched.
+   * With a bus, every other instance drops them too.
+   */
   invalidate(table: string, keys: readonly string[]): void {
+    this.#dropLocal(table, keys);
+    this.#bus?.publish(table, keys, this.#busListener);
+  }
+
+  #dropLocal(table: string, keys: readonly string[]): void {
     const t = this.#tables.get(table);
     if (t) {
       t.gen++;
       for (const k of keys) t.lru.delete(k);
+    }
+  }
+
+  /** Bus resync: loads under way must not store what they read either. */
+  #dropAllLocal(): void {
+    for (const t of this.#tables.values()) {
+      t.gen++;
+      t.lru.clear();
     }
   }
 
@@ -386,6 +434,8 @@ export class TieredCache {
     // lookups queued for a merged load were accepted before close: send them while Redis is open
     for (const t of this.#tables.values()) await t.co?.drain();
     this.clearLocal();
+    this.#busOff();
+    if (this.#ownsBus) await this.#bus?.close();
     if (this.#ownsRedis && this.#redis) {
       try {
         await this.#redis.quit();
@@ -606,19 +656,33 @@ export class TieredCache {
           const rp = ts.redisPrefix;
           for (let j = off; j < end; j++) rkeys[j - off] = rp + keys[j];
           const t0 = performance.now();
-          let bufs: (Buffer | null)[];
+          let bufs: MgetResult['values'];
+          let partial: unknown;
           try {
-            bufs = await withTimeout(redis.mgetBuffer(...rkeys), this.#redisTimeoutMs, 'redis MGET');
+            // a Cluster bounds each slot's MGET itself, so a dead master fails only its keys
+            const res = isCluster(redis)
+              ? await mgetBuffers(redis, rkeys, this.#redisTimeoutMs)
+              : await withTimeout(mgetBuffers(redis, rkeys, this.#redisTimeoutMs), this.#redisTimeoutMs, 'redis MGET');
+            bufs = res.values;
+            partial = res.error;
           } catch (e) {
             this.#fail(rs, 'redis', e, errors);
             (ld.gap ??= new Uint8Array(n)).fill(1, off, end);
             continue;
           }
           rs.latency.record(performance.now() - t0);
-          this.#ok(rs);
+          if (partial === undefined) this.#ok(rs);
+          else this.#fail(rs, 'redis', partial, errors);
           let hits = 0;
+          let unanswered = 0;
           for (let j = off; j < end; j++) {
             const buf = bufs[j - off];
+            if (buf === undefined) {
+              // its node did not answer: unknown (degraded), never a cached "absent"
+              unanswered++;
+              (ld.gap ??= new Uint8Array(n))[j] = 1;
+              continue;
+            }
             if (!buf) continue;
             let v: CacheValue | undefined;
             try {
@@ -636,7 +700,7 @@ export class TieredCache {
             hits++;
           }
           rs.hits += hits;
-          rs.misses += end - off - hits;
+          rs.misses += end - off - hits - unanswered;
         }
       }
     }
@@ -742,14 +806,12 @@ export class TieredCache {
     const redis = this.#redis;
     const rs = this.#redisStats;
     if (redis === undefined || this.#breakerOpen(rs) || redis.status !== 'ready') return;
-    const pipe = redis.pipeline();
-    for (let q = 0; q < found.length; q++) {
+    const items = found.map((j, q) => {
       const cell = cells[q]!;
-      pipe.set(this.#prefix + table + ':' + keys[found[q]!], wrapEnvelope(cell.value, cell.ts, FLAG_ARCHIVED), 'PX', this.#redisTtlMs, 'NX');
-    }
+      return { key: this.#prefix + table + ':' + keys[j], value: wrapEnvelope(cell.value, cell.ts, FLAG_ARCHIVED), px: this.#redisTtlMs, nx: true };
+    });
     try {
-      const res = await withTimeout(pipe.exec(), this.#redisTimeoutMs, 'redis backfill');
-      for (const r of res ?? []) if (r[0]) throw r[0];
+      await withTimeout(setMany(redis, items), this.#redisTimeoutMs, 'redis backfill');
       rs.backfills += found.length;
     } catch (e) {
       rs.backfillErrors++;
@@ -761,7 +823,7 @@ export class TieredCache {
    * undefined when there is nothing to wait for: ready, lazy ('wait': its first command connects it),
    * or already closed.
    */
-  #firstConnect(r: Redis): Promise<void> | undefined {
+  #firstConnect(r: RedisClient): Promise<void> | undefined {
     const st = r.status;
     if (st === 'ready' || st === 'wait' || st === 'end' || st === 'close') return undefined;
     return new Promise<void>((resolve) => {

@@ -1,7 +1,9 @@
 // Redis IdStore. One Lua script per upsert makes check-and-insert atomic against every other
-// client, so two processes upserting the same record see exactly one 'new'. Standalone Redis
-// (or one Cluster slot via a `{tag}` in keyPrefix): the script touches the config, bucket, doc
-// and collision keys together.
+// client, so two processes upserting the same record see exactly one 'new'. The script touches the
+// config epoch, the buckets, the doc and the collision keys together, so on a Redis Cluster all of
+// one store's keys live in one slot: a keyPrefix without a `{tag}` is used as `{keyPrefix}`. One
+// registry is therefore served by one master; independent registries (other prefixes) spread over
+// the others. Every script names P:cfg as its key so the client routes it to that master.
 //
 // Keys (P = keyPrefix):
 //   P:b:<lid>  hash physicalId -> canonical raw   ('!r' field = redirected to SHA-256 by repair)
@@ -9,7 +11,7 @@
 //   P:a:<pid>  alias: physical id merged into another by repair
 //   P:col      hash collisionId -> JSON CollisionRecord;  P:collided  set of logical ids
 //   P:stats    hash docs, collisions;                     P:cfg  hash epoch, active
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { HashGateError, ErrorCodes } from '../errors.js';
 import type { CollisionRecord, IdStore, IdStoreConfig, IdStoreStats, StoredDoc, UpsertOutcome, UpsertPlan } from './types.js';
 
@@ -99,25 +101,28 @@ return { redis.call('HGET', k, 'epoch'), redis.call('HGET', k, 'active') }
 type Scripted = Record<'hgIdsUpsert' | 'hgIdsMerge' | 'hgIdsMove' | 'hgIdsEscalate', (...a: string[]) => Promise<unknown>>;
 
 export interface RedisIdStoreOptions {
-  client: Redis;
+  /** A standalone client or a Cluster (see the header: one slot per store). */
+  client: Redis | Cluster;
   keyPrefix: string;
 }
 
 export class RedisIdStore implements IdStore {
   readonly kind = 'redis';
-  private readonly r: Redis;
+  private readonly r: Redis | Cluster;
   private readonly s: Scripted;
   private readonly P: string;
 
   constructor(opts: RedisIdStoreOptions) {
     this.r = opts.client;
-    this.P = opts.keyPrefix;
+    const cluster = (opts.client as Cluster).isCluster === true;
+    this.P = cluster && !/\{[^}]+\}/.test(opts.keyPrefix) ? `{${opts.keyPrefix}}` : opts.keyPrefix;
     const c = this.r as unknown as { hgIdsUpsert?: unknown };
     if (!c.hgIdsUpsert) {
-      this.r.defineCommand('hgIdsUpsert', { lua: UPSERT, numberOfKeys: 0 });
-      this.r.defineCommand('hgIdsMerge', { lua: MERGE, numberOfKeys: 0 });
-      this.r.defineCommand('hgIdsMove', { lua: MOVE, numberOfKeys: 0 });
-      this.r.defineCommand('hgIdsEscalate', { lua: ESCALATE, numberOfKeys: 0 });
+      // KEYS[1] (P:cfg) only routes the call; the scripts build their key names from ARGV[1]
+      this.r.defineCommand('hgIdsUpsert', { lua: UPSERT, numberOfKeys: 1 });
+      this.r.defineCommand('hgIdsMerge', { lua: MERGE, numberOfKeys: 1 });
+      this.r.defineCommand('hgIdsMove', { lua: MOVE, numberOfKeys: 1 });
+      this.r.defineCommand('hgIdsEscalate', { lua: ESCALATE, numberOfKeys: 1 });
     }
     this.s = this.r as unknown as Scripted;
   }
@@ -132,7 +137,7 @@ export class RedisIdStore implements IdStore {
 
   async upsert(p: UpsertPlan): Promise<UpsertOutcome> {
     const out = (await this.call('upsert', () =>
-      this.s.hgIdsUpsert(this.P, String(p.epoch), p.raw, p.physicalId, p.collisionId, p.algorithm, String(p.now), String(p.lids.length), ...p.lids),
+      this.s.hgIdsUpsert(this.P + ':cfg', this.P, String(p.epoch), p.raw, p.physicalId, p.collisionId, p.algorithm, String(p.now), String(p.lids.length), ...p.lids),
     )) as string[];
     const [status, a, b, rec] = out;
     if (status === 'stale') return { status, epoch: Number(a), active: b ?? '' };
@@ -182,11 +187,11 @@ export class RedisIdStore implements IdStore {
   }
 
   async merge(lid: string, keep: string, drop: string[]): Promise<void> {
-    await this.call('merge', () => this.s.hgIdsMerge(this.P, lid, keep, ...drop));
+    await this.call('merge', () => this.s.hgIdsMerge(this.P + ':cfg', this.P, lid, keep, ...drop));
   }
 
   async move(lid: string, physicalId: string, newLid: string, raw: string, algorithm: string): Promise<void> {
-    await this.call('move', () => this.s.hgIdsMove(this.P, lid, physicalId, newLid, raw, algorithm));
+    await this.call('move', () => this.s.hgIdsMove(this.P + ':cfg', this.P, lid, physicalId, newLid, raw, algorithm));
   }
 
   async resolveCollisions(lid: string, update: (r: CollisionRecord) => CollisionRecord | undefined): Promise<number> {
@@ -217,7 +222,7 @@ export class RedisIdStore implements IdStore {
   }
 
   async escalate(active: string): Promise<IdStoreConfig> {
-    const [e, a] = (await this.call('escalate', () => this.s.hgIdsEscalate(this.P, active))) as string[];
+    const [e, a] = (await this.call('escalate', () => this.s.hgIdsEscalate(this.P + ':cfg', this.P, active))) as string[];
     return { epoch: Number(e), active: a ?? '' };
   }
 

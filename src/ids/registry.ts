@@ -3,7 +3,7 @@
 // the canonical raw, never by trusting the hash.
 import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { canonicalJson } from '../hash/index.js';
 import { checkInt, checkNumber, invalidType, HashGateError, ErrorCodes } from '../errors.js';
 import { algorithmName, checkAlgorithm, hashCanonical, type IdAlgorithm } from './logical-id.js';
@@ -12,6 +12,7 @@ import { RedisIdStore } from './redis-store.js';
 import { HBaseIdStore } from './hbase-store.js';
 import type { HBaseStore } from '../stores/hbase.js';
 import type { CollisionRecord, IdStore, StoredDoc, UpsertStatus } from './types.js';
+import { isSharedGate, type SharedGate } from '../bloom/shared-gate.js';
 
 export const DEFAULTS = {
   algorithm: 'murmur3_128' as IdAlgorithm,
@@ -24,7 +25,8 @@ export const DEFAULTS = {
 export interface IdRegistryOptions {
   /** Storage: an IdStore instance; omitted = `redis` if given, else embedded memory. */
   store?: IdStore;
-  redis?: Redis;
+  /** Standalone or Cluster (on a Cluster one registry's keys share the slot of `{keyPrefix}`). */
+  redis?: Redis | Cluster;
   /** Redis key prefix (default 'ids'). */
   keyPrefix?: string;
   /** HBase adapter; documents go to table `hbaseTable` (families raw, m). Used when no store/redis. */
@@ -44,6 +46,13 @@ export interface IdRegistryOptions {
   now?: () => number;
   /** Physical id generator; must be unique across processes (default randomUUID). */
   newId?: () => string;
+  /**
+   * A Bloom gate of logical ids shared by every instance (src/bloom/shared-gate.ts): upsert adds
+   * the ids before writing, find() answers "not stored" without a store call when the gate has
+   * never seen them. The gate must cover every stored id: attach it to an empty store or fill it
+   * from the store first (there is no rebuild from the store here).
+   */
+  gate?: SharedGate;
 }
 
 export interface UpsertResult {
@@ -85,6 +94,9 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
   private epoch = 0;
   private escalated = false;
   private loaded: Promise<void> | undefined;
+  private readonly gate: SharedGate | undefined;
+  /** find() calls answered by the gate alone. */
+  gateShortCircuits = 0;
 
   constructor(options: IdRegistryOptions = {}) {
     super();
@@ -100,6 +112,8 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
     this.now = options.now ?? Date.now;
     if (options.newId !== undefined && typeof options.newId !== 'function') throw invalidType('ids.newId', 'a function', options.newId);
     this.newId = options.newId ?? randomUUID;
+    if (options.gate !== undefined && !isSharedGate(options.gate)) throw invalidType('ids.gate', 'an object with addAll() and containsAll()', options.gate);
+    this.gate = options.gate;
     const e = options.escalation;
     if (e !== undefined && e !== false) {
       if (e === null || typeof e !== 'object') throw invalidType('ids.escalation', 'false or { threshold, minDocuments }', e);
@@ -140,6 +154,8 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
     let lids = this.lidsFor(raw);
     let algorithm = this.activeAlgorithm;
     for (let attempt = 0; attempt <= DEFAULTS.maxRetries; attempt++) {
+      // gate first: a crash between the two costs a false positive, never a false negative
+      if (this.gate) await this.gate.addAll(lids);
       const out = await this.store.upsert({
         lids, raw, physicalId: this.newId(), collisionId: this.newId(), algorithm, now: this.now(), epoch: this.epoch,
       });
@@ -184,6 +200,10 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
     const raw = this.canonicalize(record);
     await this.ensureConfig();
     const lids = this.lidsFor(raw);
+    if (this.gate && !(await this.gate.containsAll(lids)).includes(1)) {
+      this.gateShortCircuits++;
+      return undefined;
+    }
     for (let i = 0; i < lids.length; i++) {
       const b = await this.store.bucket(lids[i] as string);
       const d = b.docs.find((x) => x.raw === raw);

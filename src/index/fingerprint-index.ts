@@ -7,6 +7,7 @@ import { MemoryIndexBackend } from './memory.js';
 import { RedisIndexBackend } from './redis.js';
 import { createValueGate, type ValueGate } from './value-gate.js';
 import type { Attributes, IndexBackend, QueryOptions } from './types.js';
+import { isSharedGate, type SharedGate } from '../bloom/shared-gate.js';
 
 export const DEFAULTS = {
   keyPrefix: 'idx',
@@ -42,12 +43,18 @@ export interface FingerprintIndexOptions {
   /**
    * Local Bloom gate of indexed (attr, value) pairs, or false to disable. The gate only knows
    * values written through this instance or loaded by `rebuildGate()`: with several writers on
-   * one Redis, call rebuildGate() after opening and disable it (false) if other processes keep
-   * adding values this process must see immediately.
+   * one Redis, use `sharedGate` instead (or call rebuildGate() after opening and disable the
+   * local gate if other processes keep adding values this process must see immediately).
    */
   bloom?: false | { expectedItems?: number; fpp?: number };
   /** Inject a gate (anything with add/mightContain); overrides `bloom`. */
   gate?: ValueGate;
+  /**
+   * A gate every instance shares (src/bloom/shared-gate.ts: a Redis-held filter, or a
+   * ReplicatedGate on the invalidation bus); overrides `gate` and `bloom`. Values written on any
+   * instance pass it everywhere, so several writers need no per-process rebuildGate().
+   */
+  sharedGate?: SharedGate;
 }
 
 export interface IndexStats {
@@ -84,6 +91,7 @@ function checkId(deviceId: unknown): string {
 export class FingerprintIndex {
   readonly backend: IndexBackend;
   private readonly gate: ValueGate | undefined;
+  private readonly shared: SharedGate | undefined;
   private readonly defaultLimit: number;
   private closed = false;
   private readonly st: IndexStats = { gateShortCircuits: 0, gateDroppedTerms: 0, backendQueries: 0, writes: 0 };
@@ -108,7 +116,10 @@ export class FingerprintIndex {
     } else {
       this.backend = new MemoryIndexBackend();
     }
-    if (options.gate) {
+    if (options.sharedGate !== undefined) {
+      if (!isSharedGate(options.sharedGate)) throw invalidType('index.sharedGate', 'an object with addAll() and containsAll()', options.sharedGate);
+      this.shared = options.sharedGate;
+    } else if (options.gate) {
       if (typeof options.gate.add !== 'function' || typeof options.gate.mightContain !== 'function') {
         throw invalidType('index.gate', 'an object with add() and mightContain()', options.gate);
       }
@@ -148,6 +159,7 @@ export class FingerprintIndex {
     const terms = normalize('attrs', attrs, mode === 'replace');
     // gate first: a crash between the two then costs a false positive, never a false negative
     if (this.gate) for (const [a, v] of terms) this.gate.add(gateKey(a, v));
+    if (this.shared) await this.shared.addAll(terms.map(([a, v]) => gateKey(a, v)));
     this.st.writes++;
     await this.backend.put(id, terms, mode);
   }
@@ -175,6 +187,12 @@ export class FingerprintIndex {
           return [];
         }
       }
+    } else if (this.shared) {
+      const has = await this.shared.containsAll(terms.map(([a, v]) => gateKey(a, v)));
+      if (has.includes(0)) {
+        this.st.gateShortCircuits++;
+        return [];
+      }
     }
     this.st.backendQueries++;
     return this.backend.match(terms, limit);
@@ -185,9 +203,13 @@ export class FingerprintIndex {
     this.live();
     let terms = normalize('query', query, false);
     const limit = this.limitOf(opts);
-    if (this.gate) {
+    if (this.gate || this.shared) {
       const before = terms.length;
-      terms = terms.filter(([a, v]) => this.gate!.mightContain(gateKey(a, v)));
+      if (this.gate) terms = terms.filter(([a, v]) => this.gate!.mightContain(gateKey(a, v)));
+      else {
+        const has = await this.shared!.containsAll(terms.map(([a, v]) => gateKey(a, v)));
+        terms = terms.filter((_, i) => has[i] === 1);
+      }
       this.st.gateDroppedTerms += before - terms.length;
       if (terms.length === 0) {
         this.st.gateShortCircuits++;
@@ -201,6 +223,25 @@ export class FingerprintIndex {
   /** Loads every indexed value from storage into the gate (after opening on existing data). */
   async rebuildGate(): Promise<number> {
     this.live();
+    const shared = this.shared;
+    if (shared) {
+      // batches: one shared-gate call per 4096 values, not one per value
+      const load = (k: string[]): Promise<unknown> => (shared.loadAll ? shared.loadAll(k) : shared.addAll(k));
+      let batch: string[] = [];
+      const pending: Promise<unknown>[] = [];
+      let total = 0;
+      await this.backend.forEachValue((a, v) => {
+        batch.push(gateKey(a, v));
+        total++;
+        if (batch.length === 4096) {
+          pending.push(load(batch));
+          batch = [];
+        }
+      });
+      if (batch.length) pending.push(load(batch));
+      await Promise.all(pending);
+      return total;
+    }
     if (!this.gate) return 0;
     let n = 0;
     await this.backend.forEachValue((a, v) => {

@@ -40,6 +40,13 @@
 //   bloom_confirmed_absent_total{filter}  counter    FPP sample: keys the exact store confirmed absent
 //   bloom_false_positives_total{filter}   counter    ... of which the filter said "might contain"
 //   bloom_measured_fpp{filter}            gauge      false positives / confirmed absent (alert: > 2x expected)
+//   bus_messages_sent_total{bus}          counter    invalidation messages published (src/cache/bus.ts)
+//   bus_messages_received_total{bus}      counter    messages from other instances applied locally
+//   bus_messages_dropped_total{bus,reason} counter   reason: send (publish failed / queue full), malformed
+//   bus_local_clears_total{bus}           counter    local tiers cleared after a re-subscription
+//   bus_replays_total{bus}                counter    re-subscriptions answered from the replay log
+//   bus_connected{bus}, bus_pending_messages{bus}                            gauges
+//   bus_delivery_lag_seconds{bus,quantile} gauge     publish-to-receipt delay, quantile 0.5 | 0.99 | 1
 //   pool_threads{pool}, pool_queue_depth{pool}, pool_utilization{pool}, pool_completed_tasks{pool}  gauges
 //
 // Diagnostics channels (published only when subscribed): hashgate:batch:start {op, keys, start},
@@ -51,7 +58,7 @@ import type { MetricsOptions } from './prom.js';
 import { noopMetrics } from './noop.js';
 import type { Metrics } from './types.js';
 
-export type { Metrics, Tier, BloomStats, PoolStats, JournalStats, DedupCountersView, TierTotals, CacheTierTotals } from './types.js';
+export type { Metrics, Tier, BusStatsView, BloomStats, PoolStats, JournalStats, DedupCountersView, TierTotals, CacheTierTotals } from './types.js';
 export type { MetricsOptions } from './prom.js';
 export { PromMetrics, DEFAULTS as METRICS_DEFAULTS } from './prom.js';
 export { NoopMetrics, noopMetrics } from './noop.js';

@@ -4,7 +4,7 @@
 import { performance } from 'node:perf_hooks';
 import { batchEndChannel, batchStartChannel, publishBatchEnd, publishBatchStart, publishStoreError } from './channels.js';
 import type { BatchOp } from './channels.js';
-import type { BloomStats, CacheTierTotals, DedupCountersView, JournalStats, Metrics, PoolStats, Tier } from './types.js';
+import type { BloomStats, BusStatsView, CacheTierTotals, DedupCountersView, JournalStats, Metrics, PoolStats, Tier } from './types.js';
 
 const unregister = (): void => {};
 
@@ -49,6 +49,9 @@ export class NoopMetrics implements Metrics {
     return unregister;
   }
   cacheSource(_name: string, _read: () => CacheTierTotals): () => void {
+    return unregister;
+  }
+  busSource(_name: string, _read: () => BusStatsView): () => void {
     return unregister;
   }
 }

@@ -6,7 +6,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { Metric } from 'prom-client';
 import { publishBatchEnd, publishBatchStart, publishStoreError } from './channels.js';
 import type { BatchOp } from './channels.js';
-import type { BloomStats, CacheTierTotals, DedupCountersView, JournalStats, Metrics, PoolStats, Tier, TierTotals } from './types.js';
+import type { BloomStats, BusStatsView, CacheTierTotals, DedupCountersView, JournalStats, Metrics, PoolStats, Tier, TierTotals } from './types.js';
 import { invalidType } from '../errors.js';
 
 export const DEFAULTS = {
@@ -85,6 +85,9 @@ export class PromMetrics implements Metrics {
   private readonly journals: Sources<JournalStats> = new Map();
   private readonly dedups: Sources<DedupCountersView> = new Map();
   private readonly caches: Sources<CacheTierTotals> = new Map();
+  private readonly buses: Sources<BusStatsView> = new Map();
+  // Bus counters of closed sources, so the totals never go backwards.
+  private readonly busBase = new Map<string, BusTotals>();
   // Tier totals pushed by tier() plus the last reading of closed cache sources.
   private readonly tierBase = new Map<string, { hits: number; misses: number; errors: number }>();
 
@@ -257,6 +260,52 @@ export class PromMetrics implements Metrics {
     poolGauge('pool_utilization', 'Pool utilisation 0..1', (s) => s.utilization);
     poolGauge('pool_completed_tasks', 'Tasks completed by the pool since start', (s) => s.completedTasks);
 
+    // Invalidation bus: counters are totals computed on scrape (per bus name) like the dedup ones.
+    const busCounter = (name: string, help: string, labels: readonly ('bus' | 'reason')[], fill: (c: Counter<'bus' | 'reason'>, bus: string, t: BusTotals) => void) =>
+      reuse(registry, p + name, () =>
+        new Counter<'bus' | 'reason'>({
+          name: p + name,
+          help,
+          labelNames: labels,
+          registers: reg,
+          collect(this: Counter<'bus' | 'reason'>) {
+            this.reset();
+            for (const [bus, t] of self.busTotals()) fill(this, bus, t);
+          },
+        }),
+      );
+    const pos = (c: Counter<'bus' | 'reason'>, l: Partial<Record<'bus' | 'reason', string>>, v: number): void => {
+      if (v > 0) c.inc(l, v);
+    };
+    busCounter('bus_messages_sent_total', 'Invalidation messages published (acknowledged by Redis)', ['bus'], (c, bus, t) => pos(c, { bus }, t.sent));
+    busCounter('bus_messages_received_total', 'Invalidation messages from other instances applied locally', ['bus'], (c, bus, t) => pos(c, { bus }, t.received));
+    busCounter('bus_messages_dropped_total', 'Invalidation messages lost: send (publish failed or pending queue full), malformed (unreadable on receipt)', ['bus', 'reason'], (c, bus, t) => {
+      pos(c, { bus, reason: 'send' }, t.droppedSend);
+      pos(c, { bus, reason: 'malformed' }, t.droppedMalformed);
+    });
+    busCounter('bus_local_clears_total', 'Local tiers cleared after the bus re-subscribed (messages may have been missed)', ['bus'], (c, bus, t) => pos(c, { bus }, t.localClears));
+    busCounter('bus_replays_total', 'Re-subscriptions answered by replaying the missed messages from the log (no clear)', ['bus'], (c, bus, t) => pos(c, { bus }, t.replays));
+    const busGauge = (name: string, help: string, pick: (s: BusStatsView) => number) =>
+      gauge(name, help, ['bus'], (g) => {
+        g.reset();
+        for (const [bus, read] of self.buses) {
+          const s = safeRead(read);
+          if (s) g.set({ bus }, pick(s));
+        }
+      });
+    busGauge('bus_connected', 'Whether the invalidation bus is subscribed and can publish', (s) => (s.connected ? 1 : 0));
+    busGauge('bus_pending_messages', 'Invalidation messages waiting for the publisher connection', (s) => s.pending);
+    gauge('bus_delivery_lag_seconds', 'Publish-to-receipt delay of invalidation messages since start (quantile 0.5, 0.99, 1)', ['bus', 'quantile'], (g) => {
+      g.reset();
+      for (const [bus, read] of self.buses) {
+        const s = safeRead(read);
+        if (!s || s.lagMs.count === 0) continue;
+        g.set({ bus, quantile: '0.5' }, s.lagMs.p50 / 1000);
+        g.set({ bus, quantile: '0.99' }, s.lagMs.p99 / 1000);
+        g.set({ bus, quantile: '1' }, s.lagMs.max / 1000);
+      }
+    });
+
     if (options.collectDefaultMetrics ?? DEFAULTS.collectDefaultMetrics) {
       if (!registry.getSingleMetric(`${p}process_cpu_user_seconds_total`)) collectDefaultMetrics({ register: registry, prefix: p });
     }
@@ -325,6 +374,23 @@ export class PromMetrics implements Metrics {
       const s = safeRead(read);
       if (s) for (const [tier, v] of Object.entries(s)) if (v) addTier(this.tierBase, tier, v);
     });
+  }
+
+  busSource(name: string, read: () => BusStatsView): () => void {
+    return addSource(this.buses, 'name', name, read, () => {
+      const s = safeRead(read);
+      if (s) addBus(this.busBase, name, s);
+    });
+  }
+
+  private busTotals(): Map<string, BusTotals> {
+    const t = new Map<string, BusTotals>();
+    for (const [bus, v] of this.busBase) t.set(bus, { ...v });
+    for (const [bus, read] of this.buses) {
+      const s = safeRead(read);
+      if (s) addBus(t, bus, s);
+    }
+    return t;
   }
 
   dedupSource(name: string, read: () => DedupCountersView): () => void {
@@ -432,6 +498,26 @@ function addTier(m: Map<string, { hits: number; misses: number; errors: number }
     t.misses += v.misses;
     t.errors += v.errors;
   } else m.set(tier, { hits: v.hits, misses: v.misses, errors: v.errors });
+}
+
+interface BusTotals {
+  sent: number;
+  received: number;
+  droppedSend: number;
+  droppedMalformed: number;
+  localClears: number;
+  replays: number;
+}
+
+function addBus(m: Map<string, BusTotals>, bus: string, s: BusTotals): void {
+  const t = m.get(bus) ?? { sent: 0, received: 0, droppedSend: 0, droppedMalformed: 0, localClears: 0, replays: 0 };
+  t.sent += s.sent;
+  t.received += s.received;
+  t.droppedSend += s.droppedSend;
+  t.droppedMalformed += s.droppedMalformed;
+  t.localClears += s.localClears;
+  t.replays += s.replays;
+  m.set(bus, t);
 }
 
 function addView(t: DedupTotals, s: DedupCountersView): void {

@@ -63,6 +63,21 @@ export interface TierTotals {
 
 export type CacheTierTotals = Partial<Record<Tier, TierTotals>>;
 
+/** What InvalidationBus.stats() (src/cache/bus.ts) returns, structurally; read on scrape. */
+export interface BusStatsView {
+  connected: boolean;
+  sent: number;
+  received: number;
+  droppedSend: number;
+  droppedMalformed: number;
+  pending: number;
+  resyncs: number;
+  /** Re-subscriptions that cleared local tiers, and those answered by replaying the log. */
+  localClears: number;
+  replays: number;
+  lagMs: { count: number; p50: number; p99: number; max: number };
+}
+
 export interface Metrics {
   /** false for NoopMetrics: callers may skip building optional arguments. */
   readonly enabled: boolean;
@@ -113,4 +128,6 @@ export interface Metrics {
   dedupSource(name: string, read: () => DedupCountersView): () => void;
   /** Per-tier cache counters read on scrape (alternative to calling `tier()` per batch). */
   cacheSource(name: string, read: () => CacheTierTotals): () => void;
+  /** An invalidation bus's counters, read on scrape. */
+  busSource(name: string, read: () => BusStatsView): () => void;
 }

@@ -8,6 +8,7 @@
 import { HashGateError, ErrorCodes, checkInt, checkNumber, invalidType } from '../errors.js';
 import { BloomFilter, SwappableBloom } from '../bloom/index.js';
 import type { HBaseStore } from '../stores/hbase.js';
+import type { BusListener, InvalidationBus } from '../cache/bus.js';
 
 export const BLACKLIST_DEFAULTS = {
   table: 'blacklist',
@@ -55,6 +56,12 @@ export interface BlacklistOptions {
   batch?: number;
   rebuildIntervalMs?: number;
   now?: () => number;
+  /**
+   * Fleet-wide changes: imports and removals are published (table + row keys); keys other
+   * instances import enter this filter on receipt, so they stop answering "not blacklisted" within
+   * the bus delay instead of at their next rebuild. After a bus outage the filter is rebuilt.
+   */
+  bus?: InvalidationBus;
 }
 
 export interface BlacklistStats {
@@ -100,6 +107,17 @@ export class Blacklist {
   readonly #now: () => number;
   #bloom: SwappableBloom | undefined;
   #timer: NodeJS.Timeout | undefined;
+  readonly #bus: InvalidationBus | undefined;
+  #busOff: (() => void) | undefined;
+  readonly #busListener: BusListener = {
+    keys: (table, keys) => {
+      // removals arrive too: adding them only costs false positives until the next rebuild
+      if (table === this.table) this.#bloom?.addAll(keys as string[]);
+    },
+    resync: () => {
+      this.rebuild().catch(() => undefined); // a failed rebuild keeps the current filter
+    },
+  };
   #stats: BlacklistStats = { checks: 0, bloomNegatives: 0, hbaseLookups: 0, falsePositives: 0, rebuilds: 0, lastRebuildKeys: 0 };
 
   constructor(options: BlacklistOptions) {
@@ -113,13 +131,32 @@ export class Blacklist {
     this.#batch = checkInt('options.batch', options.batch ?? BLACKLIST_DEFAULTS.batch, 1, 100_000);
     this.#rebuildIntervalMs = checkInt('options.rebuildIntervalMs', options.rebuildIntervalMs ?? BLACKLIST_DEFAULTS.rebuildIntervalMs, 0);
     this.#now = options.now ?? Date.now;
+    if (options.bus !== undefined && typeof options.bus?.publish !== 'function') throw invalidType('options.bus', 'an InvalidationBus', options.bus);
+    this.#bus = options.bus;
   }
 
   /** Builds the Bloom filter from a full scan and starts the periodic rebuild. */
   async start(): Promise<void> {
     if (this.#bloom) return;
-    const f = await this.#build();
+    // listen before the scan: an import elsewhere during it reaches the filter either way
+    const early: string[][] = [];
+    let missed = false;
+    const listen: BusListener = {
+      keys: (t, k) => void (t === this.table && early.push(k as string[])),
+      // the bus (re)subscribed during the scan: imports before that may be in neither
+      resync: () => void (missed = true),
+    };
+    const off = this.#bus?.subscribe(listen);
+    let f: BloomFilter;
+    try {
+      f = await this.#build();
+    } finally {
+      off?.();
+    }
+    for (const k of early) f.addAll(k);
     this.#bloom = new SwappableBloom(f);
+    this.#busOff = this.#bus?.subscribe(this.#busListener);
+    if (missed) this.rebuild().catch(() => undefined);
     if (this.#rebuildIntervalMs > 0) {
       this.#timer = setInterval(() => {
         this.rebuild().catch(() => undefined); // a failed rebuild keeps the current filter
@@ -131,6 +168,8 @@ export class Blacklist {
   stop(): void {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
+    this.#busOff?.();
+    this.#busOff = undefined;
   }
 
   stats(): BlacklistStats {
@@ -166,6 +205,7 @@ export class Blacklist {
       // filter first: a concurrent check must never miss a key that is already in HBase
       bloom.addAll(part.map((r) => r.row));
       await this.#store.mput(this.table, part);
+      this.#bus?.publish(this.table, part.map((r) => r.row), this.#busListener);
       batches++;
     }
     return { imported: rows.length, batches };
@@ -175,7 +215,11 @@ export class Blacklist {
   async removeFromBlacklist(keys: readonly BlacklistKey[]): Promise<void> {
     if (!Array.isArray(keys)) throw invalidType('keys', 'an array', keys);
     const rows = keys.map((k, i) => blacklistRowKey(k, `keys[${i}]`));
-    for (let i = 0; i < rows.length; i += this.#batch) await this.#store.mdelete(this.table, rows.slice(i, i + this.#batch));
+    for (let i = 0; i < rows.length; i += this.#batch) {
+      const part = rows.slice(i, i + this.#batch);
+      await this.#store.mdelete(this.table, part);
+      this.#bus?.publish(this.table, part, this.#busListener);
+    }
   }
 
   /** One boolean per key, in order. Keys that miss the Bloom filter never reach HBase. */

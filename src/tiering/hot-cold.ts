@@ -3,7 +3,7 @@
 // migrateCold() finds them close to expiry. Migration is at-least-once and idempotent: cold puts
 // are keyed and carry the original timestamp, the archived mark is a compare-and-set on the exact
 // bytes read, a SCAN cursor checkpoint makes runs resumable, and a token lock keeps runs single.
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError, checkInt, checkOneOf, invalidType, outOfRange } from '../errors.js';
 import {
   FLAG_ARCHIVED,
@@ -14,6 +14,8 @@ import {
 } from '../cache/codec.js';
 import { checkTable, CACHE_DEFAULTS, type TieredCache } from '../cache/tiered-cache.js';
 import type { BloomWritable, CacheValue, ColdEntry, ColdStore } from '../cache/types.js';
+import type { InvalidationBus } from '../cache/bus.js';
+import { isCluster, setMany } from '../cache/redis-tier.js';
 // the dedup replay's owner-token lock (SET NX PX; compare-and-refresh/-release in Lua)
 import { RedisLock } from '../dedup/lock.js';
 
@@ -32,7 +34,8 @@ export const TIERING_DEFAULTS = {
 export type TieringMode = 'migrate' | 'dual-write';
 
 export interface HotColdOptions {
-  redis: Redis;
+  /** A Cluster works for write(); migrateCold() refuses it (single SCAN cursor, multi-key scripts). */
+  redis: Redis | Cluster;
   /** Needed for dual-write and migrateCold(). */
   cold?: ColdStore;
   /** 'migrate' (default): Redis only, migrateCold() archives later. 'dual-write': cold too, on write. */
@@ -40,8 +43,10 @@ export interface HotColdOptions {
   hotTtlSeconds?: number;
   /** Must match the TieredCache's redis.prefix. Default 'hg:v:'. */
   prefix?: string;
-  /** Local copies in this cache are invalidated on write. */
+  /** Local copies in this cache are invalidated on write (and, if it has a bus, fleet-wide). */
   cache?: TieredCache;
+  /** Writers without a cache (or whose cache has no bus): written keys are published here. */
+  bus?: InvalidationBus;
   /** Written keys are added so a Bloom gate in front of the cache lets them through. */
   bloom?: BloomWritable | ((table: string) => BloomWritable | undefined);
   lockKey?: string;
@@ -120,12 +125,13 @@ return 1`;
 const globEscape = (s: string): string => s.replace(/[*?[\]\\]/g, '\\$&');
 
 export class HotColdStore {
-  readonly #redis: Redis;
+  readonly #redis: Redis | Cluster;
   readonly #cold: ColdStore | undefined;
   readonly #mode: TieringMode;
   readonly #ttlMs: number;
   readonly #prefix: string;
   readonly #cache: TieredCache | undefined;
+  readonly #bus: InvalidationBus | undefined;
   readonly #bloom: HotColdOptions['bloom'];
   readonly #lockKey: string;
   readonly #cursorKey: string;
@@ -142,6 +148,9 @@ export class HotColdStore {
     this.#prefix = opts.prefix ?? TIERING_DEFAULTS.prefix;
     if (typeof this.#prefix !== 'string') throw invalidType('prefix', 'a string', opts.prefix);
     this.#cache = opts.cache;
+    if (opts.bus !== undefined && typeof opts.bus?.publish !== 'function') throw invalidType('bus', 'an InvalidationBus', opts.bus);
+    // the cache's invalidate() already publishes on its own bus: publish once, not twice
+    this.#bus = opts.bus !== undefined && opts.bus !== opts.cache?.bus ? opts.bus : undefined;
     this.#bloom = opts.bloom;
     this.#lockKey = opts.lockKey ?? TIERING_DEFAULTS.lockKey;
     this.#cursorKey = opts.cursorKey ?? TIERING_DEFAULTS.cursorKey;
@@ -180,16 +189,23 @@ export class HotColdStore {
         };
       }
     }
-    const pipe = this.#redis.pipeline();
-    for (const c of cold) pipe.set(this.redisKey(table, c.key), wrapEnvelope(c.value, c.ts, flags), 'PX', ttlMs);
-    const res = await pipe.exec();
-    for (const r of res ?? []) {
-      if (r[0]) throw new HashGateError(ErrorCodes.STORE, 'redis write failed', { cause: r[0] });
+    const bloom = typeof this.#bloom === 'function' ? this.#bloom(table) : this.#bloom;
+    // gate first: a lookup racing this write must never be told "absent" for a key already stored
+    if (bloom) for (const c of cold) bloom.add(c.key);
+    try {
+      await setMany(this.#redis, cold.map((c) => ({ key: this.redisKey(table, c.key), value: wrapEnvelope(c.value, c.ts, flags), px: ttlMs })));
+    } catch (cause) {
+      throw new HashGateError(ErrorCodes.STORE, 'redis write failed', { cause });
+    } finally {
+      // also after a partial failure (a Cluster master down): the keys that did land must not
+      // stay stale in any local tier; dropping the others too costs one reload
+      if (this.#cache !== undefined || this.#bus !== undefined) {
+        const keys = cold.map((c) => c.key);
+        this.#cache?.invalidate(table, keys);
+        this.#bus?.publish(table, keys);
+      }
     }
     result.written = cold.length;
-    const bloom = typeof this.#bloom === 'function' ? this.#bloom(table) : this.#bloom;
-    if (bloom) for (const c of cold) bloom.add(c.key);
-    this.#cache?.invalidate(table, cold.map((c) => c.key));
     return result;
   }
 
@@ -210,7 +226,13 @@ export class HotColdStore {
       acquired: false, complete: false, resumedFrom: '0', cursor: '0', batches: 0, scanned: 0, candidates: 0,
       migrated: 0, alreadyArchived: 0, noTtl: 0, foreign: 0, raced: 0, lockLost: false, aborted: false, dryRun,
     };
-    const redis = this.#redis;
+    const client = this.#redis;
+    if (isCluster(client)) {
+      // the checkpoint script touches the lock and the cursor together, the archive mark many
+      // keys at once, and a Cluster's SCAN cursor is per node: refuse rather than half-migrate
+      throw new HashGateError(ErrorCodes.INVALID_OPTION, 'migrateCold() does not run on a Redis Cluster (one SCAN cursor, multi-key scripts); write() and lookups do', { details: { name: 'redis' } });
+    }
+    const redis: Redis = client;
     const lock = await RedisLock.acquire(redis, this.#lockKey, lockTtlMs);
     if (lock === undefined) return r;
     r.acquired = true;
@@ -265,7 +287,7 @@ export class HotColdStore {
     r: MigrateResult,
   ): Promise<void> {
     if (keys.length === 0) return;
-    const pipe = this.#redis.pipeline();
+    const pipe = (this.#redis as Redis).pipeline();
     for (const k of keys) pipe.pttl(k).getBuffer(k);
     const res = (await pipe.exec()) ?? [];
     const byTable = new Map<string, { keys: string[]; raw: Buffer[]; entries: ColdEntry[] }>();
