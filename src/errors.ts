@@ -24,6 +24,7 @@ export const ErrorCodes = {
   HBASE_UNAVAILABLE: 'HG_ERR_HBASE_UNAVAILABLE',
   PARSE: 'HG_ERR_PARSE',
   TIMEOUT: 'HG_ERR_TIMEOUT',
+  MISSING_DEPENDENCY: 'HG_ERR_MISSING_DEPENDENCY',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];

@@ -22,3 +22,6 @@ export {
   CHANNEL_BATCH_START, CHANNEL_BATCH_END, CHANNEL_STORE_ERROR,
 } from './metrics/index.js';
 export type { Metrics, MetricsOptions } from './metrics/index.js';
+// The HBase client library is an optional peer dependency, loaded only when an HBaseStore is built.
+export { HBaseStore, DEFAULTS as HBASE_DEFAULTS } from './stores/hbase.js';
+export type { HBaseStoreOptions, HBaseRow, HBaseCell, HBaseCallCounts, PutEntry, ScanOptions, ReadOptions, WriteOptions } from './stores/hbase.js';
