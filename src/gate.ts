@@ -3,7 +3,7 @@
 // cheapest place that can answer it.
 import { availableParallelism } from 'node:os';
 import { Redis, Cluster } from 'ioredis';
-import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType } from './errors.js';
+import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType, withOptionPath } from './errors.js';
 import { hashBatch, bucketsOf, digestSize, type HashAlgorithm, type PackedKeys, checkPackedKeys } from './hash/index.js';
 import { BloomFilter, type BloomFilterOptions } from './bloom/index.js';
 import { DedupService, type DedupServiceOptions, type DedupStats, type RecoverReport } from './dedup/service.js';
@@ -35,6 +35,7 @@ export interface HashGateOptions {
   chunkBytes?: number;
   /** Shared slots (bounds memory and in-flight tasks). Default 2 * threads + 2. */
   slots?: number;
+  /** A worker idle this long exits; piscina starts a new one on demand. Default 30_000. */
   idleTimeoutMs?: number;
   /** A Bloom filter in shared memory, sized like Guava's BloomFilter.create(n, p). */
   bloom?: BloomFilterOptions | BloomFilter | false;
@@ -134,24 +135,24 @@ export class HashGate {
 
   private constructor(options: HashGateOptions) {
     this.options = resolve(options);
-    this.metrics = resolveMetrics(options.metrics, 'options.metrics');
+    this.metrics = withOptionPath('options.metrics', () => resolveMetrics(options.metrics, 'options.metrics'));
     const b = options.bloom;
     if (b === undefined || b === false) this.bloom = undefined;
     else if (b instanceof BloomFilter) this.bloom = b;
-    else if (typeof b === 'object' && b !== null) this.bloom = BloomFilter.create(b);
+    else if (typeof b === 'object' && b !== null) this.bloom = withOptionPath('options.bloom', () => BloomFilter.create(b));
     else throw invalidType('options.bloom', 'false, a BloomFilter or { expectedItems, fpp }', b);
 
     const dedupOptions: DedupServiceOptions = {};
     if (options.redis !== undefined) dedupOptions.redis = options.redis;
     if (options.dedup !== undefined) dedupOptions.dedup = options.dedup;
     if (options.now !== undefined) dedupOptions.now = options.now;
-    this.dedup = new DedupService(dedupOptions);
+    this.dedup = withOptionPath('options', () => new DedupService(dedupOptions));
 
     if (options.cache !== undefined) {
       const c: TieredCacheOptions = { ...options.cache };
       if (c.now === undefined && options.now !== undefined) c.now = options.now;
       try {
-        this.cache = new TieredCache(c);
+        this.cache = withOptionPath('options.cache', () => new TieredCache(c));
       } catch (err) {
         // Bad cache options must not leave the dedup store's Redis connection open.
         void this.dedup.close().catch(() => undefined);
@@ -160,8 +161,10 @@ export class HashGate {
     }
 
     try {
-      this.index = options.index === undefined ? undefined : new FingerprintIndex(options.index === true ? {} : options.index);
-      this.ids = options.ids === undefined ? undefined : new IdRegistry(options.ids === true ? {} : { now: options.now ?? Date.now, ...options.ids });
+      const ix = options.index;
+      this.index = ix === undefined ? undefined : withOptionPath('options.index', () => new FingerprintIndex(ix === true ? {} : ix));
+      const ids = options.ids;
+      this.ids = ids === undefined ? undefined : withOptionPath('options.ids', () => new IdRegistry(ids === true ? {} : { now: options.now ?? Date.now, ...ids }));
     } catch (err) {
       void this.dedup.close().catch(() => undefined);
       void this.cache?.close().catch(() => undefined);

@@ -10,6 +10,7 @@ export type { PackedKeys, PackLinesOptions, HashAlgorithm, HashBatchOptions, Can
 export * from './bloom/index.js';
 export { DedupService } from './dedup/service.js';
 export type { DedupServiceOptions, DedupStats, FirstSeenOptions, RecoverReport } from './dedup/service.js';
+export { DEFAULTS as DEDUP_DEFAULTS } from './dedup/options.js';
 export type { DedupOptions, RedisConfig, Layout, OnStoreError } from './dedup/options.js';
 export { windowId } from './dedup/window.js';
 export * from './cache/index.js';

@@ -8,6 +8,7 @@ import {
   ErrorCodes,
   HashGateError,
   checkInt,
+  checkKnownKeys,
   invalidType,
   outOfRange,
 } from '../errors.js';
@@ -174,6 +175,12 @@ export class TieredCache {
 
   constructor(opts: TieredCacheOptions = {}) {
     if (opts === null || typeof opts !== 'object') throw invalidType('options', 'an object', opts);
+    // every key of TieredCacheOptions (and of its nested objects) must be listed here
+    checkKnownKeys('options', opts, ['local', 'negativeTtlMs', 'redis', 'cold', 'coldOptions', 'bloom', 'breaker', 'maxKeysPerLookup', 'onTierError', 'now']);
+    checkKnownKeys('local', opts.local, ['maxEntries', 'maxBytes', 'ttlMs', 'maxTables']);
+    checkKnownKeys('redis', opts.redis, ['client', 'url', 'ttlSeconds', 'prefix', 'timeoutMs', 'batchSize']);
+    checkKnownKeys('coldOptions', opts.coldOptions, ['timeoutMs', 'batchSize']);
+    checkKnownKeys('breaker', opts.breaker, ['failures', 'cooldownMs']);
     const D = CACHE_DEFAULTS;
     const l = opts.local ?? {};
     const maxEntries = checkInt('local.maxEntries', l.maxEntries ?? D.local.maxEntries, 1);

@@ -106,7 +106,7 @@ const KNOWN = new Set([
 
 const nextPow2 = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, n)));
 
-export function parseDedupOptions(input: unknown, name = 'dedup'): ResolvedDedupOptions {
+export function parseDedupOptions(input: unknown, name = 'options.dedup'): ResolvedDedupOptions {
   if (input === undefined || input === null) input = {};
   if (typeof input !== 'object') throw invalidType(name, 'an object', input);
   const o = input as Record<string, unknown>;

@@ -23,7 +23,7 @@
 //   Bad input (type, empty, too long, bad PackedKeys) is rejected before anything is hashed or
 //   written, with details.index naming the key.
 import { Redis, Cluster } from 'ioredis';
-import { ErrorCodes, HashGateError, HashGateRangeError, HashGateTypeError, describe, invalidType } from '../errors.js';
+import { ErrorCodes, HashGateError, HashGateRangeError, HashGateTypeError, checkKnownKeys, describe, invalidType } from '../errors.js';
 import type { PackedKeys } from '../hash/index.js';
 import { DigestSet, SeenCache } from './cache.js';
 import { Journal } from './journal.js';
@@ -105,8 +105,9 @@ export class DedupService {
 
   constructor(options: DedupServiceOptions = {}) {
     if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options);
-    this.options = parseDedupOptions(options.dedup, 'dedup');
-    if (options.now !== undefined && typeof options.now !== 'function') throw invalidType('now', 'a function returning epoch ms', options.now);
+    checkKnownKeys('options', options, ['redis', 'dedup', 'now']);
+    this.options = parseDedupOptions(options.dedup, 'options.dedup');
+    if (options.now !== undefined && typeof options.now !== 'function') throw invalidType('options.now', 'a function returning epoch ms', options.now);
     this.now = options.now ?? Date.now;
     this.clock = new WindowClock(this.options.window, this.options.timeZone);
     const o = this.options;
@@ -118,7 +119,7 @@ export class DedupService {
     } else if (typeof r === 'string' || typeof r === 'object') {
       this.store = new RedisStore(createRedisClient(r, o.commandTimeoutMs), o.prefix, o.hll, true);
     } else {
-      throw invalidType('redis', "a redis:// URL, ioredis options or { cluster: nodes }", r);
+      throw invalidType('options.redis', "a redis:// URL, ioredis options or { cluster: nodes }", r);
     }
     // Two tables of 2 slots per entry at 17 B per slot: ~68 B per cached entry.
     const maxEntries = Math.min(o.cacheMaxEntries, Math.floor(o.cacheMaxBytes / 68));

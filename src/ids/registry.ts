@@ -5,7 +5,7 @@ import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { canonicalJson } from '../hash/index.js';
-import { checkInt, checkNumber, invalidType, HashGateError, ErrorCodes } from '../errors.js';
+import { checkInt, checkKnownKeys, checkNumber, invalidType, HashGateError, ErrorCodes } from '../errors.js';
 import { algorithmName, checkAlgorithm, hashCanonical, type IdAlgorithm } from './logical-id.js';
 import { MemoryIdStore } from './memory-store.js';
 import { RedisIdStore } from './redis-store.js';
@@ -89,6 +89,8 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
   constructor(options: IdRegistryOptions = {}) {
     super();
     if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options);
+    checkKnownKeys('ids', options, ['store', 'redis', 'keyPrefix', 'hbase', 'hbaseTable', 'algorithm', 'escalation', 'canonicalize', 'now', 'newId']);
+    if (options.escalation) checkKnownKeys('ids.escalation', options.escalation, ['threshold', 'minDocuments']);
     this.algorithm = checkAlgorithm('ids.algorithm', options.algorithm ?? DEFAULTS.algorithm);
     if (options.store) this.store = options.store;
     else if (options.redis) this.store = new RedisIdStore({ client: options.redis, keyPrefix: options.keyPrefix ?? DEFAULTS.keyPrefix });

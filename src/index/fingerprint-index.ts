@@ -2,7 +2,7 @@
 // local Bloom filter of indexed values in front so a query naming a never-seen value is answered
 // without touching storage.
 import type { Cluster, Redis } from 'ioredis';
-import { checkInt, checkNumber, invalidType, outOfRange, HashGateError, ErrorCodes } from '../errors.js';
+import { checkInt, checkKnownKeys, checkNumber, invalidType, outOfRange, HashGateError, ErrorCodes } from '../errors.js';
 import { MemoryIndexBackend } from './memory.js';
 import { RedisIndexBackend } from './redis.js';
 import { createValueGate, type ValueGate } from './value-gate.js';
@@ -90,6 +90,8 @@ export class FingerprintIndex {
 
   constructor(options: FingerprintIndexOptions = {}) {
     if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options);
+    checkKnownKeys('index', options, ['redis', 'backend', 'keyPrefix', 'shards', 'maxValueLength', 'defaultLimit', 'sinterThreshold', 'directQueries', 'bloom', 'gate']);
+    if (options.bloom) checkKnownKeys('index.bloom', options.bloom, ['expectedItems', 'fpp']);
     const keyPrefix = options.keyPrefix ?? DEFAULTS.keyPrefix;
     if (typeof keyPrefix !== 'string' || !/^[A-Za-z0-9_.:-]{1,64}$/.test(keyPrefix)) {
       throw invalidType('index.keyPrefix', 'a string of [A-Za-z0-9_.:-], 1-64 chars', keyPrefix);

@@ -7,7 +7,7 @@ import type { Metric } from 'prom-client';
 import { publishBatchEnd, publishBatchStart, publishStoreError } from './channels.js';
 import type { BatchOp } from './channels.js';
 import type { BloomStats, CacheTierTotals, DedupCountersView, JournalStats, Metrics, PoolStats, Tier, TierTotals } from './types.js';
-import { invalidType } from '../errors.js';
+import { checkKnownKeys, invalidType } from '../errors.js';
 
 export const DEFAULTS = {
   prefix: 'hashgate_',
@@ -34,6 +34,7 @@ const instances = new WeakMap<Registry, Map<string, PromMetrics>>();
 
 export function createPromMetrics(options: MetricsOptions = {}): PromMetrics {
   if (options === null || typeof options !== 'object') throw invalidType('metrics', 'an options object', options);
+  checkKnownKeys('metrics', options, ['registry', 'prefix', 'collectDefaultMetrics', 'buckets']);
   const registry = options.registry ?? new Registry();
   if (!(registry instanceof Registry)) throw invalidType('metrics.registry', 'a prom-client Registry', registry);
   const prefix = options.prefix ?? DEFAULTS.prefix;
