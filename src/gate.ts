@@ -37,8 +37,17 @@ export interface HashGateOptions {
   slots?: number;
   /** A worker idle this long exits; piscina starts a new one on demand. Default 30_000. */
   idleTimeoutMs?: number;
-  /** A Bloom filter in shared memory, sized like Guava's BloomFilter.create(n, p). */
+  /**
+   * The gate's Bloom filter in shared memory (bloomAdd/bloomCheck, e.g. a blacklist), sized like
+   * Guava's BloomFilter.create(n, p). firstSeen never reads or writes it.
+   */
   bloom?: BloomFilterOptions | BloomFilter | false;
+  /**
+   * A second, separate filter that firstSeen fills with every key it answers, to measure its false
+   * positive rate against the exact answers (stats().firstSeenBloom.measuredFpp). Exact answers
+   * never depend on it. Default off.
+   */
+  firstSeenBloom?: BloomFilterOptions | BloomFilter | false;
   /** Redis for dedup (and the lookup cache's hot tier when `cache.redis` is not given). */
   redis?: RedisConfig | Redis | Cluster;
   dedup?: DedupOptions;
@@ -76,7 +85,7 @@ interface Resolved {
 }
 
 const KNOWN = new Set([
-  'threads', 'maxQueue', 'inlineThreshold', 'chunkKeys', 'chunkBytes', 'slots', 'idleTimeoutMs', 'bloom', 'redis',
+  'threads', 'maxQueue', 'inlineThreshold', 'chunkKeys', 'chunkBytes', 'slots', 'idleTimeoutMs', 'bloom', 'firstSeenBloom', 'redis',
   'dedup', 'cache', 'index', 'ids', 'metrics', 'now', 'testHooks',
 ]);
 
@@ -107,12 +116,42 @@ export interface GateDedupCounters {
   bloomTrueNegatives: number;
 }
 
+export interface GateBloomStats {
+  bitSize: number;
+  hashFunctions: number;
+  bitCount: number;
+  expectedFpp: number;
+  /** Only for firstSeenBloom: false positives / keys firstSeen answered as new. */
+  measuredFpp: number | undefined;
+  approximateElements: number;
+}
+
 export interface GateStats {
   pool: PoolStats | undefined;
-  bloom:
-    | { bitSize: number; hashFunctions: number; bitCount: number; expectedFpp: number; measuredFpp: number | undefined; approximateElements: number }
-    | undefined;
+  /** The gate's filter (bloomAdd/bloomCheck). */
+  bloom: GateBloomStats | undefined;
+  /** The filter firstSeen samples its false positive rate with. */
+  firstSeenBloom: GateBloomStats | undefined;
   dedup: GateDedupCounters;
+}
+
+function bloomOption(name: string, b: unknown): BloomFilter | undefined {
+  if (b === undefined || b === false) return undefined;
+  if (b instanceof BloomFilter) return b;
+  if (typeof b === 'object' && b !== null) return withOptionPath(name, () => BloomFilter.create(b as BloomFilterOptions));
+  throw invalidType(name, 'false, a BloomFilter or { expectedItems, fpp }', b);
+}
+
+function bloomStats(b: BloomFilter | undefined, measuredFpp: number | undefined): GateBloomStats | undefined {
+  if (b === undefined) return undefined;
+  return {
+    bitSize: b.bitSize,
+    hashFunctions: b.hashFunctions,
+    bitCount: b.bitCount(),
+    expectedFpp: b.expectedFpp(),
+    measuredFpp,
+    approximateElements: b.approximateElementCount(),
+  };
 }
 
 function keyCount(keys: Keys, name: string): number {
@@ -123,6 +162,7 @@ function keyCount(keys: Keys, name: string): number {
 export class HashGate {
   readonly options: Resolved;
   readonly bloom: BloomFilter | undefined;
+  readonly firstSeenBloom: BloomFilter | undefined;
   readonly dedup: DedupService;
   readonly cache: TieredCache | undefined;
   readonly index: FingerprintIndex | undefined;
@@ -136,11 +176,8 @@ export class HashGate {
   private constructor(options: HashGateOptions) {
     this.options = resolve(options);
     this.metrics = withOptionPath('options.metrics', () => resolveMetrics(options.metrics, 'options.metrics'));
-    const b = options.bloom;
-    if (b === undefined || b === false) this.bloom = undefined;
-    else if (b instanceof BloomFilter) this.bloom = b;
-    else if (typeof b === 'object' && b !== null) this.bloom = withOptionPath('options.bloom', () => BloomFilter.create(b));
-    else throw invalidType('options.bloom', 'false, a BloomFilter or { expectedItems, fpp }', b);
+    this.bloom = bloomOption('options.bloom', options.bloom);
+    this.firstSeenBloom = bloomOption('options.firstSeenBloom', options.firstSeenBloom);
 
     const dedupOptions: DedupServiceOptions = {};
     if (options.redis !== undefined) dedupOptions.redis = options.redis;
@@ -198,10 +235,10 @@ export class HashGate {
   }
 
   private registerGauges(): void {
-    const bloom = this.bloom;
-    if (bloom !== undefined) {
+    for (const [label, bloom] of [['gate', this.bloom], ['first_seen', this.firstSeenBloom]] as const) {
+      if (bloom === undefined) continue;
       this.unregister.push(
-        this.metrics.bloomSource('gate', () => ({
+        this.metrics.bloomSource(label, () => ({
           bitSize: bloom.bitSize,
           bitsSet: bloom.bitCount(),
           hashFunctions: bloom.hashFunctions,
@@ -343,16 +380,18 @@ export class HashGate {
   }
 
   /**
-   * Exact first-seen per window: 1 = first time in the key's window, 0 = seen before. The Bloom
-   * filter, when configured, is only consulted for statistics and filled afterwards: an exact
-   * answer never depends on it, so it can never turn a new key into a duplicate.
+   * Exact first-seen per window: 1 = first time in the key's window, 0 = seen before. The
+   * firstSeenBloom filter, when configured, is only consulted for statistics and filled afterwards:
+   * an exact answer never depends on it, so it can never turn a new key into a duplicate. The
+   * gate's own `bloom` filter is never touched here.
    */
   async firstSeen(keys: Keys, options: { at?: Date } = {}): Promise<Uint8Array> {
     this.check();
     const n = keyCount(keys, 'keys');
     const start = this.metrics.batchStart('dedup', n);
     try {
-      const before = this.bloom === undefined ? undefined : await this.bloomCheck(keys);
+      const fsb = this.firstSeenBloom;
+      const before = fsb === undefined ? undefined : fsb.mightContainAll(keys);
       const answers = await this.dedup.firstSeen(keys, options);
       if (before !== undefined) {
         let fp = 0;
@@ -365,8 +404,8 @@ export class HashGate {
         }
         this.counters.bloomFalsePositives += fp;
         this.counters.bloomTrueNegatives += tn;
-        this.metrics.bloomSample('gate', fp + tn, fp);
-        await this.bloomAdd(keys);
+        this.metrics.bloomSample('first_seen', fp + tn, fp);
+        fsb!.addAll(keys);
       }
       // Dedup counts reach the metrics through dedupSource (read on scrape), not per batch here.
       this.metrics.batchEnd('dedup', n, start);
@@ -412,22 +451,12 @@ export class HashGate {
   }
 
   stats(): GateStats {
-    const b = this.bloom;
     const c = this.counters;
     const sampled = c.bloomFalsePositives + c.bloomTrueNegatives;
     return {
       pool: this.pool?.stats(),
-      bloom:
-        b === undefined
-          ? undefined
-          : {
-              bitSize: b.bitSize,
-              hashFunctions: b.hashFunctions,
-              bitCount: b.bitCount(),
-              expectedFpp: b.expectedFpp(),
-              measuredFpp: sampled === 0 ? undefined : c.bloomFalsePositives / sampled,
-              approximateElements: b.approximateElementCount(),
-            },
+      bloom: bloomStats(this.bloom, undefined),
+      firstSeenBloom: bloomStats(this.firstSeenBloom, sampled === 0 ? undefined : c.bloomFalsePositives / sampled),
       dedup: { ...c },
     };
   }

@@ -21,7 +21,7 @@ export interface DemoResult {
 export async function runDemo(opts: { items: number; duplicateRate: number; batch: number; threads?: number; seed: number; redis?: string; layout?: 'compact' | 'sets' }): Promise<DemoResult> {
   const gate = await HashGate.open({
     ...(opts.threads === undefined ? {} : { threads: opts.threads }),
-    bloom: { expectedItems: Math.max(1000, opts.items), fpp: 0.01 },
+    firstSeenBloom: { expectedItems: Math.max(1000, opts.items), fpp: 0.01 },
     ...(opts.redis === undefined ? {} : { redis: opts.redis }),
     dedup: { window: 'year', timeZone: 'Asia/Shanghai', replayIntervalMs: 0, ...(opts.layout === undefined ? {} : { layout: opts.layout }) },
   });
@@ -54,10 +54,10 @@ export async function runDemo(opts: { items: number; duplicateRate: number; batc
       mismatches,
       keysPerSec: Math.round(opts.items / seconds),
       bloom: {
-        expectedFpp: s.bloom!.expectedFpp,
-        measuredFpp: s.bloom!.measuredFpp ?? null,
-        bitSize: s.bloom!.bitSize,
-        hashFunctions: s.bloom!.hashFunctions,
+        expectedFpp: s.firstSeenBloom!.expectedFpp,
+        measuredFpp: s.firstSeenBloom!.measuredFpp ?? null,
+        bitSize: s.firstSeenBloom!.bitSize,
+        hashFunctions: s.firstSeenBloom!.hashFunctions,
       },
       threads: gate.options.threads,
       batch: opts.batch,
