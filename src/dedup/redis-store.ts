@@ -49,9 +49,9 @@ export class RedisStore implements DedupStore {
     return st === 'reconnecting' || st === 'end' || st === 'close' ? st : undefined;
   }
 
-  async resolveBuckets(window: string, layout: Layout, configured: number): Promise<number> {
+  async resolveBuckets(window: string, layout: Layout, configured: number, record = true): Promise<number> {
     const mk = metaKey(this.prefix, window);
-    await this.redis.hsetnx(mk, metaField(layout), String(configured));
+    if (record) await this.redis.hsetnx(mk, metaField(layout), String(configured));
     const v = Number(await this.redis.hget(mk, metaField(layout)));
     return Number.isInteger(v) && v > 0 ? v : configured;
   }

@@ -402,7 +402,8 @@ export class DedupService {
   async stats(window?: string): Promise<DedupStats> {
     const w = window ?? this.windowOf();
     if (typeof w !== 'string' || w === '') throw invalidType('window', 'a window id such as "2026"', w);
-    const buckets = await this.bucketsFor(w);
+    // read-only: a window nobody wrote yet keeps no bucket count, so a later writer still decides it
+    const buckets = this.bucketsByWindow.get(w) ?? await this.store.resolveBuckets(w, this.options.layout, this.options.buckets, false);
     const { exact, approximate } = await this.store.count(w, this.options.layout, buckets);
     return {
       window: w,

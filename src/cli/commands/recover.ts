@@ -1,5 +1,7 @@
 // `hashgate recover`: replay the fail-open journal into Redis (idempotent, under the recover lock).
+import { existsSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { DEFAULTS } from '../../dedup/options.js';
 import { DedupService } from '../../dedup/service.js';
 import { STORE_FLAGS, STORE_HELP, storeOptions } from './dedup-flags.js';
 
@@ -25,6 +27,12 @@ export async function run(argv: string[]): Promise<number> {
     opts = storeOptions(values);
   } catch (err) {
     console.error(`hashgate recover: ${(err as Error).message}\n\n${HELP}`);
+    return 2;
+  }
+  // A mistyped directory must not read as "nothing to replay": that would hide a real backlog.
+  const dir = opts.dedup.journalDir ?? DEFAULTS.journalDir;
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) {
+    console.error(`hashgate recover: --journal-dir ${dir} does not exist or is not a directory`);
     return 2;
   }
   let svc: DedupService | undefined;
