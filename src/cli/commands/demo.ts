@@ -87,8 +87,9 @@ export async function run(argv: string[]): Promise<number> {
     console.log(`usage: hashgate demo [--items N] [--duplicate-rate R] [--batch N] [--threads N] [--seed N] [--redis URL --layout compact|sets] [--json]
 
 Generates N name+ID transactions over the natural year 2026 (Asia/Shanghai) where a fraction R
-repeats an earlier identity, runs HashGate.firstSeen with a Bloom filter in front of the exact
-store (embedded in memory unless --redis is given) and checks every answer against the truth.`);
+repeats an earlier identity, runs HashGate.firstSeen against the exact store (embedded in
+memory unless --redis is given) and checks every answer against the truth. A Bloom filter
+beside it (firstSeenBloom) reports its measured false-positive rate.`);
     return 0;
   }
   const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));

@@ -9,6 +9,7 @@ import { DEFAULTS, load, type LoadOptions, type LoadSummary } from '../../loader
 import { createProgress } from '../../loader/progress.js';
 import { RedisLayoutSink, type LoaderLayout } from '../../loader/sink.js';
 import type { WindowUnit } from '../../loader/window.js';
+import { REDIS_HELP, defaultRedisUrl } from '../redis-url.js';
 
 /** The dedup store's defaults: same prefix, layout and bucket counts as `HashGate.open`. */
 export const STORE_DEFAULTS = {
@@ -23,9 +24,10 @@ export const HELP = `usage: hashgate load <file|dir|glob>... [flags]
 Loads pipe-delimited export files (e.g. Hive's 000000_0, 000001_0, ...) into the dedup store.
 
 Store
-  --redis URL               Redis URL (default redis://127.0.0.1:6379)
+${REDIS_HELP}
   --cluster HOST:PORT,...   Redis Cluster startup nodes instead of --redis
-  --layout sets|compact     Redis layout (default ${STORE_DEFAULTS.layout}; 'sets' = the seed's scheme)
+  --layout sets|compact     Redis layout (default ${STORE_DEFAULTS.layout}; 'sets' = raw keys in
+                            {prefix}:{window}:{bucket} sets, readable by plain SISMEMBER)
   --prefix P                key prefix (default ${STORE_DEFAULTS.prefix})
   --buckets N               buckets (default: the count recorded for the window, else
                             ${STORE_DEFAULTS.setsBuckets} for sets / ${STORE_DEFAULTS.compactBuckets} for compact)
@@ -59,7 +61,7 @@ Other
   --bloom OUT               also write a Bloom filter (Guava writeTo format) of every key
   --bloom-fpp P             its false-positive rate (default 0.01)
   --bloom-expected N        its expected keys (default: estimated from the input size)
-  --json                    print the summary as JSON on stdout
+  --json                    print the summary as one line of JSON on stdout
   --progress / --no-progress  force the progress bar on/off (default: bar on a TTY, lines otherwise)
   --quiet                   no progress output
 Exit codes: 0 done, 1 error, 2 usage, 3 some rows failed (see --failed-file), 130 interrupted.`;
@@ -246,13 +248,13 @@ export async function run(argv: string[]): Promise<number> {
             }),
             { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1, commandTimeout: 30_000 } },
           )
-        : new Redis(str('redis') ?? 'redis://127.0.0.1:6379', clientOpts);
+        : new Redis(str('redis') ?? defaultRedisUrl(), clientOpts);
       redis.on('error', () => undefined); // reported per batch; reconnects are automatic
       try {
         await redis.connect();
       } catch (err) {
         redis.disconnect();
-        throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `cannot connect to ${cl ? `cluster ${cl}` : str('redis') ?? 'redis://127.0.0.1:6379'}: ${(err as Error).message}`, { cause: err });
+        throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `cannot connect to ${cl ? `cluster ${cl}` : str('redis') ?? defaultRedisUrl()}: ${(err as Error).message}`, { cause: err });
       }
       sink = new RedisLayoutSink(redis, { layout, prefix, buckets, hll: values['no-hll'] !== true });
       // a window keeps the bucket count it was first written with
@@ -296,7 +298,7 @@ export async function run(argv: string[]): Promise<number> {
       writeFileSync(bloomOut, bloom.writeTo());
     }
     const out = { ...summary, layout, prefix, ...(bloomOut ? { bloom: bloomOut, bloomExpectedItems: bloomExpected, bloomFpp } : {}) };
-    if (values.json) console.log(JSON.stringify(out, null, 2));
+    if (values.json) console.log(JSON.stringify(out));
     else console.error(fmtSummary(summary) + (bloomOut ? `\n  Bloom filter written to ${bloomOut}` : ''));
     return summary.interrupted ? 130 : summary.failed > 0 ? 3 : 0;
   } catch (err) {

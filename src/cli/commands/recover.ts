@@ -3,7 +3,7 @@ import { existsSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { DEFAULTS } from '../../dedup/options.js';
 import { DedupService } from '../../dedup/service.js';
-import { STORE_FLAGS, STORE_HELP, storeOptions } from './dedup-flags.js';
+import { LOCK_FLAGS, LOCK_HELP, STORE_FLAGS, STORE_HELP, storeOptions } from './dedup-flags.js';
 
 export const HELP = `usage: hashgate recover [flags]
 
@@ -12,14 +12,15 @@ Idempotent; one instance at a time (Redis lock); a segment is deleted only after
 acknowledged all of its keys. Segments still being written by a live process are left alone.
 
 ${STORE_HELP}
-Exit codes: 0 done (journal empty), 1 error, 2 usage, 3 another instance holds the lock or some
+${LOCK_HELP}
+Exit codes: 0 done (journal empty), 1 error, 2 usage (also: --journal-dir does not exist), 3 another instance holds the lock or some
 segments could not be replayed (run again).`;
 
 export async function run(argv: string[]): Promise<number> {
   let values: Record<string, string | boolean | undefined>;
   let opts: ReturnType<typeof storeOptions>;
   try {
-    ({ values } = parseArgs({ args: argv, strict: true, allowPositionals: false, options: STORE_FLAGS }));
+    ({ values } = parseArgs({ args: argv, strict: true, allowPositionals: false, options: { ...STORE_FLAGS, ...LOCK_FLAGS } }));
     if (values.help) {
       console.log(HELP);
       return 0;
