@@ -14,6 +14,7 @@ import { FingerprintIndex, type FingerprintIndexOptions } from './index/index.js
 import { IdRegistry, type IdRegistryOptions } from './ids/index.js';
 import { resolveMetrics, type Metrics, type MetricsOptions } from './metrics/index.js';
 import { cacheTierTotals, journalDirStats } from './metrics/adapters.js';
+import type { RemoteTierSnapshot } from './cache/index.js';
 import { KernelPool, type PoolStats } from './pool/pool.js';
 import type { KeyInput } from './pool/slots.js';
 
@@ -133,6 +134,39 @@ export interface GateStats {
   /** The filter firstSeen samples its false positive rate with. */
   firstSeenBloom: GateBloomStats | undefined;
   dedup: GateDedupCounters;
+}
+
+/** up: answering normally; degraded: answering, but not from where it should (fail-open journal,
+ * a cache tier skipped, a connection still being made); down: calls to it fail. */
+export type HealthStatus = 'up' | 'degraded' | 'down';
+
+export interface TierHealth {
+  status: HealthStatus;
+  /** Why it is not up (connection state, breaker open, journal backlog, ...). */
+  reason?: string;
+}
+
+export interface GateHealth {
+  /** The worst status of any tier. */
+  status: HealthStatus;
+  /** False when the gate is closed or first-seen answers cannot be given (a readiness probe). */
+  ready: boolean;
+  tiers: {
+    dedup: TierHealth & { store: 'memory' | 'redis' };
+    cacheRedis?: TierHealth;
+    cacheCold?: TierHealth;
+  };
+  /** Fail-open journal waiting to be replayed into Redis (only with a Redis dedup store). */
+  journal?: { dir: string; backlogBytes: number; segments: number; oldestAgeSeconds: number };
+  pool?: { threads: number; queued: number };
+}
+
+const RANK: Record<HealthStatus, number> = { up: 0, degraded: 1, down: 2 };
+
+function remoteTierHealth(t: RemoteTierSnapshot): TierHealth {
+  if (t.breakerOpen) return { status: 'down', reason: `breaker open${t.lastError ? ` after ${t.lastError.code}` : ''}` };
+  if (!t.healthy) return { status: 'degraded', reason: `last call failed${t.lastError ? `: ${t.lastError.code}` : ''}` };
+  return { status: 'up' };
 }
 
 function bloomOption(name: string, b: unknown): BloomFilter | undefined {
@@ -459,6 +493,62 @@ export class HashGate {
       firstSeenBloom: bloomStats(this.firstSeenBloom, sampled === 0 ? undefined : c.bloomFalsePositives / sampled),
       dedup: { ...c },
     };
+  }
+
+  /**
+   * Health of every tier for probes and dashboards. Never rejects: a tier that cannot be reached
+   * is reported, not thrown. With a Redis dedup store it sends one PING (bounded by timeoutMs).
+   */
+  async health(options: { timeoutMs?: number } = {}): Promise<GateHealth> {
+    const timeoutMs = options.timeoutMs ?? 1000;
+    const dedup = await this.dedupHealth(timeoutMs);
+    const tiers: GateHealth['tiers'] = { dedup };
+    let journal: GateHealth['journal'];
+    if (this.dedup.redis !== undefined) {
+      const dir = this.dedup.options.journalDir;
+      const j = journalDirStats(dir);
+      journal = { dir, backlogBytes: j.bytes, segments: j.segments ?? 0, oldestAgeSeconds: j.oldestAgeSeconds ?? 0 };
+      if (j.bytes > 0 && dedup.status === 'up') {
+        // keys answered by fail-open are not in Redis yet: other instances can answer them 1 again
+        tiers.dedup = { ...dedup, status: 'degraded', reason: `${j.bytes} B of fail-open journal not replayed yet` };
+      }
+    }
+    const c = this.cache?.stats();
+    if (c?.redis !== undefined) tiers.cacheRedis = remoteTierHealth(c.redis);
+    if (c?.cold !== undefined) tiers.cacheCold = remoteTierHealth(c.cold);
+    if (this.closed) tiers.dedup = { ...tiers.dedup, status: 'down', reason: 'gate closed' };
+    const worst = Object.values(tiers).reduce<HealthStatus>((w, t) => (RANK[t.status] > RANK[w] ? t.status : w), 'up');
+    const p = this.pool?.stats();
+    return {
+      status: worst,
+      ready: !this.closed && tiers.dedup.status !== 'down',
+      tiers,
+      ...(journal === undefined ? {} : { journal }),
+      ...(p === undefined ? {} : { pool: { threads: p.threads, queued: p.queued } }),
+    };
+  }
+
+  private async dedupHealth(timeoutMs: number): Promise<TierHealth & { store: 'memory' | 'redis' }> {
+    const redis = this.dedup.redis;
+    if (redis === undefined) return { store: 'memory', status: 'up' };
+    const failOpen = this.dedup.options.onStoreError === 'fail-open';
+    // while Redis cannot answer, fail-open still answers (journaled): degraded; fail-closed rejects: down
+    const notUp = (reason: string): TierHealth & { store: 'redis' } => ({ store: 'redis', status: failOpen ? 'degraded' : 'down', reason });
+    if (redis.status !== 'ready') return notUp(`redis connection is ${redis.status}`);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        redis.ping(),
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`no PONG within ${timeoutMs} ms`)), timeoutMs);
+        }),
+      ]);
+      return { store: 'redis', status: 'up' };
+    } catch (err) {
+      return notUp(`redis PING failed: ${(err as Error).message}`);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Test-only access to the pool (crash tests). */

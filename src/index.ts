@@ -1,6 +1,6 @@
 // Package root: the facade, the hashing API, the data structures and the errors.
 export { HashGate, DEFAULTS as GATE_DEFAULTS } from './gate.js';
-export type { HashGateOptions, GateStats, GateBloomStats, GateDedupCounters, Keys } from './gate.js';
+export type { HashGateOptions, GateStats, GateBloomStats, GateDedupCounters, GateHealth, TierHealth, HealthStatus, Keys } from './gate.js';
 export * from './errors.js';
 export {
   murmur3_128, murmur3_128Hex, murmur3_32, murmur3_x86_128, murmur3_64, xxh64, hashBatch, bucketsOf, jumpBucketsOf,
