@@ -15,7 +15,7 @@ export interface ClusterNode {
 export type RedisConfig = string | RedisOptions | { cluster: Array<ClusterNode | string>; options?: Record<string, unknown> };
 
 export interface DedupOptions {
-  /** 'compact' (default): 64-bit digest suffixes in intset buckets; 'sets': the seed's raw-key sets. */
+  /** 'compact' (default): 64-bit digest suffixes in intset buckets; 'sets': raw keys in `{prefix}:{window}:{bucket}` sets (readable by plain SISMEMBER). */
   layout?: Layout;
   /** Buckets per window. Default: 1000 for 'sets' (seed), derived from expectedKeys for 'compact'. */
   buckets?: number;
@@ -26,11 +26,11 @@ export interface DedupOptions {
   window?: WindowSpec;
   timeZone?: string;
   onStoreError?: OnStoreError;
-  /** Directory of the fail-open journal. Default './hashgate-journal'. */
+  /** Directory of the fail-open journal. Default './hashgate-journal', relative to process.cwd(). */
   journalDir?: string;
   /** Compact layout only: HMAC-SHA-256 key; digests become HMAC(secret, key) truncated to 128 bits. */
   secret?: string | Uint8Array;
-  /** Background replay period; 0 disables. Default 3_600_000 (hourly, as in the seed). */
+  /** Background replay period; 0 disables. Default 3_600_000 (hourly). */
   replayIntervalMs?: number;
   /** Seen-key cache bounds (entries and approximate bytes). 0 entries disables the cache. */
   cacheMaxEntries?: number;

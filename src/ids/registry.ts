@@ -1,4 +1,4 @@
-// Collision-safe logical ids (seed 001 §3-§8): documents live under a unique physical id and are
+// Collision-safe logical ids: documents live under a unique physical id and are
 // found through their logical hash; upsert tells new / duplicate / collision apart by comparing
 // the canonical raw, never by trusting the hash.
 import { EventEmitter } from 'node:events';
@@ -34,7 +34,7 @@ export interface IdRegistryOptions {
   /** Logical-id hash: 'murmur3_128' (default), 'murmur3_128+len', 'sha256' or { name, hash }. */
   algorithm?: IdAlgorithm;
   /**
-   * Move new writes to SHA-256 once collisions/documents exceeds `threshold` (seed 001 §8.3), with
+   * Move new writes to SHA-256 once collisions/documents exceeds `threshold`, with
    * at least `minDocuments` stored. Old documents stay findable: lookups also probe the old id.
    * false (default) = never escalate.
    */
@@ -195,7 +195,7 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
     return undefined;
   }
 
-  /** All documents sharing a logical id (more than one = collision, seed 001 §5.2 get_by_hash). */
+  /** All documents sharing a logical id (more than one = collision). */
   async byLogicalId(id: string): Promise<StoredDoc[]> {
     return (await this.store.bucket(id)).docs;
   }
@@ -217,7 +217,7 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
   }
 
   /**
-   * The seed 001 background job: for every logical id holding more than one document, merge
+   * The repair job: for every logical id holding more than one document, merge
    * documents with the same canonical raw (pseudo-collisions) and move true collisions to
    * SHA-256 ids. Idempotent: a second run finds nothing to do. Run it from one process at a time.
    */

@@ -1,4 +1,4 @@
-// Device-fingerprint inverted index (seed 000 §4.2): attribute value -> set of device ids, with a
+// Device-fingerprint inverted index: attribute value -> set of device ids, with a
 // local Bloom filter of indexed values in front so a query naming a never-seen value is answered
 // without touching storage.
 import type { Cluster, Redis } from 'ioredis';
@@ -10,7 +10,7 @@ import type { Attributes, IndexBackend, QueryOptions } from './types.js';
 
 export const DEFAULTS = {
   keyPrefix: 'idx',
-  /** Standalone: one partition (the seed's key layout). Cluster: see redis.ts for the trade-off. */
+  /** Standalone: one partition (plain `idx:<attr>:<value>` keys). Cluster: see redis.ts for the trade-off. */
   shards: 1,
   clusterShards: 16,
   maxValueLength: 64,

@@ -11,7 +11,7 @@ import { checkKnownKeys, invalidType } from '../errors.js';
 
 export const DEFAULTS = {
   prefix: 'hashgate_',
-  /** Batch latencies: 25 µs .. 5 s; p99 < 2 ms (the seed's hash target) falls mid-range. */
+  /** Batch latencies: 25 µs .. 5 s; a 2 ms p99 hashing target falls mid-range. */
   batchBuckets: [0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
   collectDefaultMetrics: false,
 } as const;

@@ -1,5 +1,5 @@
-// `hashgate buckets`: bucket balance of murmur mod N vs jump hash vs a hash ring, as the seed
-// measured (mean, standard deviation) plus min/max, max/mean, chi-square p-value and the share
+// `hashgate buckets`: bucket balance of murmur mod N vs jump hash vs a hash ring: mean and
+// standard deviation plus min/max, max/mean, chi-square p-value and the share
 // of keys that move when the bucket count changes.
 import { parseArgs } from 'node:util';
 import { analyseFiles, analyseSynthetic, DEFAULTS, type BalanceReport } from '../../analysis/balance.js';
