@@ -105,6 +105,14 @@ describe.skipIf(!has)('hashgate --json and --redis', () => {
     expect(after).toMatchObject({ buckets: 4096, exact: 3 });
   });
 
+  it('commands that need Redis refuse to guess one: exit 2 without --redis or $HASHGATE_REDIS_URL', () => {
+    for (const args of [['stats', '--window', '2027'], ['recover', '--journal-dir', dir], ['migrate', '--dry-run'], ['load', join(dir, 'rows.txt')]]) {
+      const r = cli(args);
+      expect(r.code, args[0]).toBe(2);
+      expect(r.err, args[0]).toMatch(/--redis URL \(or \$HASHGATE_REDIS_URL\) is required/);
+    }
+  });
+
   it('commands that need Redis take $HASHGATE_REDIS_URL when --redis is not given', async () => {
     const r = cli(['stats', '--window', '2027', '--json'], { HASHGATE_REDIS_URL: srv.url });
     expect(r.code, r.err).toBe(0);

@@ -173,6 +173,7 @@ export async function run(argv: string[]): Promise<number> {
     const win = str('window');
     if (win !== undefined && (win === '' || /[:{}*?[\]\s]/.test(win))) throw usage(`--window must be a non-empty id without ':', braces, glob characters or spaces, got ${JSON.stringify(win)}`);
     if (str('redis') !== undefined && str('cluster') !== undefined) throw usage('--redis and --cluster are mutually exclusive');
+    if (values['dry-run'] !== true && str('redis') === undefined && str('cluster') === undefined) defaultRedisUrl();
     const tz = str('time-zone');
     if (tz !== undefined) {
       try {

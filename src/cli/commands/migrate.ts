@@ -11,7 +11,7 @@ import { REDIS_HELP, defaultRedisUrl } from '../redis-url.js';
 
 export const EXIT = { ok: 0, error: 1, usage: 2, locked: 3 } as const;
 
-const USAGE = `usage: hashgate migrate [--redis URL] [--hbase HOST:PORT] [--threshold 1h] [--batch ${TIERING_DEFAULTS.batchSize}]
+const USAGE = `usage: hashgate migrate --redis URL [--hbase HOST:PORT] [--threshold 1h] [--batch ${TIERING_DEFAULTS.batchSize}]
                         [--max-batches N] [--table T]... [--prefix ${TIERING_DEFAULTS.prefix}] [--family c]
                         [--hbase-table-prefix P] [--fresh] [--dry-run] [--json] [--quiet]
 ${REDIS_HELP.replace('Redis URL', 'hot tier')}
@@ -82,13 +82,14 @@ export async function run(argv: string[]): Promise<number> {
     console.log(USAGE);
     return EXIT.ok;
   }
-  const redisUrl = values.redis ?? defaultRedisUrl();
+  let redisUrl: string;
   const zk = values.hbase ?? process.env.HBASE_ZK;
   const dryRun = values['dry-run'] === true;
   let thresholdMs: number;
   let batchSize: number;
   let maxBatches: number | undefined;
   try {
+    redisUrl = values.redis ?? defaultRedisUrl();
     if (!zk && !dryRun) throw new TypeError('--hbase HOST:PORT (or env HBASE_ZK) is required unless --dry-run');
     thresholdMs = values.threshold === undefined ? TIERING_DEFAULTS.thresholdMs : parseDuration('--threshold', values.threshold);
     batchSize = values.batch === undefined ? TIERING_DEFAULTS.batchSize : checkInt('--batch', Number(values.batch), 1, 100_000);
