@@ -93,6 +93,8 @@ describe('consumers of the installed package', () => {
     const r = spawnSync(process.execPath, [join(app, 'node_modules/.bin/hashgate'), 'hash', 'hello'], { cwd: app, encoding: 'utf8' });
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/^029bbd41b3a7d8cb191dae486a901e5b\thello/);
+    const v = spawnSync(process.execPath, [join(app, 'node_modules/.bin/hashgate'), '--version'], { cwd: app, encoding: 'utf8' });
+    expect(v.stdout.trim()).toBe(JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')).version);
   });
 
   for (const [name, compilerOptions] of [
