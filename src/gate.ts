@@ -152,7 +152,12 @@ export interface GateHealth {
   /** False when the gate is closed or first-seen answers cannot be given (a readiness probe). */
   ready: boolean;
   tiers: {
-    dedup: TierHealth & { store: 'memory' | 'redis' };
+    dedup: TierHealth & {
+      store: 'memory' | 'redis';
+      /** Standalone Redis with replicas: how many are online, and the largest lag INFO reports. */
+      replicas?: number;
+      replicaLagSeconds?: number;
+    };
     cacheRedis?: TierHealth;
     cacheCold?: TierHealth;
   };
@@ -162,6 +167,18 @@ export interface GateHealth {
 }
 
 const RANK: Record<HealthStatus, number> = { up: 0, degraded: 1, down: 2 };
+
+/** Online replicas and their largest lag from INFO replication (master side); {} when none. */
+function replication(info: string): { replicas?: number; replicaLagSeconds?: number } {
+  let replicas = 0;
+  let lag = 0;
+  for (const m of info.matchAll(/^slave\d+:.*?state=(\w+).*?lag=(\d+)/gm)) {
+    if (m[1] !== 'online') continue;
+    replicas++;
+    lag = Math.max(lag, Number(m[2]));
+  }
+  return replicas === 0 ? {} : { replicas, replicaLagSeconds: lag };
+}
 
 function remoteTierHealth(t: RemoteTierSnapshot): TierHealth {
   if (t.breakerOpen) return { status: 'down', reason: `breaker open${t.lastError ? ` after ${t.lastError.code}` : ''}` };
@@ -528,7 +545,7 @@ export class HashGate {
     };
   }
 
-  private async dedupHealth(timeoutMs: number): Promise<TierHealth & { store: 'memory' | 'redis' }> {
+  private async dedupHealth(timeoutMs: number): Promise<GateHealth['tiers']['dedup']> {
     const redis = this.dedup.redis;
     if (redis === undefined) return { store: 'memory', status: 'up' };
     const failOpen = this.dedup.options.onStoreError === 'fail-open';
@@ -537,13 +554,15 @@ export class HashGate {
     if (redis.status !== 'ready') return notUp(`redis connection is ${redis.status}`);
     let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
-        redis.ping(),
-        new Promise((_, reject) => {
+      // a Cluster client sends INFO to one arbitrary node, so replication is reported for standalone only
+      const standalone = redis instanceof Redis;
+      const [, info] = await Promise.race([
+        Promise.all([redis.ping(), standalone ? redis.info('replication') : Promise.resolve(undefined)]),
+        new Promise<never>((_, reject) => {
           timer = setTimeout(() => reject(new Error(`no PONG within ${timeoutMs} ms`)), timeoutMs);
         }),
       ]);
-      return { store: 'redis', status: 'up' };
+      return { store: 'redis', status: 'up', ...(info === undefined ? {} : replication(info)) };
     } catch (err) {
       return notUp(`redis PING failed: ${(err as Error).message}`);
     } finally {

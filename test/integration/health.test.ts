@@ -82,4 +82,21 @@ describe.skipIf(!has)('gate.health() (Redis killed and restarted)', () => {
       await gate.close();
     }
   });
+
+  it('reports online replicas and their lag (INFO replication on the primary)', async () => {
+    const replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(srv.port)] });
+    const gate = await HashGate.open({ threads: 0, redis: srv.url, dedup: { journalDir: join(dir, 'replica'), replayIntervalMs: 0 } });
+    try {
+      await gate.firstSeen(['r']);
+      const h = await until(gate, (x) => x.tiers.dedup.replicas === 1, 30_000);
+      expect(h.tiers.dedup).toMatchObject({ status: 'up', replicas: 1, replicaLagSeconds: expect.any(Number) });
+      expect(h.tiers.dedup.replicaLagSeconds!).toBeLessThan(5);
+      await replica.kill('SIGKILL');
+      const gone = await until(gate, (x) => x.tiers.dedup.replicas === undefined, 30_000);
+      expect(gone.tiers.dedup.status).toBe('up');
+    } finally {
+      await gate.close();
+      await replica.stop().catch(() => undefined);
+    }
+  }, 90_000);
 });
