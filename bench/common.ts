@@ -527,7 +527,7 @@ export function peakRssBytes(): number {
 const SURNAMES = '王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈姚卢';
 const GIVEN = '伟芳娜敏静丽强磊军洋勇艳杰娟涛明超秀霞平刚桂英华玉兰萍红建国志文斌宁浩宇轩梓涵子睿欣怡佳琪思雨嘉';
 
-/** Shape A key: Chinese name + 18-digit ID number (the seed's name+idNo). Deterministic per index. */
+/** Shape A key: Chinese name + 18-digit ID number (name+idNo). Deterministic per index. */
 export function shapeAKey(i: number, rnd = prng(i * 2654435761)): string {
   const s = SURNAMES[Math.floor(rnd() * SURNAMES.length)] as string;
   let g = '';

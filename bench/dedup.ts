@@ -168,7 +168,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         });
         console.log(`[dedup] memory ${layout} ${n}: ${perKey.toFixed(2)} B/key (${buckets} buckets), load ${(n / sec / 1000).toFixed(0)} k keys/s`);
         if (layout === 'compact') s.target(`compact layout bytes/key at ${n} keys`, '<=', 24, perKey, 'B');
-        else s.notes.push(`sets layout: ${perKey.toFixed(1)} B/key at ${n} keys (seed-compatible raw members; issue quotes ~76-108)`);
+        else s.notes.push(`sets layout: ${perKey.toFixed(1)} B/key at ${n} keys (raw members, readable by Java SISMEMBER; expected ~76-108)`);
       }
     }
     await admin.flushall();

@@ -1,4 +1,4 @@
-// Index and logical-id throughput (issue 7): FingerprintIndex writes and 2-/3-attribute match
+// Index and logical-id throughput: FingerprintIndex writes and 2-/3-attribute match
 // queries on a private redis-server against a naive ioredis SADD/SINTER loop at the same
 // concurrency, Bloom-gated absent queries, and IdRegistry upserts for new/duplicate mixes.
 // Redis server CPU per operation (INFO cpu) is recorded in `extra` to name the bottleneck.
@@ -205,7 +205,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         },
       });
       await s.sample({
-        name: `upserts ${label}`, impl: 'naive SET NX hash-as-id (unsafe, seed 001 §2)', role: 'peer', unit: 'upserts/s',
+        name: `upserts ${label}`, impl: 'naive SET NX hash-as-id (unsafe: a hash collision overwrites)', role: 'peer', unit: 'upserts/s',
         beforeEach: async () => {
           await r.flushdb();
           await windowed(pre, W, (i) => { const c = canonicalJson(recs[i]); return r.set(`naive:${murmur3_128Hex(c)}`, c, 'NX'); });

@@ -1,7 +1,7 @@
 // Bulk loader throughput on a generated Hive-style export (10M lines in 10 files; tiny in quick
 // mode) into a private redis-server (never 6379): `hashgate load` (child process, both layouts,
 // and --dry-run) vs an ioredis pipelined loader written the obvious way (readline, split, per-
-// bucket arrays, pipelined SADD) vs the seed's first attempt, one awaited SADD per row (sample).
+// bucket arrays, pipelined SADD) vs the naive first attempt, one awaited SADD per row (sample).
 // Peak RSS comes from each child's summary; loading 1 file vs all files shows it is bounded.
 import { spawn } from 'node:child_process';
 import { createReadStream, mkdtempSync, rmSync } from 'node:fs';
@@ -81,7 +81,7 @@ async function pipelinedLoader(redis: Redis, files: string[], maxRows: number, b
   return rows;
 }
 
-/** The seed's first attempt: one awaited SADD per row (20 ms each there; loopback here). */
+/** The naive first attempt: one awaited SADD per row (20 ms each against a remote Redis; loopback here). */
 async function naiveLoader(redis: Redis, file: string, maxRows: number, buckets: number): Promise<number> {
   let rows = 0;
   const rl = createInterface({ input: createReadStream(file), crlfDelay: Infinity });
@@ -193,7 +193,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       const peer = s.rows.find((r) => r.impl.startsWith('ioredis pipelined'));
       const naive = s.rows.find((r) => r.impl.startsWith('one awaited'));
       if (ours && peer && peer.opsPerSec > 0) s.notes.push(`hashgate load (sets) = ${(ours.opsPerSec / peer.opsPerSec).toFixed(1)}x the ioredis pipelined loader`);
-      if (ours && naive && naive.opsPerSec > 0) s.notes.push(`hashgate load (sets) = ${(ours.opsPerSec / naive.opsPerSec).toFixed(0)}x one awaited SADD per row (the seed's 20 ms/row remote Redis would be ~${Math.round((gen.rows * 0.02) / 86400)} days for this export)`);
+      if (ours && naive && naive.opsPerSec > 0) s.notes.push(`hashgate load (sets) = ${(ours.opsPerSec / naive.opsPerSec).toFixed(0)}x one awaited SADD per row (at 20 ms per row against a remote Redis it would be ~${Math.round((gen.rows * 0.02) / 86400)} days for this export)`);
     } finally {
       redis.disconnect();
     }

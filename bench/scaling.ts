@@ -33,7 +33,7 @@ interface ChildReport {
 async function childMeasure(n: number): Promise<ChildReport> {
   const { HashGate } = await import('../src/gate.js');
   const keys = makeKeys(n, 'A', 7);
-  const gate = await HashGate.open({ threads: 0, bloom: { expectedItems: n, fpp: FPP }, dedup: { replayIntervalMs: 0 } });
+  const gate = await HashGate.open({ threads: 0, firstSeenBloom: { expectedItems: n, fpp: FPP }, dedup: { replayIntervalMs: 0 } });
   // Baseline after the gate is open and warm (modules, WASM instance, JIT): what remains is the
   // marginal memory of n keys (exact store entries, seen-cache, Bloom pages actually touched).
   await gate.firstSeen(['warm-up key']);
@@ -54,7 +54,7 @@ async function childMeasure(n: number): Promise<ChildReport> {
     rssBefore,
     rssAfter: mu.rss,
     heapAfter: mu.heapUsed,
-    bloomBytes: st.bloom ? Math.ceil(st.bloom.bitSize / 8) : 0,
+    bloomBytes: st.firstSeenBloom ? Math.ceil(st.firstSeenBloom.bitSize / 8) : 0,
     firstSeen: first,
     keysPerSec: n / sec,
   };

@@ -24,6 +24,7 @@ export const ErrorCodes = {
   HBASE_UNAVAILABLE: 'HG_ERR_HBASE_UNAVAILABLE',
   PARSE: 'HG_ERR_PARSE',
   TIMEOUT: 'HG_ERR_TIMEOUT',
+  MISSING_DEPENDENCY: 'HG_ERR_MISSING_DEPENDENCY',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
@@ -77,21 +78,69 @@ export class HashGateRangeError extends RangeError {
  */
 const DATA_ARG = /^(keys?|input|rows?|members?|entries|records?|docs?|ids?|userId)(\[\d+\])?(\.(row|key|userId))?$/;
 
+/**
+ * Option errors (names rooted at `options`, e.g. `options.dedup.window`) carry HG_ERR_INVALID_OPTION;
+ * errors about a method's arguments (`keys[3]`, `seed`) carry HG_ERR_INVALID_ARG. One rule, so a
+ * caller can tell "my configuration is wrong" from "this call is wrong" by the code alone.
+ */
+export function codeFor(name: string): ErrorCode {
+  return name === 'options' || name.startsWith('options.') || name.startsWith('options[') ? ErrorCodes.INVALID_OPTION : ErrorCodes.INVALID_ARG;
+}
+
 /** `name` is the option or argument as the user wrote it, e.g. `options.bloom.fpp` or `seed`. */
 export function invalidType(name: string, expected: string, got: unknown): HashGateTypeError {
-  return new HashGateTypeError(
-    ErrorCodes.INVALID_ARG,
-    `${name} must be ${expected}, got ${describe(got, DATA_ARG.test(name))}`,
-    { name },
-  );
+  return new HashGateTypeError(codeFor(name), `${name} must be ${expected}, got ${describe(got, DATA_ARG.test(name))}`, { name });
 }
 
 export function outOfRange(name: string, expected: string, got: unknown): HashGateRangeError {
-  return new HashGateRangeError(
-    ErrorCodes.INVALID_ARG,
-    `${name} must be ${expected}, got ${describe(got, DATA_ARG.test(name))}`,
-    { name },
-  );
+  return new HashGateRangeError(codeFor(name), `${name} must be ${expected}, got ${describe(got, DATA_ARG.test(name))}`, { name });
+}
+
+/**
+ * Refuses keys an options object does not know, by their full path, so a misspelt option
+ * (`bloom: { expected: 10 }`) is reported as itself instead of as a missing required one.
+ */
+export function checkKnownKeys(name: string, value: unknown, known: readonly string[]): void {
+  if (value === null || typeof value !== 'object') return;
+  for (const k of Object.keys(value)) {
+    if (known.includes(k)) continue;
+    const lower = k.toLowerCase();
+    const near = known.find((c) => c.toLowerCase().startsWith(lower) || lower.startsWith(c.toLowerCase()));
+    throw new HashGateTypeError(
+      ErrorCodes.INVALID_OPTION,
+      `${name}.${k} is not a known option${near === undefined ? '' : ` (did you mean ${near}?)`}; known: ${known.join(', ')}`,
+      { name: `${name}.${k}` },
+    );
+  }
+}
+
+/**
+ * Re-roots an option error raised by a component (which names its own options `options.x` or just
+ * `x`) under the path the user wrote, e.g. `options.cache.local.maxEntries`; the code becomes
+ * HG_ERR_INVALID_OPTION. Any other error passes through unchanged.
+ */
+export function underOption(prefix: string, err: unknown): unknown {
+  if (!(err instanceof HashGateTypeError || err instanceof HashGateRangeError)) return err;
+  const name = err.details?.['name'];
+  if (typeof name !== 'string' || name.startsWith(prefix)) return err;
+  const last = prefix.slice(prefix.lastIndexOf('.') + 1);
+  const full =
+    name === 'options' || name.startsWith('options.') ? prefix + name.slice('options'.length)
+      : name === last || name.startsWith(`${last}.`) ? prefix.slice(0, prefix.length - last.length) + name
+        : `${prefix}.${name}`;
+  const message = err.message.startsWith(name) ? full + err.message.slice(name.length) : `${prefix}: ${err.message}`;
+  const Ctor = err instanceof HashGateRangeError ? HashGateRangeError : HashGateTypeError;
+  const out = new Ctor(ErrorCodes.INVALID_OPTION, message, { ...err.details, name: full });
+  return out;
+}
+
+/** Runs a component's constructor, re-rooting its option errors under `prefix`. */
+export function withOptionPath<T>(prefix: string, build: () => T): T {
+  try {
+    return build();
+  } catch (err) {
+    throw underOption(prefix, err);
+  }
 }
 
 /**
@@ -132,7 +181,7 @@ export function checkNumber(name: string, v: unknown, min: number, max: number, 
 export function checkOneOf<T extends string>(name: string, v: unknown, allowed: readonly T[]): T {
   if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) {
     throw new HashGateTypeError(
-      ErrorCodes.INVALID_OPTION,
+      codeFor(name),
       `${name} must be one of ${allowed.map((a) => `'${a}'`).join(', ')}, got ${describe(v)}`,
       { name },
     );

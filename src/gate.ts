@@ -3,7 +3,7 @@
 // cheapest place that can answer it.
 import { availableParallelism } from 'node:os';
 import { Redis, Cluster } from 'ioredis';
-import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType } from './errors.js';
+import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType, withOptionPath } from './errors.js';
 import { hashBatch, bucketsOf, digestSize, type HashAlgorithm, type PackedKeys, checkPackedKeys } from './hash/index.js';
 import { BloomFilter, type BloomFilterOptions } from './bloom/index.js';
 import { DedupService, type DedupServiceOptions, type DedupStats, type RecoverReport } from './dedup/service.js';
@@ -14,6 +14,7 @@ import { FingerprintIndex, type FingerprintIndexOptions } from './index/index.js
 import { IdRegistry, type IdRegistryOptions } from './ids/index.js';
 import { resolveMetrics, type Metrics, type MetricsOptions } from './metrics/index.js';
 import { cacheTierTotals, journalDirStats } from './metrics/adapters.js';
+import type { RemoteTierSnapshot } from './cache/index.js';
 import { KernelPool, type PoolStats } from './pool/pool.js';
 import type { KeyInput } from './pool/slots.js';
 import { COALESCE_DEFAULTS, parseCoalesceOptions, type CoalesceOptions, type ResolvedCoalesce } from './util/coalescer.js';
@@ -36,9 +37,19 @@ export interface HashGateOptions {
   chunkBytes?: number;
   /** Shared slots (bounds memory and in-flight tasks). Default 2 * threads + 2. */
   slots?: number;
+  /** A worker idle this long exits; piscina starts a new one on demand. Default 30_000. */
   idleTimeoutMs?: number;
-  /** A Bloom filter in shared memory, sized like Guava's BloomFilter.create(n, p). */
+  /**
+   * The gate's Bloom filter in shared memory (bloomAdd/bloomCheck, e.g. a blacklist), sized like
+   * Guava's BloomFilter.create(n, p). firstSeen never reads or writes it.
+   */
   bloom?: BloomFilterOptions | BloomFilter | false;
+  /**
+   * A second, separate filter that firstSeen fills with every key it answers, to measure its false
+   * positive rate against the exact answers (stats().firstSeenBloom.measuredFpp). Exact answers
+   * never depend on it. Default off.
+   */
+  firstSeenBloom?: BloomFilterOptions | BloomFilter | false;
   /** Redis for dedup (and the lookup cache's hot tier when `cache.redis` is not given). */
   redis?: RedisConfig | Redis | Cluster;
   dedup?: DedupOptions;
@@ -86,7 +97,7 @@ interface Resolved {
 }
 
 const KNOWN = new Set([
-  'threads', 'maxQueue', 'inlineThreshold', 'chunkKeys', 'chunkBytes', 'slots', 'idleTimeoutMs', 'bloom', 'redis',
+  'threads', 'maxQueue', 'inlineThreshold', 'chunkKeys', 'chunkBytes', 'slots', 'idleTimeoutMs', 'bloom', 'firstSeenBloom', 'redis',
   'dedup', 'cache', 'index', 'ids', 'metrics', 'now', 'testHooks', 'coalesce',
 ]);
 
@@ -118,12 +129,92 @@ export interface GateDedupCounters {
   bloomTrueNegatives: number;
 }
 
+export interface GateBloomStats {
+  bitSize: number;
+  hashFunctions: number;
+  bitCount: number;
+  expectedFpp: number;
+  /** Only for firstSeenBloom: false positives / keys firstSeen answered as new. */
+  measuredFpp: number | undefined;
+  approximateElements: number;
+}
+
 export interface GateStats {
   pool: PoolStats | undefined;
-  bloom:
-    | { bitSize: number; hashFunctions: number; bitCount: number; expectedFpp: number; measuredFpp: number | undefined; approximateElements: number }
-    | undefined;
+  /** The gate's filter (bloomAdd/bloomCheck). */
+  bloom: GateBloomStats | undefined;
+  /** The filter firstSeen samples its false positive rate with. */
+  firstSeenBloom: GateBloomStats | undefined;
   dedup: GateDedupCounters;
+}
+
+/** up: answering normally; degraded: answering, but not from where it should (fail-open journal,
+ * a cache tier skipped, a connection still being made); down: calls to it fail. */
+export type HealthStatus = 'up' | 'degraded' | 'down';
+
+export interface TierHealth {
+  status: HealthStatus;
+  /** Why it is not up (connection state, breaker open, journal backlog, ...). */
+  reason?: string;
+}
+
+export interface GateHealth {
+  /** The worst status of any tier. */
+  status: HealthStatus;
+  /** False when the gate is closed or first-seen answers cannot be given (a readiness probe). */
+  ready: boolean;
+  tiers: {
+    dedup: TierHealth & {
+      store: 'memory' | 'redis';
+      /** Standalone Redis with replicas: how many are online, and the largest lag INFO reports. */
+      replicas?: number;
+      replicaLagSeconds?: number;
+    };
+    cacheRedis?: TierHealth;
+    cacheCold?: TierHealth;
+  };
+  /** Fail-open journal waiting to be replayed into Redis (only with a Redis dedup store). */
+  journal?: { dir: string; backlogBytes: number; segments: number; oldestAgeSeconds: number };
+  pool?: { threads: number; queued: number };
+}
+
+const RANK: Record<HealthStatus, number> = { up: 0, degraded: 1, down: 2 };
+
+/** Online replicas and their largest lag from INFO replication (master side); {} when none. */
+function replication(info: string): { replicas?: number; replicaLagSeconds?: number } {
+  let replicas = 0;
+  let lag = 0;
+  for (const m of info.matchAll(/^slave\d+:.*?state=(\w+).*?lag=(\d+)/gm)) {
+    if (m[1] !== 'online') continue;
+    replicas++;
+    lag = Math.max(lag, Number(m[2]));
+  }
+  return replicas === 0 ? {} : { replicas, replicaLagSeconds: lag };
+}
+
+function remoteTierHealth(t: RemoteTierSnapshot): TierHealth {
+  if (t.breakerOpen) return { status: 'down', reason: `breaker open${t.lastError ? ` after ${t.lastError.code}` : ''}` };
+  if (!t.healthy) return { status: 'degraded', reason: `last call failed${t.lastError ? `: ${t.lastError.code}` : ''}` };
+  return { status: 'up' };
+}
+
+function bloomOption(name: string, b: unknown): BloomFilter | undefined {
+  if (b === undefined || b === false) return undefined;
+  if (b instanceof BloomFilter) return b;
+  if (typeof b === 'object' && b !== null) return withOptionPath(name, () => BloomFilter.create(b as BloomFilterOptions));
+  throw invalidType(name, 'false, a BloomFilter or { expectedItems, fpp }', b);
+}
+
+function bloomStats(b: BloomFilter | undefined, measuredFpp: number | undefined): GateBloomStats | undefined {
+  if (b === undefined) return undefined;
+  return {
+    bitSize: b.bitSize,
+    hashFunctions: b.hashFunctions,
+    bitCount: b.bitCount(),
+    expectedFpp: b.expectedFpp(),
+    measuredFpp,
+    approximateElements: b.approximateElementCount(),
+  };
 }
 
 function keyCount(keys: Keys, name: string): number {
@@ -134,6 +225,7 @@ function keyCount(keys: Keys, name: string): number {
 export class HashGate {
   readonly options: Resolved;
   readonly bloom: BloomFilter | undefined;
+  readonly firstSeenBloom: BloomFilter | undefined;
   readonly dedup: DedupService;
   readonly cache: TieredCache | undefined;
   readonly index: FingerprintIndex | undefined;
@@ -146,12 +238,9 @@ export class HashGate {
 
   private constructor(options: HashGateOptions) {
     this.options = resolve(options);
-    this.metrics = resolveMetrics(options.metrics, 'options.metrics');
-    const b = options.bloom;
-    if (b === undefined || b === false) this.bloom = undefined;
-    else if (b instanceof BloomFilter) this.bloom = b;
-    else if (typeof b === 'object' && b !== null) this.bloom = BloomFilter.create(b);
-    else throw invalidType('options.bloom', 'false, a BloomFilter or { expectedItems, fpp }', b);
+    this.metrics = withOptionPath('options.metrics', () => resolveMetrics(options.metrics, 'options.metrics'));
+    this.bloom = bloomOption('options.bloom', options.bloom);
+    this.firstSeenBloom = bloomOption('options.firstSeenBloom', options.firstSeenBloom);
 
     const dedupOptions: DedupServiceOptions = {};
     if (options.redis !== undefined) dedupOptions.redis = options.redis;
@@ -159,14 +248,14 @@ export class HashGate {
     if (options.now !== undefined) dedupOptions.now = options.now;
     dedupOptions.metrics = this.metrics;
     dedupOptions.coalesce = this.options.coalesce;
-    this.dedup = new DedupService(dedupOptions);
+    this.dedup = withOptionPath('options', () => new DedupService(dedupOptions));
 
     if (options.cache !== undefined) {
       const c: TieredCacheOptions = { ...options.cache };
       if (c.now === undefined && options.now !== undefined) c.now = options.now;
       if (c.coalesce === undefined) c.coalesce = this.options.coalesce;
       try {
-        this.cache = new TieredCache(c);
+        this.cache = withOptionPath('options.cache', () => new TieredCache(c));
       } catch (err) {
         // Bad cache options must not leave the dedup store's Redis connection open.
         void this.dedup.close().catch(() => undefined);
@@ -175,8 +264,10 @@ export class HashGate {
     }
 
     try {
-      this.index = options.index === undefined ? undefined : new FingerprintIndex(options.index === true ? {} : options.index);
-      this.ids = options.ids === undefined ? undefined : new IdRegistry(options.ids === true ? {} : { now: options.now ?? Date.now, ...options.ids });
+      const ix = options.index;
+      this.index = ix === undefined ? undefined : withOptionPath('options.index', () => new FingerprintIndex(ix === true ? {} : ix));
+      const ids = options.ids;
+      this.ids = ids === undefined ? undefined : withOptionPath('options.ids', () => new IdRegistry(ids === true ? {} : { now: options.now ?? Date.now, ...ids }));
     } catch (err) {
       void this.dedup.close().catch(() => undefined);
       void this.cache?.close().catch(() => undefined);
@@ -220,10 +311,10 @@ export class HashGate {
   }
 
   private registerGauges(): void {
-    const bloom = this.bloom;
-    if (bloom !== undefined) {
+    for (const [label, bloom] of [['gate', this.bloom], ['first_seen', this.firstSeenBloom]] as const) {
+      if (bloom === undefined) continue;
       this.unregister.push(
-        this.metrics.bloomSource('gate', () => ({
+        this.metrics.bloomSource(label, () => ({
           bitSize: bloom.bitSize,
           bitsSet: bloom.bitCount(),
           hashFunctions: bloom.hashFunctions,
@@ -367,9 +458,10 @@ export class HashGate {
   }
 
   /**
-   * Exact first-seen per window: 1 = first time in the key's window, 0 = seen before. The Bloom
-   * filter, when configured, is only consulted for statistics and filled afterwards: an exact
-   * answer never depends on it, so it can never turn a new key into a duplicate.
+   * Exact first-seen per window: 1 = first time in the key's window, 0 = seen before. The
+   * firstSeenBloom filter, when configured, is only consulted for statistics and filled afterwards:
+   * an exact answer never depends on it, so it can never turn a new key into a duplicate. The
+   * gate's own `bloom` filter is never touched here.
    */
   firstSeen(keys: Keys, options?: { at?: Date }): Promise<Uint8Array> {
     if (this.closed) return Promise.reject(new HashGateError(ErrorCodes.CLOSED, 'HashGate is closed'));
@@ -382,7 +474,8 @@ export class HashGate {
     const n = keyCount(keys, 'keys');
     const start = this.metrics.batchStart('dedup', n);
     try {
-      const before = this.bloom === undefined ? undefined : await this.bloomCheck(keys);
+      const fsb = this.firstSeenBloom;
+      const before = fsb === undefined ? undefined : fsb.mightContainAll(keys);
       const answers = await this.dedup.firstSeen(keys, options);
       if (before !== undefined) {
         let fp = 0;
@@ -395,8 +488,8 @@ export class HashGate {
         }
         this.counters.bloomFalsePositives += fp;
         this.counters.bloomTrueNegatives += tn;
-        this.metrics.bloomSample('gate', fp + tn, fp);
-        await this.bloomAdd(keys);
+        this.metrics.bloomSample('first_seen', fp + tn, fp);
+        fsb!.addAll(keys);
       }
       // Dedup counts reach the metrics through dedupSource (read on scrape), not per batch here.
       this.metrics.batchEnd('dedup', n, start);
@@ -447,24 +540,72 @@ export class HashGate {
   }
 
   stats(): GateStats {
-    const b = this.bloom;
     const c = this.counters;
     const sampled = c.bloomFalsePositives + c.bloomTrueNegatives;
     return {
       pool: this.pool?.stats(),
-      bloom:
-        b === undefined
-          ? undefined
-          : {
-              bitSize: b.bitSize,
-              hashFunctions: b.hashFunctions,
-              bitCount: b.bitCount(),
-              expectedFpp: b.expectedFpp(),
-              measuredFpp: sampled === 0 ? undefined : c.bloomFalsePositives / sampled,
-              approximateElements: b.approximateElementCount(),
-            },
+      bloom: bloomStats(this.bloom, undefined),
+      firstSeenBloom: bloomStats(this.firstSeenBloom, sampled === 0 ? undefined : c.bloomFalsePositives / sampled),
       dedup: { ...c },
     };
+  }
+
+  /**
+   * Health of every tier for probes and dashboards. Never rejects: a tier that cannot be reached
+   * is reported, not thrown. With a Redis dedup store it sends one PING (bounded by timeoutMs).
+   */
+  async health(options: { timeoutMs?: number } = {}): Promise<GateHealth> {
+    const timeoutMs = options.timeoutMs ?? 1000;
+    const dedup = await this.dedupHealth(timeoutMs);
+    const tiers: GateHealth['tiers'] = { dedup };
+    let journal: GateHealth['journal'];
+    if (this.dedup.redis !== undefined) {
+      const dir = this.dedup.options.journalDir;
+      const j = journalDirStats(dir);
+      journal = { dir, backlogBytes: j.bytes, segments: j.segments ?? 0, oldestAgeSeconds: j.oldestAgeSeconds ?? 0 };
+      if (j.bytes > 0 && dedup.status === 'up') {
+        // keys answered by fail-open are not in Redis yet: other instances can answer them 1 again
+        tiers.dedup = { ...dedup, status: 'degraded', reason: `${j.bytes} B of fail-open journal not replayed yet` };
+      }
+    }
+    const c = this.cache?.stats();
+    if (c?.redis !== undefined) tiers.cacheRedis = remoteTierHealth(c.redis);
+    if (c?.cold !== undefined) tiers.cacheCold = remoteTierHealth(c.cold);
+    if (this.closed) tiers.dedup = { ...tiers.dedup, status: 'down', reason: 'gate closed' };
+    const worst = Object.values(tiers).reduce<HealthStatus>((w, t) => (RANK[t.status] > RANK[w] ? t.status : w), 'up');
+    const p = this.pool?.stats();
+    return {
+      status: worst,
+      ready: !this.closed && tiers.dedup.status !== 'down',
+      tiers,
+      ...(journal === undefined ? {} : { journal }),
+      ...(p === undefined ? {} : { pool: { threads: p.threads, queued: p.queued } }),
+    };
+  }
+
+  private async dedupHealth(timeoutMs: number): Promise<GateHealth['tiers']['dedup']> {
+    const redis = this.dedup.redis;
+    if (redis === undefined) return { store: 'memory', status: 'up' };
+    const failOpen = this.dedup.options.onStoreError === 'fail-open';
+    // while Redis cannot answer, fail-open still answers (journaled): degraded; fail-closed rejects: down
+    const notUp = (reason: string): TierHealth & { store: 'redis' } => ({ store: 'redis', status: failOpen ? 'degraded' : 'down', reason });
+    if (redis.status !== 'ready') return notUp(`redis connection is ${redis.status}`);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      // a Cluster client sends INFO to one arbitrary node, so replication is reported for standalone only
+      const standalone = redis instanceof Redis;
+      const [, info] = await Promise.race([
+        Promise.all([redis.ping(), standalone ? redis.info('replication') : Promise.resolve(undefined)]),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`no PONG within ${timeoutMs} ms`)), timeoutMs);
+        }),
+      ]);
+      return { store: 'redis', status: 'up', ...(info === undefined ? {} : replication(info)) };
+    } catch (err) {
+      return notUp(`redis PING failed: ${(err as Error).message}`);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Test-only access to the pool (crash tests). */

@@ -1,6 +1,6 @@
 // Package root: the facade, the hashing API, the data structures and the errors.
 export { HashGate, DEFAULTS as GATE_DEFAULTS } from './gate.js';
-export type { HashGateOptions, GateStats, GateDedupCounters, Keys } from './gate.js';
+export type { HashGateOptions, GateStats, GateBloomStats, GateDedupCounters, GateHealth, TierHealth, HealthStatus, Keys } from './gate.js';
 export * from './errors.js';
 export {
   murmur3_128, murmur3_128Hex, murmur3_32, murmur3_x86_128, murmur3_64, xxh64, hashBatch, bucketsOf, jumpBucketsOf,
@@ -10,6 +10,7 @@ export type { PackedKeys, PackLinesOptions, HashAlgorithm, HashBatchOptions, Can
 export * from './bloom/index.js';
 export { DedupService } from './dedup/service.js';
 export type { DedupServiceOptions, DedupStats, FirstSeenOptions, RecoverReport } from './dedup/service.js';
+export { DEFAULTS as DEDUP_DEFAULTS } from './dedup/options.js';
 export type { DedupOptions, RedisConfig, Layout, OnStoreError } from './dedup/options.js';
 export { windowId } from './dedup/window.js';
 export { MAX_KEY_BYTES } from './util/limits.js';
@@ -23,8 +24,7 @@ export {
   CHANNEL_BATCH_START, CHANNEL_BATCH_END, CHANNEL_STORE_ERROR,
 } from './metrics/index.js';
 export type { Metrics, MetricsOptions } from './metrics/index.js';
-// The HBase adapter every HBase tier is built on (HBaseColdStore, Blacklist, BehaviorHistory,
-// RiskCheck, HBaseIdStore each take one): without it a user cannot reach any of them.
+// The HBase client library is an optional peer dependency, loaded only when an HBaseStore is built.
 export { HBaseStore, DEFAULTS as HBASE_DEFAULTS } from './stores/hbase.js';
 export type {
   HBaseStoreOptions, HBaseRow, HBaseCell, HBaseCallCounts, Bytes as HBaseBytes, ReadOptions as HBaseReadOptions,

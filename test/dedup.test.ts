@@ -66,7 +66,7 @@ describe('options', () => {
 });
 
 describe('layout', () => {
-  it('sets-layout buckets equal bucketOf(key, buckets) (the seed/Java scheme), for any bucket count', () => {
+  it('sets-layout buckets equal bucketOf(key, buckets) (the Java scheme), for any bucket count', () => {
     fc.assert(
       fc.property(fc.array(fc.string({ minLength: 1, maxLength: 40 }), { minLength: 1, maxLength: 50 }), fc.integer({ min: 1, max: 2 ** 30 }), (keys, buckets) => {
         const d = digestKeys(keys);

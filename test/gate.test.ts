@@ -124,7 +124,11 @@ describe('HashGate back-pressure and lifecycle', () => {
 describe('HashGate.firstSeen (embedded store, Bloom in front)', () => {
   for (const threads of [0, 1]) {
     it(`matches the generator's ground truth exactly (threads=${threads})`, async () => {
-      const gate = await HashGate.open({ threads, inlineThreshold: 100, chunkKeys: 256, bloom: { expectedItems: 20_000, fpp: 0.01 } });
+      const gate = await HashGate.open({
+        threads, inlineThreshold: 100, chunkKeys: 256,
+        bloom: { expectedItems: 1000, fpp: 0.01 }, firstSeenBloom: { expectedItems: 20_000, fpp: 0.01 },
+      });
+      await gate.bloomAdd(['blacklisted-1', 'blacklisted-2']);
       try {
         const seen = new Set<number>();
         let mismatches = 0;
@@ -143,7 +147,14 @@ describe('HashGate.firstSeen (embedded store, Bloom in front)', () => {
         const s = gate.stats();
         // Every first-seen key was sampled against the filter before it was added.
         expect(s.dedup.bloomFalsePositives + s.dedup.bloomTrueNegatives).toBe(20_000 - dups);
-        expect(s.bloom!.measuredFpp!).toBeLessThan(0.05);
+        expect(s.firstSeenBloom!.measuredFpp!).toBeLessThan(0.05);
+        // the gate's own filter (a blacklist here) never learns the keys firstSeen answered
+        expect(s.bloom!.bitCount).toBe(gate.bloom!.bitCount());
+        expect(gate.bloom!.approximateElementCount()).toBeLessThanOrEqual(2);
+        expect(Array.from(await gate.bloomCheck(['blacklisted-1', 'blacklisted-2']))).toEqual([1, 1]);
+        const passed = transactions({ items: 2000, duplicateRate: 0, seed: 7 }, 2000).next().value!.map((t) => t.key);
+        const maybe = await gate.bloomCheck(passed);
+        expect(maybe.reduce((a, b) => a + b, 0)).toBeLessThan(100);
       } finally {
         await gate.close();
       }

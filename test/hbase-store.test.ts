@@ -45,7 +45,7 @@ describe('hbase:meta parsing (HBase 2 compatibility)', () => {
   const cell = (row: string, family: string, qualifier: string, value: Buffer) =>
     ({ row: Buffer.from(row), family: Buffer.from(family), qualifier: Buffer.from(qualifier), value });
   const regionInfo = (ns: string, table: string, start: string, end: string, extra: Record<string, unknown> = {}) =>
-    Buffer.concat([Buffer.from('PBUF'), new proto.RegionInfo({
+    Buffer.concat([Buffer.from('PBUF'), new (proto().RegionInfo)({
       regionId: 1, tableName: { namespace: Buffer.from(ns), qualifier: Buffer.from(table) },
       startKey: Buffer.from(start), endKey: Buffer.from(end), ...extra,
     }).toBuffer()]);

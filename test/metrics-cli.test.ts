@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { run, start } from '../src/cli/commands/metrics.js';
 import { freePort, requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
 import { parseExposition, sampleValue } from './helpers/exposition.js';
@@ -64,7 +65,13 @@ describe('hashgate metrics', () => {
     try {
       const f = parseExposition(await (await fetch(cmd.server!.url)).text());
       expect(sampleValue(f, 'hashgate_redis_up')).toBe(0);
-      expect(sampleValue(f, 'hashgate_redis_used_memory_bytes')).toBeNaN();
+      // unknown while Redis is down: no sample at all, never NaN
+      expect(f.get('hashgate_redis_used_memory_bytes')?.samples ?? []).toEqual([]);
+      const ready = await fetch(cmd.server!.url.replace('/metrics', '/readyz'));
+      expect(ready.status).toBe(503);
+      expect(await ready.json()).toMatchObject({ ready: false, redis: 'down', journalDirs: 'up' });
+      const live = await fetch(cmd.server!.url.replace('/metrics', '/healthz'));
+      expect(live.status).toBe(200);
       expect(sampleValue(f, 'hashgate_journal_backlog_bytes', { journal: dir })).toBe(0);
       expect(f.has('hashgate_process_cpu_user_seconds_total')).toBe(true);
     } finally {
@@ -77,8 +84,21 @@ describe('hashgate metrics', () => {
       expect(sampleValue(f, 'hg_redis_up')).toBe(1);
       expect(sampleValue(f, 'hg_redis_used_memory_bytes')).toBeGreaterThan(0);
       expect(sampleValue(f, 'hg_redis_keys')).toBe(0);
+      const ready = await fetch(live.server!.url.replace('/metrics', '/readyz'));
+      expect(ready.status).toBe(200);
+      expect(await ready.json()).toEqual({ ready: true, redis: 'up' });
     } finally {
       await live.close();
     }
+  });
+
+  it('--once prints no NaN and no empty-histogram sentinel, with a dead Redis and process metrics on', () => {
+    const r = spawnSync(process.execPath, ['dist/src/cli/main.js', 'metrics', '--once', '--redis', 'redis://127.0.0.1:1', '--journal-dir', join(dir, 'missing')], { encoding: 'utf8' });
+    expect(r.status).toBe(0);
+    const samples = r.stdout.split('\n').filter((l) => l !== '' && !l.startsWith('#'));
+    expect(samples.length).toBeGreaterThan(20);
+    expect(samples.filter((l) => /nan|9223372036|inf$/i.test(l.split(' ').pop() ?? ''))).toEqual([]);
+    expect(samples).toContain('hashgate_redis_up 0');
+    expect(samples.some((l) => l.startsWith('hashgate_nodejs_eventloop_lag_min_seconds '))).toBe(true);
   });
 });

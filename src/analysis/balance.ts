@@ -1,6 +1,5 @@
-// Bucket balance of a key set under three bucketings: murmur3_128 mod N (bucketOf, the seed's
-// choice), jump consistent hash (jumpBucket) and a virtual-node hash ring (the seed's
-// "consistent hashing"); plus how many keys move when the bucket count changes.
+// Bucket balance of a key set under three bucketings: murmur3_128 mod N (bucketOf, what
+// the Java services use), jump consistent hash (jumpBucket) and a virtual-node hash ring; plus how many keys move when the bucket count changes.
 import { ChunkParser } from '../loader/parse.js';
 import { RegionHasher } from '../loader/hasher.js';
 import { FileChunkReader, isOversize } from '../loader/reader.js';
@@ -16,7 +15,7 @@ export const DEFAULTS = { buckets: 1000, resizeTo: 2000, vnodes: 160, delimiter:
 
 export interface BalanceOptions {
   buckets?: number;
-  /** Second bucket count for the "keys moved" figure (default 2 x buckets = the seed's 1000 -> 2000). */
+  /** Second bucket count for the "keys moved" figure (default 2 x buckets, e.g. 1000 -> 2000). */
   resizeTo?: number;
   vnodes?: number;
   delimiter?: number;

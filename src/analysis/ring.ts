@@ -1,4 +1,4 @@
-// A classic consistent-hash ring (the seed's comparison): every bucket owns `vnodes` points on a
+// A classic consistent-hash ring (the usual alternative to jump hash): every bucket owns `vnodes` points on a
 // 32-bit circle, a key belongs to the first point clockwise from its own position.
 import { murmur3_32 } from '../hash/index.js';
 

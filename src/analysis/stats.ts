@@ -1,5 +1,6 @@
 // Summary statistics of bucket loads and the chi-square goodness-of-fit test against a uniform
-// spread (the seed compared mean and standard deviation only; a p-value says whether the
+// spread (mean and standard deviation alone do not say whether the imbalance is more than chance; a
+// p-value does
 // imbalance is more than chance).
 
 export interface BucketStats {

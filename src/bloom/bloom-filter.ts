@@ -10,6 +10,7 @@ import {
   ErrorCodes,
   HashGateError,
   HashGateRangeError,
+  checkKnownKeys,
   checkOneOf,
   checkUint32,
   invalidType,
@@ -113,6 +114,7 @@ export class BloomFilter {
 
   /** Sized exactly as Guava's `BloomFilter.create(funnel, expectedItems, fpp)`. */
   static create(options: BloomFilterOptions): BloomFilter {
+    checkKnownKeys('options', options, ['expectedItems', 'fpp', 'seed', 'engine']);
     const shape = bloomShape(options, 'options');
     const seed = options.seed === undefined ? DEFAULTS.seed : checkUint32('options.seed', options.seed);
     const engine = options.engine === undefined ? 'wasm' : checkOneOf('options.engine', options.engine, ['wasm', 'js'] as const);

@@ -29,7 +29,9 @@ export async function buildBloom(source: RebuildSource, options: BloomFilterOpti
   if (source === null || typeof source !== 'object' || (!(Symbol.asyncIterator in source) && !(Symbol.iterator in source))) {
     throw invalidType('source', 'an (async) iterable of keys, key arrays or PackedKeys', source);
   }
-  const f = BloomFilter.create(options);
+  // only the filter's own options: rebuild options (signal, onSwap, ...) are not filter options
+  const { expectedItems, fpp, seed, engine } = options;
+  const f = BloomFilter.create({ expectedItems, fpp, ...(seed === undefined ? {} : { seed }), ...(engine === undefined ? {} : { engine }) });
   tee?.(f);
   const buf: Key[] = [];
   let sinceYield = 0;

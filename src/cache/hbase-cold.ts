@@ -9,7 +9,7 @@ import type { ColdCell, ColdEntry, ColdStore } from './types.js';
 export const HBASE_COLD_DEFAULTS = {
   family: 'c',
   qualifier: 'v',
-  /** Column-family TTL for cold tables: 90 days, the retention of archived values. */
+  /** Column-family TTL for cold tables (90 days: cold data outlives the 7-day hot tier by a quarter). */
   ttlSeconds: 90 * 24 * 3600,
 } as const;
 

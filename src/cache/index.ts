@@ -1,4 +1,4 @@
-// Multi-level lookup cache: the tiered cache, its cold stores and the value codec.
+// Multi-level lookup cache: Bloom gate, local LRU, Redis (hot, TTL), cold store (HBase).
 //
 //   const cache = new TieredCache({
 //     local: { maxEntries: 100_000, maxBytes: 64 MiB, ttlMs: 60_000, maxTables: 64 },  // per table

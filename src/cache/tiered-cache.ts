@@ -13,6 +13,7 @@ import {
   ErrorCodes,
   HashGateError,
   checkInt,
+  checkKnownKeys,
   invalidType,
   invalidUrl,
   outOfRange,
@@ -264,6 +265,12 @@ export class TieredCache {
 
   constructor(opts: TieredCacheOptions = {}) {
     if (opts === null || typeof opts !== 'object') throw invalidType('options', 'an object', opts);
+    // every key of TieredCacheOptions (and of its nested objects) must be listed here
+    checkKnownKeys('options', opts, ['local', 'negativeTtlMs', 'redis', 'cold', 'coldOptions', 'bloom', 'breaker', 'maxKeysPerLookup', 'onTierError', 'now', 'coalesce', 'bus']);
+    checkKnownKeys('local', opts.local, ['maxEntries', 'maxBytes', 'ttlMs', 'maxTables']);
+    checkKnownKeys('redis', opts.redis, ['client', 'url', 'ttlSeconds', 'prefix', 'timeoutMs', 'batchSize']);
+    checkKnownKeys('coldOptions', opts.coldOptions, ['timeoutMs', 'batchSize']);
+    checkKnownKeys('breaker', opts.breaker, ['failures', 'cooldownMs']);
     const D = CACHE_DEFAULTS;
     const l = opts.local ?? {};
     const maxEntries = checkInt('local.maxEntries', l.maxEntries ?? D.local.maxEntries, 1);

@@ -20,7 +20,7 @@ const COMMANDS: Record<string, string> = {
 function usage(): string {
   const width = Math.max(...Object.keys(COMMANDS).map((c) => c.length));
   return [
-    'usage: hashgate <command> [flags]   (hashgate <command> --help for flags)',
+    'usage: hashgate <command> [flags]   (hashgate help <command> or hashgate <command> --help for flags)',
     '',
     ...Object.entries(COMMANDS).map(([c, d]) => `  ${c.padEnd(width)}  ${d}`),
   ].join('\n');
@@ -28,6 +28,8 @@ function usage(): string {
 
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
+  // `hashgate help load` is `hashgate load --help`
+  if (cmd === 'help' && rest[0] !== undefined) return main([rest[0], '--help']);
   if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
     console.log(usage());
     return cmd === undefined ? 2 : 0;

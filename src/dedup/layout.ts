@@ -1,10 +1,10 @@
-// Where a key lives in Redis. Shared by DedupService.firstSeen and the bulk loader (issue 5), so
+// Where a key lives in Redis. Shared by DedupService.firstSeen and the bulk loader, so
 // both write exactly the same keys and members.
 //
 // Digests: every key is hashed once per batch with murmur3_128 (hashBatch), or, in the compact
 // layout with a `secret`, with HMAC-SHA-256(secret, key) truncated to its first 16 bytes.
 //
-// Layout 'sets' (seed compatible, readable/writable by the Java service):
+// Layout 'sets' (raw keys, readable/writable by a Java service with SISMEMBER/SADD):
 //   key    `${prefix}:${window}:${bucket}`, bucket = bucketOf(key, buckets)
 //          = (digest bytes 0..7 as unsigned 64-bit little endian) mod buckets (Guava asLong),
 //   member the raw key bytes (UTF-8 of a string key). SADD / SISMEMBER semantics.

@@ -16,7 +16,7 @@ export interface ClusterNode {
 export type RedisConfig = string | RedisOptions | { cluster: Array<ClusterNode | string>; options?: Record<string, unknown> };
 
 export interface DedupOptions {
-  /** 'compact' (default): 64-bit digest suffixes in intset buckets; 'sets': the seed's raw-key sets. */
+  /** 'compact' (default): 64-bit digest suffixes in intset buckets; 'sets': raw keys in `{prefix}:{window}:{bucket}` sets (readable by plain SISMEMBER). */
   layout?: Layout;
   /** Buckets per window. Default: 1000 for 'sets' (seed), derived from expectedKeys for 'compact'. */
   buckets?: number;
@@ -27,7 +27,7 @@ export interface DedupOptions {
   window?: WindowSpec;
   timeZone?: string;
   onStoreError?: OnStoreError;
-  /** Directory of the fail-open journal. Default './hashgate-journal'. */
+  /** Directory of the fail-open journal. Default './hashgate-journal', relative to process.cwd(). */
   journalDir?: string;
   /** Compact layout only: HMAC-SHA-256 key; digests become HMAC(secret, key) truncated to 128 bits. */
   secret?: string | Uint8Array;
@@ -122,7 +122,7 @@ const KNOWN = new Set([
 
 const nextPow2 = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, n)));
 
-export function parseDedupOptions(input: unknown, name = 'dedup'): ResolvedDedupOptions {
+export function parseDedupOptions(input: unknown, name = 'options.dedup'): ResolvedDedupOptions {
   if (input === undefined || input === null) input = {};
   if (typeof input !== 'object') throw invalidType(name, 'an object', input);
   const o = input as Record<string, unknown>;

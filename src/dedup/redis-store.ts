@@ -172,14 +172,14 @@ export class RedisStore implements DedupStore {
     throw new StoreBatchError(`Redis connection is ${reason}`, new Uint8Array(groups), answers, this.lastError ?? new Error(`redis ${reason}`));
   }
 
-  async resolveBuckets(window: string, layout: Layout, configured: number): Promise<number> {
+  async resolveBuckets(window: string, layout: Layout, configured: number, record = true): Promise<number> {
     const why = await this.unavailable();
     if (why !== undefined) {
       await yieldToLoop();
       throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `Redis connection is ${why}`, { cause: this.lastError });
     }
     const mk = metaKey(this.prefix, window);
-    await this.redis.hsetnx(mk, metaField(layout), String(configured));
+    if (record) await this.redis.hsetnx(mk, metaField(layout), String(configured));
     const v = Number(await this.redis.hget(mk, metaField(layout)));
     return Number.isInteger(v) && v > 0 ? v : configured;
   }

@@ -26,7 +26,7 @@
 //   Bad input (type, empty, too long, bad PackedKeys) is rejected before anything is hashed or
 //   written, with details.index naming the key.
 import { Redis, Cluster } from 'ioredis';
-import { ErrorCodes, HashGateError, HashGateRangeError, HashGateTypeError, describe, invalidType } from '../errors.js';
+import { ErrorCodes, HashGateError, HashGateRangeError, HashGateTypeError, checkKnownKeys, describe, invalidType } from '../errors.js';
 import type { PackedKeys } from '../hash/index.js';
 import { DigestSet, SeenCache } from './cache.js';
 import { Journal, type JournalRecordV2 } from './journal.js';
@@ -177,8 +177,9 @@ export class DedupService {
 
   constructor(options: DedupServiceOptions = {}) {
     if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options);
-    this.options = parseDedupOptions(options.dedup, 'dedup');
-    if (options.now !== undefined && typeof options.now !== 'function') throw invalidType('now', 'a function returning epoch ms', options.now);
+    checkKnownKeys('options', options, ['redis', 'dedup', 'now', 'metrics', 'coalesce']);
+    this.options = parseDedupOptions(options.dedup, 'options.dedup');
+    if (options.now !== undefined && typeof options.now !== 'function') throw invalidType('options.now', 'a function returning epoch ms', options.now);
     this.now = options.now ?? Date.now;
     this.metrics = options.metrics ?? noopMetrics;
     const co = parseCoalesceOptions(options.coalesce, 'coalesce');
@@ -193,7 +194,7 @@ export class DedupService {
     } else if (typeof r === 'string' || typeof r === 'object') {
       this.store = new RedisStore(createRedisClient(r, o.commandTimeoutMs), o.prefix, o.hll, true, o.connectTimeoutMs);
     } else {
-      throw invalidType('redis', "a redis:// URL, ioredis options or { cluster: nodes }", r);
+      throw invalidType('options.redis', "a redis:// URL, ioredis options or { cluster: nodes }", r);
     }
     // Two tables of 2 slots per entry at 17 B per slot: ~68 B per cached entry.
     const maxEntries = Math.min(o.cacheMaxEntries, Math.floor(o.cacheMaxBytes / 68));
@@ -654,7 +655,8 @@ export class DedupService {
   async stats(window?: string): Promise<DedupStats> {
     const w = window ?? this.windowOf();
     if (typeof w !== 'string' || w === '') throw invalidType('window', 'a window id such as "2026"', w);
-    const buckets = (await this.bucketsFor(w)) ?? this.options.buckets;
+    // read-only: a window nobody wrote yet keeps no bucket count, so a later writer still decides it
+    const buckets = this.bucketsByWindow.get(w) ?? await this.store.resolveBuckets(w, this.options.layout, this.options.buckets, false);
     const { exact, approximate } = await this.store.count(w, this.options.layout, buckets);
     return {
       window: w,

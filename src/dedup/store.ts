@@ -43,8 +43,11 @@ export class StoreBatchError extends HashGateError {
 
 export interface DedupStore {
   readonly kind: 'memory' | 'redis';
-  /** Bucket count recorded for the window (first writer wins), or `configured` if none yet. */
-  resolveBuckets(window: string, layout: Layout, configured: number): Promise<number>;
+  /**
+   * Bucket count recorded for the window (first writer wins), or `configured` if none yet. With
+   * `record` false nothing is written: readers (stats) must never fix a window's bucketing.
+   */
+  resolveBuckets(window: string, layout: Layout, configured: number, record?: boolean): Promise<number>;
   /** Atomically add every member; answers[j] = 1 when member j was not in its bucket before. */
   addBatch(batch: StoreBatch, answers: Uint8Array): Promise<void>;
   count(window: string, layout: Layout, buckets: number): Promise<{ exact: number; approximate: number }>;
@@ -69,11 +72,11 @@ export class MemoryStore implements DedupStore {
 
   constructor(private readonly maxKeys: number) {}
 
-  async resolveBuckets(window: string, layout: Layout, configured: number): Promise<number> {
+  async resolveBuckets(window: string, layout: Layout, configured: number, record = true): Promise<number> {
     const k = `${window}\u0000${layout}`;
     const b = this.meta.get(k);
     if (b !== undefined) return b;
-    this.meta.set(k, configured);
+    if (record) this.meta.set(k, configured);
     return configured;
   }
 

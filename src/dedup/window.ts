@@ -1,5 +1,5 @@
 // Dedup windows. The window id is part of every Redis key, so years (months, days) never mix and
-// an old window is dropped by deleting its keys (the seed's yearly cleanup) instead of TTLs.
+// an old window is dropped by deleting its keys (the yearly cleanup: one UNLINK pass, no per-key TTL bookkeeping) instead of TTLs.
 // Boundaries are local midnights in an IANA time zone (default Asia/Shanghai), computed with
 // Intl.DateTimeFormat; formatters are cached per zone because constructing one costs ~50 µs.
 import { HashGateTypeError, ErrorCodes, invalidType } from '../errors.js';

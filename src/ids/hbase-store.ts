@@ -1,4 +1,4 @@
-// HBase IdStore (issue 7 layout): row `b:<logical id>`, one column per physical id in family
+// HBase IdStore: row `b:<logical id>`, one column per physical id in family
 // `raw` (the canonical raw), per-document metadata in family `m`. HBase has no scripts, so every
 // insert is an optimistic compare-and-set on the bucket's version cell `m:v`: two processes that
 // read the same bucket race on one checkAndPut, the loser re-reads and sees the winner's document

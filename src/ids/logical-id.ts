@@ -1,4 +1,4 @@
-// Logical ids (seed 001 §4/§8): canonical JSON -> hash. A logical id only *finds* candidates;
+// Logical ids: canonical JSON -> hash. A logical id only *finds* candidates;
 // identity is the physical id plus a raw comparison.
 import { createHash } from 'node:crypto';
 import { canonicalJson, murmur3_128Hex } from '../hash/index.js';
@@ -26,7 +26,7 @@ export const algorithmName = (a: IdAlgorithm): string => (typeof a === 'string' 
 
 /**
  * - murmur3_128: 32 lowercase hex digits (x64 variant, seed 0, Guava byte order).
- * - murmur3_128+len: `<32 hex>_<UTF-8 byte length of the canonical JSON>` (seed 001 §8.2): two
+ * - murmur3_128+len: `<32 hex>_<UTF-8 byte length of the canonical JSON>` (the length suffix): two
  *   colliding inputs must also agree on length, which costs nothing to check.
  * - sha256: 64 hex digits, the escalation target.
  */

@@ -1,11 +1,11 @@
-// Collision-safe logical ids (seed 001 §3-§8): documents live under a unique physical id and are
+// Collision-safe logical ids: documents live under a unique physical id and are
 // found through their logical hash; upsert tells new / duplicate / collision apart by comparing
 // the canonical raw, never by trusting the hash.
 import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { canonicalJson } from '../hash/index.js';
-import { checkInt, checkNumber, invalidType, HashGateError, ErrorCodes } from '../errors.js';
+import { checkInt, checkKnownKeys, checkNumber, invalidType, HashGateError, ErrorCodes } from '../errors.js';
 import { algorithmName, checkAlgorithm, hashCanonical, type IdAlgorithm } from './logical-id.js';
 import { MemoryIdStore } from './memory-store.js';
 import { RedisIdStore } from './redis-store.js';
@@ -36,7 +36,7 @@ export interface IdRegistryOptions {
   /** Logical-id hash: 'murmur3_128' (default), 'murmur3_128+len', 'sha256' or { name, hash }. */
   algorithm?: IdAlgorithm;
   /**
-   * Move new writes to SHA-256 once collisions/documents exceeds `threshold` (seed 001 §8.3), with
+   * Move new writes to SHA-256 once collisions/documents exceeds `threshold`, with
    * at least `minDocuments` stored. Old documents stay findable: lookups also probe the old id.
    * false (default) = never escalate.
    */
@@ -101,6 +101,8 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
   constructor(options: IdRegistryOptions = {}) {
     super();
     if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options);
+    checkKnownKeys('ids', options, ['store', 'redis', 'keyPrefix', 'hbase', 'hbaseTable', 'algorithm', 'escalation', 'canonicalize', 'now', 'newId', 'gate']);
+    if (options.escalation) checkKnownKeys('ids.escalation', options.escalation, ['threshold', 'minDocuments']);
     this.algorithm = checkAlgorithm('ids.algorithm', options.algorithm ?? DEFAULTS.algorithm);
     if (options.store) this.store = options.store;
     else if (options.redis) this.store = new RedisIdStore({ client: options.redis, keyPrefix: options.keyPrefix ?? DEFAULTS.keyPrefix });
@@ -213,7 +215,7 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
     return undefined;
   }
 
-  /** All documents sharing a logical id (more than one = collision, seed 001 §5.2 get_by_hash). */
+  /** All documents sharing a logical id (more than one = collision). */
   async byLogicalId(id: string): Promise<StoredDoc[]> {
     return (await this.store.bucket(id)).docs;
   }
@@ -235,7 +237,7 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
   }
 
   /**
-   * The seed 001 background job: for every logical id holding more than one document, merge
+   * The repair job: for every logical id holding more than one document, merge
    * documents with the same canonical raw (pseudo-collisions) and move true collisions to
    * SHA-256 ids. Idempotent: a second run finds nothing to do. Run it from one process at a time.
    */

@@ -13,7 +13,7 @@ export interface StoredDoc {
   collisionWith?: string;
 }
 
-/** Field names follow seed 001 §5.1's collision_record. Snapshots are the canonical JSON strings. */
+/** Field names match the collision_record table other services read. Snapshots are the canonical JSON strings. */
 export interface CollisionRecord {
   id: string;
   hashId: string;

@@ -1,8 +1,8 @@
-// Device-fingerprint inverted index (seed 000 §4.2): attribute value -> set of device ids, with a
+// Device-fingerprint inverted index: attribute value -> set of device ids, with a
 // local Bloom filter of indexed values in front so a query naming a never-seen value is answered
 // without touching storage.
 import type { Cluster, Redis } from 'ioredis';
-import { checkInt, checkNumber, invalidType, outOfRange, HashGateError, ErrorCodes } from '../errors.js';
+import { checkInt, checkKnownKeys, checkNumber, invalidType, outOfRange, HashGateError, ErrorCodes } from '../errors.js';
 import { MemoryIndexBackend } from './memory.js';
 import { RedisIndexBackend } from './redis.js';
 import { createValueGate, type ValueGate } from './value-gate.js';
@@ -11,7 +11,7 @@ import { isSharedGate, type SharedGate } from '../bloom/shared-gate.js';
 
 export const DEFAULTS = {
   keyPrefix: 'idx',
-  /** Standalone: one partition (the seed's key layout). Cluster: see redis.ts for the trade-off. */
+  /** Standalone: one partition (plain `idx:<attr>:<value>` keys). Cluster: see redis.ts for the trade-off. */
   shards: 1,
   clusterShards: 16,
   maxValueLength: 64,
@@ -98,6 +98,8 @@ export class FingerprintIndex {
 
   constructor(options: FingerprintIndexOptions = {}) {
     if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options);
+    checkKnownKeys('index', options, ['redis', 'backend', 'keyPrefix', 'shards', 'maxValueLength', 'defaultLimit', 'sinterThreshold', 'directQueries', 'bloom', 'gate', 'sharedGate']);
+    if (options.bloom) checkKnownKeys('index.bloom', options.bloom, ['expectedItems', 'fpp']);
     const keyPrefix = options.keyPrefix ?? DEFAULTS.keyPrefix;
     if (typeof keyPrefix !== 'string' || !/^[A-Za-z0-9_.:-]{1,64}$/.test(keyPrefix)) {
       throw invalidType('index.keyPrefix', 'a string of [A-Za-z0-9_.:-], 1-64 chars', keyPrefix);

@@ -2,7 +2,7 @@
 // shard's hash tag in cluster mode), so each runs atomically on one node.
 //
 // Key layout per shard prefix SP ('idx' standalone, 'idx:{N}' when sharded):
-//   SP:<attr>:<value>          set of device ids (short values, kept verbatim as in the seed doc)
+//   SP:<attr>:<value>          set of device ids (short values, kept verbatim so other readers need no hashing)
 //   SP:<attr>:#<hex>[~i]       set for a long value hashed with murmur3_128; ~i = probe slot i
 //   SP:<attr>:#<hex>[~i]:raw   the raw value that owns that slot (collision check)
 //   SP:~dev:<deviceId>         hash: v:<attr> -> raw value, k:<attr> -> resolved set key

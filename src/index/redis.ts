@@ -7,7 +7,7 @@
 // to every partition (one script per partition, run in parallel, results concatenated). The
 // alternative — term-partitioned keys without tags, intersected client-side — makes each query
 // ship whole sets between nodes and cannot update a device atomically, so it was not chosen.
-// Standalone Redis uses a single untagged partition, i.e. exactly the seed's `idx:<attr>:<value>`.
+// Standalone Redis uses a single untagged partition, i.e. plain `idx:<attr>:<value>` keys other services can read.
 import type { Cluster, Redis } from 'ioredis';
 import { murmur3_128Hex, murmur3_32 } from '../hash/index.js';
 import { HashGateError, ErrorCodes } from '../errors.js';

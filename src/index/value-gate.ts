@@ -1,4 +1,4 @@
-// The Bloom gate in front of the index (seed 000 §4.2.2): "definitely never indexed" answers
+// The Bloom gate in front of the index: "definitely never indexed" answers
 // cost no storage call. Values are never removed from it; removed values just become false
 // positives that cost one storage call.
 import { BloomFilter } from '../bloom/index.js';

@@ -26,7 +26,7 @@ export const MAX_FIELDS = 256;
 export interface ParseSpec {
   /** Field delimiter byte ('|' for Hive exports written with `fields terminated BY '|'`). */
   delimiter: number;
-  /** Which fields form the key, in order; null = all fields concatenated (the seed's name+idNo). */
+  /** Which fields form the key, in order; null = all fields concatenated (e.g. name|idNo -> name+idNo). */
   fields: readonly number[] | null;
   /** Expected fields per line; 0 = take it from the first well-formed line (the loader never
    *  passes 0: it samples the input and takes the majority count, see sampleFieldCount). */

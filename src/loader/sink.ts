@@ -198,7 +198,7 @@ export interface RedisLayoutSinkOptions {
 }
 
 /**
- * Writes batches in the dedup store's layouts. 'sets' is the seed's scheme (key
+ * Writes batches in the dedup store's layouts. 'sets' keeps raw keys (key
  * `{prefix}:{window}:{bucket}`, members = raw key bytes) so a Java service using it reads and
  * writes the same sets; 'compact' stores 64-bit digest members in intset buckets. The loader gives
  * 'compact' batches whose "keys" are the 8 digest bytes, bucketed by digest bytes 8..15.
@@ -351,7 +351,7 @@ export class RedisLayoutSink implements LoadSink {
   }
 }
 
-/** The seed-compatible `sets` layout without HLL or meta bookkeeping (plain SADD per batch). */
+/** The `sets` layout (raw members) without HLL or meta bookkeeping (plain SADD per batch). */
 export class RedisSetsSink implements LoadSink {
   readonly name = 'redis-sets';
   constructor(private readonly redis: Redis | Cluster, private readonly prefix: string, private readonly ownsClient = true) {}

@@ -2,7 +2,7 @@
 // logger) see every batch and store error; with nobody subscribed, publishing costs one boolean
 // check because every publish is guarded by `hasSubscribers` and the message object is never built.
 
-import diagnostics_channel from 'node:diagnostics_channel';
+import * as diagnostics_channel from 'node:diagnostics_channel';
 
 export const CHANNEL_BATCH_START = 'hashgate:batch:start';
 export const CHANNEL_BATCH_END = 'hashgate:batch:end';

@@ -53,6 +53,18 @@ export interface ServeOptions {
   host?: string;
   /** Path that serves metrics (default /metrics); `/` answers with a pointer to it. */
   path?: string;
+  /**
+   * Readiness check for `/readyz`: 200 with its JSON when `ready` is true, 503 otherwise (e.g.
+   * `() => gate.health()`). Without it `/readyz` answers like `/healthz`. `/healthz` (liveness)
+   * answers 200 whenever the process serves HTTP at all.
+   */
+  readiness?: () => Promise<{ ready: boolean }> | { ready: boolean };
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown, head: boolean): void {
+  const text = `${JSON.stringify(body)}\n`;
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store' });
+  res.end(head ? undefined : text);
 }
 
 /** Starts an http server exposing `source` at `path`. Port 0 picks a free port. */
@@ -63,6 +75,19 @@ export function serveMetrics(source: MetricsSource, options: ServeOptions = {}):
   const server = createServer((req, res) => {
     const url = (req.url ?? '/').split('?')[0];
     if (url === path) return handler(req, res);
+    const head = req.method === 'HEAD';
+    if (url === '/healthz') return sendJson(res, 200, { status: 'ok' }, head);
+    if (url === '/readyz') {
+      const check = options.readiness;
+      if (check === undefined) return sendJson(res, 200, { ready: true }, head);
+      Promise.resolve()
+        .then(check)
+        .then(
+          (r) => sendJson(res, r.ready ? 200 : 503, r, head),
+          (err: unknown) => sendJson(res, 503, { ready: false, error: err instanceof Error ? err.message : String(err) }, head),
+        );
+      return;
+    }
     if (url === '/' || url === '') {
       res.writeHead(200, { 'content-type': 'text/plain' }).end(`hashgate metrics at ${path}\n`);
       return;

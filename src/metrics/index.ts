@@ -10,13 +10,13 @@
 //   batch_errors_total{op}                counter    failed batches
 //   dedup_keys_checked_total              counter    keys checked by firstSeen
 //   dedup_first_seen_total                counter    answered first-seen
-//   duplicates_skipped_total              counter    answered already-seen (the seed's DUPLICATES_SKIPPED)
+//   duplicates_skipped_total              counter    answered already-seen (same name as the Java services' counter)
 //   dedup_rate                            gauge      duplicates / checked since start
 //   dedup_fail_open_total                 counter    answered first-seen because the store failed (journaled)
 //   dedup_store_errors_total              counter    failed dedup store calls (from DedupService.counters)
 //   id_upserts_total{status}              counter    logical-id upserts: new | duplicate | collision
 //   documents_hashed_total{hash_function} counter    documents given a logical id
-//   hash_collisions_total{hash_function}  counter    collisions (the seed's COLLISION_TOTAL)
+//   hash_collisions_total{hash_function}  counter    collisions (same name as the Java services' counter)
 //   collision_rate{hash_function}         gauge      collisions / documents (healthy < 1e-6 = 0.0001%)
 //   cache_hits_total{tier}                counter    per tier: bloom, lru, redis, hbase
 //   cache_misses_total{tier}              counter

@@ -7,11 +7,11 @@ import type { Metric } from 'prom-client';
 import { publishBatchEnd, publishBatchStart, publishStoreError } from './channels.js';
 import type { BatchOp } from './channels.js';
 import type { BloomStats, BusStatsView, CacheTierTotals, DedupCountersView, JournalStats, Metrics, PoolStats, Tier, TierTotals } from './types.js';
-import { invalidType } from '../errors.js';
+import { checkKnownKeys, invalidType } from '../errors.js';
 
 export const DEFAULTS = {
   prefix: 'hashgate_',
-  /** Batch latencies: 25 µs .. 5 s; p99 < 2 ms (the seed's hash target) falls mid-range. */
+  /** Batch latencies: 25 µs .. 5 s; a 2 ms p99 hashing target falls mid-range. */
   batchBuckets: [0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
   collectDefaultMetrics: false,
 } as const;
@@ -34,6 +34,7 @@ const instances = new WeakMap<Registry, Map<string, PromMetrics>>();
 
 export function createPromMetrics(options: MetricsOptions = {}): PromMetrics {
   if (options === null || typeof options !== 'object') throw invalidType('metrics', 'an options object', options);
+  checkKnownKeys('metrics', options, ['registry', 'prefix', 'collectDefaultMetrics', 'buckets']);
   const registry = options.registry ?? new Registry();
   if (!(registry instanceof Registry)) throw invalidType('metrics.registry', 'a prom-client Registry', registry);
   const prefix = options.prefix ?? DEFAULTS.prefix;

@@ -1,4 +1,4 @@
-// Blacklist on HBase (seed 002 §2): row key `userType_blacklistType_userId`, family `base`
+// Blacklist on HBase: row key `userType_blacklistType_userId`, family `base`
 // (status) and `detail` (reason, updateTime). A Bloom filter of every blacklisted row key is built
 // from a table scan at start(), kept current on import, and rebuilt periodically (removals only
 // leave false positives until then). A check whose key misses the filter is answered "not

@@ -1,4 +1,4 @@
-// Behaviour history on HBase (seed 002 §3), one row per event.
+// Behaviour history on HBase, one row per event, newest first within a user.
 //
 // Row key:  SS|userId|RRRRRRRRRRRRR|type|eventId
 //   SS      salt, 2 hex digits: (bucketOf(userId, salts) + bucketOf(eventId, spread)) % salts.

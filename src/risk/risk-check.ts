@@ -1,7 +1,7 @@
-// Point checks (seed 002 §4): risk records keyed `scene_userId_timestamp` (13-digit ms, so keys of
+// Point checks: risk records keyed `scene_userId_timestamp` (13-digit ms, so keys of
 // one (scene, user) sort by time); families `base` (scene, userId) and `risk` (level, reason).
 // The latest record of (scene, userId) is the first row of ONE reversed prefix scan with limit 1:
-// no time-window guessing as in the seed's Get on "now".
+// no guessing a time window around "now" for a Get.
 //
 // Create the table with: HBaseDdl create risk_check -f base:bloom=ROW -f risk:bloom=ROW
 import { HashGateError, ErrorCodes, checkInt, invalidType } from '../errors.js';

@@ -197,7 +197,7 @@ export function parseMetaRow(result: any): RegionLocation | null {
   if (!regionInfo || !rowKey) return null;
   // value = "PBUF" magic + RegionInfo protobuf
   const body = regionInfo.subarray(0, 4).toString() === 'PBUF' ? regionInfo.subarray(4) : regionInfo;
-  const info = proto.RegionInfo.decode(body);
+  const info = proto().RegionInfo.decode(body);
   if (info.offline || info.split) return null;
   const ns = toBuf(info.tableName.namespace).toString();
   const qual = toBuf(info.tableName.qualifier).toString();

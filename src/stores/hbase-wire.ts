@@ -11,24 +11,54 @@
 import { createRequire } from 'node:module';
 import { HashGateError, ErrorCodes } from '../errors.js';
 
-const require = createRequire(import.meta.url);
-const libDir = require.resolve('hbase-rpc-client/package.json').replace(/package\.json$/, '');
-const libRequire = createRequire(libDir + 'lib/client.js');
-
 /* eslint-disable @typescript-eslint/no-explicit-any */
-const ProtoBuf: any = libRequire('protobufjs');
-// the library's modules expect camelCase field names and set this only in client.js; it must be
-// set before any .proto file is loaded (connection.js loads its own on require)
-ProtoBuf.convertFieldsToCamelCase = true;
-const LibConnection: new (opts: Record<string, unknown>) => LibConnectionInstance = libRequire('./connection');
-const zkProto: { decodeMeta(data: Buffer): { server: { hostName: string; port: number } } | undefined } =
-  libRequire('./zk-protobuf');
-// node-zookeeper-client is what the library itself reaches ZooKeeper with (via zookeeper-watcher)
-const zookeeper: any = createRequire(libRequire.resolve('zookeeper-watcher'))('node-zookeeper-client');
+interface WireLib {
+  libDir: string;
+  LibConnection: new (opts: Record<string, unknown>) => LibConnectionInstance;
+  zkProto: { decodeMeta(data: Buffer): { server: { hostName: string; port: number } } | undefined };
+  zookeeper: any;
+  proto: any;
+}
+let wire: WireLib | undefined;
 
-const protoBuilder = ProtoBuf.loadProtoFile(libDir + 'proto/Client.proto');
+/**
+ * Loads hbase-rpc-client on first use. It is an optional peer dependency: services that never
+ * touch HBase do not install it (nor its old underscore/protobufjs), so nothing may load it at
+ * import time of the package root.
+ */
+export function loadHBaseClient(): WireLib {
+  if (wire !== undefined) return wire;
+  const require = createRequire(import.meta.url);
+  let libDir: string;
+  try {
+    libDir = require.resolve('hbase-rpc-client/package.json').replace(/package\.json$/, '');
+  } catch (err) {
+    throw new HashGateError(
+      ErrorCodes.MISSING_DEPENDENCY,
+      'the HBase tier needs the optional peer dependency hbase-rpc-client: npm install hbase-rpc-client@0.1.15',
+      { cause: err, details: { dependency: 'hbase-rpc-client' } },
+    );
+  }
+  const libRequire = createRequire(libDir + 'lib/client.js');
+  const ProtoBuf: any = libRequire('protobufjs');
+  // the library's modules expect camelCase field names and set this only in client.js; it must be
+  // set before any .proto file is loaded (connection.js loads its own on require)
+  ProtoBuf.convertFieldsToCamelCase = true;
+  wire = {
+    libDir,
+    LibConnection: libRequire('./connection'),
+    zkProto: libRequire('./zk-protobuf'),
+    // node-zookeeper-client is what the library itself reaches ZooKeeper with (via zookeeper-watcher)
+    zookeeper: createRequire(libRequire.resolve('zookeeper-watcher'))('node-zookeeper-client'),
+    proto: ProtoBuf.loadProtoFile(libDir + 'proto/Client.proto').build(),
+  };
+  return wire;
+}
+
 /** protobuf message classes (RegionInfo, BinaryComparator, ...) of HBase's Client.proto */
-export const proto: any = protoBuilder.build();
+export function proto(): any {
+  return loadHBaseClient().proto;
+}
 
 interface LibConnectionInstance {
   rpc: Record<RpcMethod, (req: unknown, cb: (err: unknown, res: any) => void) => void>;
@@ -81,7 +111,7 @@ export class RpcConnection {
 
   constructor(host: string, port: number, connectTimeoutMs: number, private readonly callTimeoutMs: number) {
     this.address = `${host}:${port}`;
-    const conn = new LibConnection({
+    const conn = new (loadHBaseClient().LibConnection)({
       host,
       port,
       // the library's own per-call timer; ours (below) is shorter or equal and rejects first
@@ -176,6 +206,7 @@ export class RpcConnection {
  */
 export function readMetaLocation(quorum: string, root: string, timeoutMs: number): Promise<{ host: string; port: number }> {
   return new Promise((resolve, reject) => {
+    const { zookeeper, zkProto } = loadHBaseClient();
     const client = zookeeper.createClient(quorum, { sessionTimeout: Math.max(timeoutMs, 4000), spinDelay: 200, retries: 0 });
     let done = false;
     const finish = (err: HashGateError | null, value?: { host: string; port: number }): void => {

@@ -36,7 +36,7 @@
 // - Tables are created with services/hbase (HBaseDdl): this client has no admin API.
 
 import { HashGateError, ErrorCodes, invalidType, outOfRange } from '../errors.js';
-import { RpcConnection, readMetaLocation, redactServerMessage, toBuf, unavailable, proto, type RpcMethod } from './hbase-wire.js';
+import { RpcConnection, readMetaLocation, redactServerMessage, toBuf, unavailable, proto, loadHBaseClient, type RpcMethod } from './hbase-wire.js';
 import { RegionCache, isRelocateException, compareBytes, type RegionLocation } from './hbase-regions.js';
 
 export type Bytes = Buffer | string;
@@ -152,6 +152,8 @@ export class HBaseStore {
     this.connectTimeoutMs = positive('options.connectTimeoutMs', options.connectTimeoutMs, Math.min(DEFAULTS.connectTimeoutMs, this.operationTimeoutMs));
     this.maxBatch = positive('options.maxBatch', options.maxBatch, DEFAULTS.maxBatch);
     this.onRpc = options.onRpc;
+    // fail here, with a coded error naming the missing peer dependency, rather than on the first call
+    loadHBaseClient();
     this.regions = new RegionCache({
       metaConnection: () => this.metaConnection(),
       invalidateMeta: () => { this.metaServer = null; },
@@ -258,7 +260,7 @@ export class HBaseStore {
     const [family, qualifier] = splitColumn('check.column', check.column);
     const expected = check.value === null ? Buffer.alloc(0) : bytes('check.value', check.value);
     const mutation = putFields(key, values, options.timestamp, 'values');
-    const comparator = new proto.BinaryComparator({ comparable: { value: expected } });
+    const comparator = new (proto().BinaryComparator)({ comparable: { value: expected } });
     return this.withDeadline('checkAndPut', table, (d) => this.retrying(d, async () => {
       const region = await this.regions.locate(table, key);
       const resp = await this.rpc(region, 'Mutate', {

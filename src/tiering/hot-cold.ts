@@ -1,4 +1,4 @@
-// Hot/cold separation (seed 000): values live in Redis with a TTL (7 days by default) and reach the
+// Hot/cold separation: values live in Redis with a TTL (7 days by default) and reach the
 // cold store (HBase, 90 days through its column-family TTL) either on write (dual-write) or when
 // migrateCold() finds them close to expiry. Migration is at-least-once and idempotent: cold puts
 // are keyed and carry the original timestamp, the archived mark is a compare-and-set on the exact

@@ -52,7 +52,7 @@ describe.skipIf(!has)('dedup on Redis', () => {
     });
   }
 
-  it('sets layout reads and writes the seed/Java sets: {prefix}:{year}:{bucketOf(key,1000)} with raw members', async () => {
+  it('sets layout uses the same sets as a Java service: {prefix}:{year}:{bucketOf(key,1000)} with raw members', async () => {
     const s = new DedupService({ redis: srv.url, dedup: { layout: 'sets', prefix: 'tianyu', journalDir: dir, replayIntervalMs: 0 }, now: () => NOW });
     const key = '张三110101199003071234';
     await r.sadd(`tianyu:2026:${bucketOf('李四110101199003075678', 1000)}`, '李四110101199003075678'); // written by "Java"

@@ -70,7 +70,7 @@ describe.skipIf(!has)('FingerprintIndex on a real redis-server', () => {
     await srv?.stop();
   });
 
-  it('keeps the seed key layout: idx:<attr>:<value> sets, long values under a murmur3_128 key with the raw beside it', async () => {
+  it('keeps the plain key layout: idx:<attr>:<value> sets, long values under a murmur3_128 key with the raw beside it', async () => {
     await r.flushdb();
     const idx = new FingerprintIndex({ redis: r });
     const ua = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36';

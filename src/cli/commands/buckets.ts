@@ -1,5 +1,5 @@
-// `hashgate buckets`: bucket balance of murmur mod N vs jump hash vs a hash ring, as the seed
-// measured (mean, standard deviation) plus min/max, max/mean, chi-square p-value and the share
+// `hashgate buckets`: bucket balance of murmur mod N vs jump hash vs a hash ring: mean and
+// standard deviation plus min/max, max/mean, chi-square p-value and the share
 // of keys that move when the bucket count changes.
 import { parseArgs } from 'node:util';
 import { analyseFiles, analyseSynthetic, DEFAULTS, type BalanceReport } from '../../analysis/balance.js';
@@ -11,7 +11,7 @@ const HELP = `usage: hashgate buckets (--synthetic N | <file|dir|glob>...) [flag
   --vnodes V        virtual nodes per bucket on the hash ring (default ${DEFAULTS.vnodes})
   --delimiter C     field delimiter of the files (default '|')
   --fields 0,1      fields forming the key (default: all, concatenated)
-  --json            print the report as JSON`;
+  --json            print the report as one line of JSON`;
 
 function intFlag(flag: string, v: string | undefined, min: number, max: number): number | undefined {
   if (v === undefined) return undefined;
@@ -92,7 +92,7 @@ export async function run(argv: string[]): Promise<number> {
     const fields = str('fields') === undefined ? null : str('fields')!.split(',').map((f) => intFlag('--fields', f.trim(), 0, 255)!);
     const opts = { buckets, resizeTo: to, vnodes, delimiter, fields };
     const report = synthetic !== undefined ? analyseSynthetic(synthetic, opts) : await analyseFiles(positionals, opts);
-    if (values.json) console.log(JSON.stringify(report, null, 2));
+    if (values.json) console.log(JSON.stringify(report));
     else console.log(formatReport(report));
     return 0;
   } catch (err) {

@@ -2,6 +2,7 @@
 // (--redis URL | --cluster HOST:PORT,..., --layout, --prefix, --buckets, --journal-dir, ...).
 import { ErrorCodes, HashGateRangeError, HashGateTypeError } from '../../errors.js';
 import { DEFAULTS, type DedupOptions, type RedisConfig } from '../../dedup/options.js';
+import { REDIS_HELP, defaultRedisUrl } from '../redis-url.js';
 
 export const STORE_FLAGS = {
   redis: { type: 'string' },
@@ -12,14 +13,17 @@ export const STORE_FLAGS = {
   'journal-dir': { type: 'string' },
   'time-zone': { type: 'string' },
   'window-unit': { type: 'string' },
-  'lock-ttl-ms': { type: 'string' },
   'command-timeout-ms': { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
+/** recover only: the replay lock. */
+export const LOCK_FLAGS = { 'lock-ttl-ms': { type: 'string' } } as const;
+export const LOCK_HELP = `  --lock-ttl-ms MS          recover lock TTL (default ${DEFAULTS.lockTtlMs})`;
+
 export const STORE_HELP = `Store
-  --redis URL               Redis URL (default redis://127.0.0.1:6379)
+${REDIS_HELP}
   --cluster HOST:PORT,...   Redis Cluster startup nodes instead of --redis
   --layout compact|sets     dedup layout (default ${DEFAULTS.layout})
   --prefix P                key prefix (default ${DEFAULTS.prefix})
@@ -28,7 +32,6 @@ export const STORE_HELP = `Store
   --journal-dir DIR         fail-open journal directory (default ${DEFAULTS.journalDir})
   --time-zone TZ            IANA zone of windows (default ${DEFAULTS.timeZone})
   --window-unit U           year (default) | month | day
-  --lock-ttl-ms MS          recover lock TTL (default ${DEFAULTS.lockTtlMs})
   --command-timeout-ms MS   Redis command timeout (default ${DEFAULTS.commandTimeoutMs})
   --json                    machine-readable output`;
 
@@ -54,7 +57,7 @@ export function storeOptions(values: Record<string, string | boolean | undefined
     });
     redis = { cluster: nodes };
   } else {
-    redis = str('redis') ?? 'redis://127.0.0.1:6379';
+    redis = str('redis') ?? defaultRedisUrl();
   }
   const dedup: DedupOptions = { replayIntervalMs: 0 };
   const layout = str('layout');

@@ -101,7 +101,7 @@ export async function runDemo(opts: { items: number; duplicateRate: number; batc
 async function runBatch(opts: { items: number; duplicateRate: number; batch: number; threads?: number; seed: number; redis?: string; layout?: 'compact' | 'sets' }): Promise<DemoResult> {
   const gate = await HashGate.open({
     ...(opts.threads === undefined ? {} : { threads: opts.threads }),
-    bloom: { expectedItems: Math.max(1000, opts.items), fpp: 0.01 },
+    firstSeenBloom: { expectedItems: Math.max(1000, opts.items), fpp: 0.01 },
     ...(opts.redis === undefined ? {} : { redis: opts.redis }),
     dedup: { window: 'year', timeZone: 'Asia/Shanghai', replayIntervalMs: 0, ...(opts.layout === undefined ? {} : { layout: opts.layout }) },
   });
@@ -134,10 +134,10 @@ async function runBatch(opts: { items: number; duplicateRate: number; batch: num
       mismatches,
       keysPerSec: Math.round(opts.items / seconds),
       bloom: {
-        expectedFpp: s.bloom!.expectedFpp,
-        measuredFpp: s.bloom!.measuredFpp ?? null,
-        bitSize: s.bloom!.bitSize,
-        hashFunctions: s.bloom!.hashFunctions,
+        expectedFpp: s.firstSeenBloom!.expectedFpp,
+        measuredFpp: s.firstSeenBloom!.measuredFpp ?? null,
+        bitSize: s.firstSeenBloom!.bitSize,
+        hashFunctions: s.firstSeenBloom!.hashFunctions,
       },
       threads: gate.options.threads,
       batch: opts.batch,
@@ -170,8 +170,9 @@ export async function run(argv: string[]): Promise<number> {
                      [--concurrency C [--keys-per-call K]] [--json]
 
 Generates N name+ID transactions over the natural year 2026 (Asia/Shanghai) where a fraction R
-repeats an earlier identity, runs HashGate.firstSeen with a Bloom filter in front of the exact
-store (embedded in memory unless --redis is given) and checks every answer against the truth.
+repeats an earlier identity, runs HashGate.firstSeen against the exact store (embedded in
+memory unless --redis is given) and checks every answer against the truth. A Bloom filter
+beside it (firstSeenBloom) reports its measured false-positive rate.
 --concurrency C also runs the service pattern on the same stream: C callers in flight, each
 sending K keys per call (default 1); the gate merges their calls into store batches.`);
     return 0;

@@ -5,15 +5,17 @@ import { generateExport } from '../../loader/generate.js';
 const HELP = `usage: hashgate gen-export --dir DIR [flags]
   --files N            files 000000_0 ... (default 4)
   --rows N             rows per file (default 100000)
-  --dup-ratio R        fraction of rows repeating an earlier key, across files (default 0.2)
+  --duplicate-rate R   fraction of rows repeating an earlier key, across files (default 0.2;
+                       --dup-ratio is a deprecated alias)
   --crlf-ratio R       fraction of rows ending in CRLF (default 0)
   --malformed-every N  one line with a wrong field count every N rows (default 0 = none)
   --invalid-utf8-every N  one invalid UTF-8 line every N rows (default 0)
   --empty-every N      one empty line every N rows (default 0)
   --empty-file         add an empty file at the end
-  --date-years Y,Y     append a yyyyMMdd field from these years (for --window-from-field 2)
+  --date-years Y,Y     append a yyyyMMdd field from these years (a per-row window field for
+                       hashgate load)
   --seed N             PRNG seed (default 1)
-  --json               print the expected counts as JSON`;
+  --json               print the expected counts as one line of JSON`;
 
 export async function run(argv: string[]): Promise<number> {
   let v: Record<string, string | boolean | undefined>;
@@ -25,6 +27,7 @@ export async function run(argv: string[]): Promise<number> {
         dir: { type: 'string' },
         files: { type: 'string' },
         rows: { type: 'string' },
+        'duplicate-rate': { type: 'string' },
         'dup-ratio': { type: 'string' },
         'crlf-ratio': { type: 'string' },
         'malformed-every': { type: 'string' },
@@ -55,6 +58,11 @@ export async function run(argv: string[]): Promise<number> {
     return n;
   };
   try {
+    if (v['dup-ratio'] !== undefined) {
+      if (v['duplicate-rate'] !== undefined) throw new TypeError('give --duplicate-rate only (--dup-ratio is its deprecated alias)');
+      console.error('hashgate gen-export: --dup-ratio is deprecated; use --duplicate-rate');
+      v['duplicate-rate'] = v['dup-ratio'];
+    }
     if (typeof v.dir !== 'string' || v.dir === '') throw new TypeError('--dir is required');
     const years = typeof v['date-years'] === 'string' ? v['date-years'].split(',').map((y) => Number(y)) : undefined;
     if (years?.some((y) => !Number.isInteger(y) || y < 1000 || y > 9999)) throw new RangeError(`--date-years must list 4-digit years, got ${JSON.stringify(v['date-years'])}`);
@@ -62,7 +70,7 @@ export async function run(argv: string[]): Promise<number> {
       dir: v.dir,
       files: num('files', 4, 1, 100_000),
       rowsPerFile: num('rows', 100_000, 0, 1e10),
-      dupRatio: num('dup-ratio', 0.2, 0, 1, false),
+      dupRatio: num('duplicate-rate', 0.2, 0, 1, false),
       crlfRatio: num('crlf-ratio', 0, 0, 1, false),
       malformedEvery: num('malformed-every', 0, 0, 1e12),
       invalidUtf8Every: num('invalid-utf8-every', 0, 0, 1e12),
@@ -72,7 +80,7 @@ export async function run(argv: string[]): Promise<number> {
       ...(years ? { dateYears: years } : {}),
     });
     const out = { dir: v.dir, files: res.files.length, bytes: res.bytes, rows: res.rows, distinct: res.distinct, distinctByWindow: res.distinctByWindow, rejects: res.rejects.length };
-    if (v.json) console.log(JSON.stringify(out, null, 2));
+    if (v.json) console.log(JSON.stringify(out));
     else console.log(`wrote ${out.files} files (${out.bytes} bytes) to ${out.dir}: ${out.rows} rows, ${out.distinct} distinct keys, ${out.rejects} bad lines`);
     return 0;
   } catch (err) {

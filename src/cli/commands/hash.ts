@@ -11,20 +11,23 @@ export async function run(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
+    strict: true,
     options: {
       algorithm: { type: 'string', short: 'a', default: 'murmur3_128' },
       seed: { type: 'string', default: '0' },
       buckets: { type: 'string' },
       jump: { type: 'boolean', default: false },
+      json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
   if (values.help) {
-    console.log(`usage: hashgate hash [--algorithm ${ALGORITHMS.join('|')}] [--seed N] [--buckets N [--jump]] [key ...]
+    console.log(`usage: hashgate hash [--algorithm ${ALGORITHMS.join('|')}] [--seed N] [--buckets N [--jump]] [--json] [key ...]
 
 Prints "<digest>\\t<key>" per key (keys from the arguments, else one per stdin line). murmur3_128
 hex equals Guava's HashCode.toString(); murmur3_32 is unsigned decimal; xxh64 is 16 hex digits.
---buckets N adds the Java-compatible bucket (asLong() mod N) or, with --jump, the jump-hash bucket.`);
+--buckets N adds the Java-compatible bucket (asLong() mod N) or, with --jump, the jump-hash bucket.
+--json prints one JSON object per key instead (NDJSON: {"key","digest","bucket"?}).`);
     return 0;
   }
   const algorithm = checkOneOf('--algorithm', values.algorithm, ALGORITHMS);
@@ -43,6 +46,10 @@ hex equals Guava's HashCode.toString(); murmur3_32 is unsigned decimal; xxh64 is
     }
   };
   const line = (k: string): string => {
+    if (values.json) {
+      const bucket = buckets === undefined ? undefined : values.jump ? jumpBucket(k, buckets) : bucketOf(k, buckets);
+      return JSON.stringify(bucket === undefined ? { key: k, digest: digest(k) } : { key: k, digest: digest(k), bucket });
+    }
     const b = buckets === undefined ? '' : `\t${values.jump ? jumpBucket(k, buckets) : bucketOf(k, buckets)}`;
     return `${digest(k)}${b}\t${k}`;
   };

@@ -10,6 +10,7 @@ import { createProgress } from '../../loader/progress.js';
 import { RedisLayoutSink, type LoaderLayout } from '../../loader/sink.js';
 import type { WindowUnit } from '../../loader/window.js';
 import { redact } from '../../util/redact.js';
+import { REDIS_HELP, defaultRedisUrl } from '../redis-url.js';
 
 /** The dedup store's defaults: same prefix, layout and bucket counts as `HashGate.open`. */
 export const STORE_DEFAULTS = {
@@ -24,9 +25,10 @@ export const HELP = `usage: hashgate load <file|dir|glob>... [flags]
 Loads pipe-delimited export files (e.g. Hive's 000000_0, 000001_0, ...) into the dedup store.
 
 Store
-  --redis URL               Redis URL (default redis://127.0.0.1:6379)
+${REDIS_HELP}
   --cluster HOST:PORT,...   Redis Cluster startup nodes instead of --redis
-  --layout sets|compact     Redis layout (default ${STORE_DEFAULTS.layout}; 'sets' = the seed's scheme)
+  --layout sets|compact     Redis layout (default ${STORE_DEFAULTS.layout}; 'sets' = raw keys in
+                            {prefix}:{window}:{bucket} sets, readable by plain SISMEMBER)
   --prefix P                key prefix (default ${STORE_DEFAULTS.prefix})
   --buckets N               buckets (default: the count recorded for the window, else
                             ${STORE_DEFAULTS.setsBuckets} for sets / ${STORE_DEFAULTS.compactBuckets} for compact)
@@ -73,7 +75,7 @@ Other
   --bloom OUT               also write a Bloom filter (Guava writeTo format) of every key
   --bloom-fpp P             its false-positive rate (default 0.01)
   --bloom-expected N        its expected keys (default: estimated from the input size)
-  --json                    print the summary as JSON on stdout
+  --json                    print the summary as one line of JSON on stdout
   --progress / --no-progress  force the progress bar on/off (default: bar on a TTY, lines otherwise)
   --quiet                   no progress output
 Exit codes: 0 done (rejects, if any, under --max-reject-ratio and listed in --rejects-file),
@@ -193,6 +195,7 @@ export async function run(argv: string[]): Promise<number> {
     const win = str('window');
     if (win !== undefined && (win === '' || /[:{}*?[\]\s]/.test(win))) throw usage(`--window must be a non-empty id without ':', braces, glob characters or spaces, got ${JSON.stringify(win)}`);
     if (str('redis') !== undefined && str('cluster') !== undefined) throw usage('--redis and --cluster are mutually exclusive');
+    if (values['dry-run'] !== true && str('redis') === undefined && str('cluster') === undefined) defaultRedisUrl();
     const tz = str('time-zone');
     if (tz !== undefined) {
       try {
@@ -290,7 +293,7 @@ export async function run(argv: string[]): Promise<number> {
             }),
             { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1, commandTimeout: 30_000 } },
           )
-        : new Redis(str('redis') ?? 'redis://127.0.0.1:6379', clientOpts);
+        : new Redis(str('redis') ?? defaultRedisUrl(), clientOpts);
       redis.on('error', (e: Error) => (connErr ??= e)); // later errors are reported per batch; reconnects are automatic
       try {
         await redis.connect();
@@ -299,7 +302,7 @@ export async function run(argv: string[]): Promise<number> {
         redis.disconnect();
         // the first error says why (WRONGPASS, ECONNREFUSED); the rejection only says "closed"
         const why = connErr?.message ?? (err as Error).message;
-        throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `cannot connect to ${redact(cl ? `cluster ${cl}` : str('redis') ?? 'redis://127.0.0.1:6379')}: ${redact(why)}`, { cause: err });
+        throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `cannot connect to ${redact(cl ? `cluster ${cl}` : str('redis') ?? defaultRedisUrl())}: ${redact(why)}`, { cause: err });
       }
       sink = new RedisLayoutSink(redis, { layout, prefix, buckets, hll: values['no-hll'] !== true });
       // a window keeps the bucket count it was first written with
@@ -343,7 +346,7 @@ export async function run(argv: string[]): Promise<number> {
       writeFileSync(bloomOut, bloom.writeTo());
     }
     const out = { ...summary, layout, prefix, ...(bloomOut ? { bloom: bloomOut, bloomExpectedItems: bloomExpected, bloomFpp } : {}) };
-    if (values.json) console.log(JSON.stringify(out, null, 2));
+    if (values.json) console.log(JSON.stringify(out));
     else console.error(fmtSummary(summary) + (bloomOut ? `\n  Bloom filter written to ${bloomOut}` : ''));
     return summary.interrupted ? 130 : summary.failed > 0 ? 3 : summary.rejectRatioExceeded ? 4 : 0;
   } catch (err) {

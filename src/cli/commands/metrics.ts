@@ -4,7 +4,15 @@
 // that embed hashgate expose their in-process metrics with `metricsHandler()` instead.
 //
 // --once prints the exposition text to stdout and exits (node_exporter textfile collector, cron).
+// /healthz answers while the process serves; /readyz is 503 while the probed Redis is down or a
+// watched journal directory is missing.
+//
+// Unknown values are omitted, never printed: a Redis that does not answer has no memory sample
+// (rather than NaN), and the event-loop lag gauges have no sample before the loop was measured
+// (prom-client reports an empty histogram's minimum as 2^63 ns = 9223372036 s).
 
+import { existsSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { Redis } from 'ioredis';
@@ -21,14 +29,35 @@ export const DEFAULTS = {
   redisTimeoutMs: 1000,
 } as const;
 
-const USAGE = `usage: hashgate metrics [--port ${DEFAULTS.port}] [--host ${DEFAULTS.host}] [--path ${DEFAULTS.path}]
+export const HELP = `usage: hashgate metrics [--port ${DEFAULTS.port}] [--host ${DEFAULTS.host}] [--path ${DEFAULTS.path}]
                         [--journal-dir DIR]... [--redis URL] [--prefix hashgate_] [--no-process] [--once]
+
+Serves Prometheus metrics at --path, liveness at /healthz (200 while serving) and readiness at
+/readyz (503 while the --redis probe fails or a --journal-dir is missing).
+
   --port P          listen port (0 = any free port; printed on start)
   --host H          listen address (default loopback; 0.0.0.0 to expose)
+  --path P          metrics path (default ${DEFAULTS.path})
   --journal-dir D   fail-open journal directory to watch (repeatable): journal_backlog_bytes{journal=D}, ...
   --redis URL       Redis to probe on each scrape: redis_up, redis_used_memory_bytes, redis_keys
+                    (no default: without it Redis is not probed)
+  --prefix P        metric name prefix (default hashgate_)
   --no-process      omit process metrics (CPU, memory, event loop)
-  --once            print the metrics once to stdout and exit`;
+  --once            print the metrics once to stdout and exit
+Exit codes: 0 ok, 2 usage.`;
+
+/** Drops samples whose value is unknown (NaN) or prom-client's empty-histogram sentinel. */
+function omitUnknownSamples(registry: Registry): void {
+  type Values = { values: Array<{ value: number }> };
+  for (const metric of registry.getMetricsAsArray() as unknown as Array<{ name: string; get(): Promise<Values> }>) {
+    const lag = metric.name.includes('eventloop_lag');
+    const get = metric.get.bind(metric);
+    metric.get = async () => {
+      const m = await get();
+      return { ...m, values: m.values.filter((v) => !Number.isNaN(v.value) && !(lag && v.value >= 9e9)) };
+    };
+  }
+}
 
 export interface MetricsCommand {
   /** Only what the sidecar observes (no empty in-process families that would add to a service's). */
@@ -66,6 +95,7 @@ export async function start(argv: string[]): Promise<MetricsCommand & { once: bo
   const reg = [registry];
   if (!values['no-process']) collectDefaultMetrics({ register: registry, prefix: p });
   const closers: (() => Promise<void> | void)[] = [];
+  const readiness: Array<() => Promise<Record<string, unknown>>> = [];
 
   // Same names and labels as the in-process journal gauges, so one alert rule covers both.
   const dirs = values['journal-dir'] ?? [];
@@ -87,6 +117,10 @@ export async function start(argv: string[]): Promise<MetricsCommand & { once: bo
     journalGauge('journal_backlog_bytes', 'Journaled bytes not yet replayed (alert: > 0 for more than 1 h)', (s) => s.bytes);
     journalGauge('journal_backlog_segments', 'Journal segment files not yet replayed', (s) => s.segments);
     journalGauge('journal_oldest_record_age_seconds', 'Age of the oldest unreplayed journal segment', (s) => s.oldestAgeSeconds);
+    readiness.push(async () => {
+      const missing = dirs.filter((d) => !existsSync(d));
+      return { journalDirs: missing.length === 0 ? 'up' : 'down', ...(missing.length ? { missingJournalDirs: missing } : {}) };
+    });
   }
 
   if (values.redis !== undefined) {
@@ -116,6 +150,10 @@ export async function start(argv: string[]): Promise<MetricsCommand & { once: bo
           setImmediate(() => (probe = undefined));
         }
       })());
+    readiness.push(async () => {
+      await refresh();
+      return { redis: info.up === 1 ? 'up' : 'down' };
+    });
     new Gauge({ name: `${p}redis_up`, help: 'Whether the probed Redis answered the last scrape', registers: reg, async collect() { await refresh(); this.set(info.up); } });
     new Gauge({ name: `${p}redis_used_memory_bytes`, help: 'INFO memory used_memory of the probed Redis', registers: reg, async collect() { await refresh(); this.set(info.up ? info.used : NaN); } });
     new Gauge({ name: `${p}redis_keys`, help: 'DBSIZE of the probed Redis', registers: reg, async collect() { await refresh(); this.set(info.up ? info.keys : NaN); } });
@@ -124,8 +162,18 @@ export async function start(argv: string[]): Promise<MetricsCommand & { once: bo
   const close = async () => {
     for (const c of closers.splice(0).reverse()) await c();
   };
-  if (values.once) return { registry, close, once: true, help: false };
-  const server = await serveMetrics(registry, { port, host: values.host ?? DEFAULTS.host, path });
+  omitUnknownSamples(registry);
+  if (values.once) {
+    // give the event-loop delay monitor a few samples, so the lag gauges are measured, not empty
+    if (!values['no-process']) await sleep(50);
+    return { registry, close, once: true, help: false };
+  }
+  const ready = async (): Promise<{ ready: boolean } & Record<string, unknown>> => {
+    const parts = await Promise.all(readiness.map((r) => r()));
+    const merged = Object.assign({}, ...parts) as Record<string, unknown>;
+    return { ready: !Object.values(merged).includes('down'), ...merged };
+  };
+  const server = await serveMetrics(registry, { port, host: values.host ?? DEFAULTS.host, path, readiness: ready });
   closers.unshift(() => server.close());
   return { registry, server, close, once: false, help: false };
 }
@@ -135,11 +183,11 @@ export async function run(argv: string[]): Promise<number> {
   try {
     cmd = await start(argv);
   } catch (err) {
-    console.error(`hashgate metrics: ${redact((err as Error).message)}\n${USAGE}`);
+    console.error(`hashgate metrics: ${redact((err as Error).message)}\n${HELP}`);
     return 2;
   }
   if (cmd.help) {
-    console.log(USAGE);
+    console.log(HELP);
     return 0;
   }
   if (cmd.once) {

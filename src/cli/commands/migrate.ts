@@ -8,13 +8,14 @@ import { HotColdStore, TIERING_DEFAULTS, type MigrateResult } from '../../tierin
 import { HBaseColdStore } from '../../cache/hbase-cold.js';
 import { HBaseStore } from '../../stores/hbase.js';
 import { redact } from '../../util/redact.js';
+import { REDIS_HELP, defaultRedisUrl } from '../redis-url.js';
 
 export const EXIT = { ok: 0, error: 1, usage: 2, locked: 3 } as const;
 
 const USAGE = `usage: hashgate migrate --redis URL [--hbase HOST:PORT] [--threshold 1h] [--batch ${TIERING_DEFAULTS.batchSize}]
                         [--max-batches N] [--table T]... [--prefix ${TIERING_DEFAULTS.prefix}] [--family c]
                         [--hbase-table-prefix P] [--fresh] [--dry-run] [--json] [--quiet]
-  --redis URL        hot tier (default env HASHGATE_REDIS_URL)
+${REDIS_HELP.replace('Redis URL', 'hot tier')}
   --hbase Q          cold tier ZooKeeper quorum (default env HBASE_ZK); not needed with --dry-run
   --threshold D      archive keys whose remaining TTL is below D (ms, or 90s/30m/1h/2d; default 1h)
   --batch N          SCAN COUNT and keys per HBase multi-put
@@ -24,7 +25,10 @@ const USAGE = `usage: hashgate migrate --redis URL [--hbase HOST:PORT] [--thresh
   --hbase-table-prefix P  HBase table = P + logical table (default: same name)
   --fresh            ignore the saved cursor and start a new pass
   --dry-run          count candidates, write nothing
-  --json             print the result as JSON
+  --family F         HBase column family of archived values
+  --json             print the result as one line of JSON (lockHeld: true when another run holds
+                     the lock; 'acquired' is its deprecated inverse)
+  --quiet            no progress output
 exit: 0 done (or stopped at --max-batches), 1 error, 2 usage, 3 another run holds the lock`;
 
 const UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -79,14 +83,14 @@ export async function run(argv: string[]): Promise<number> {
     console.log(USAGE);
     return EXIT.ok;
   }
-  const redisUrl = values.redis ?? process.env.HASHGATE_REDIS_URL;
+  let redisUrl: string;
   const zk = values.hbase ?? process.env.HBASE_ZK;
   const dryRun = values['dry-run'] === true;
   let thresholdMs: number;
   let batchSize: number;
   let maxBatches: number | undefined;
   try {
-    if (!redisUrl) throw new TypeError('--redis URL (or env HASHGATE_REDIS_URL) is required');
+    redisUrl = values.redis ?? defaultRedisUrl();
     if (!zk && !dryRun) throw new TypeError('--hbase HOST:PORT (or env HBASE_ZK) is required unless --dry-run');
     thresholdMs = values.threshold === undefined ? TIERING_DEFAULTS.thresholdMs : parseDuration('--threshold', values.threshold);
     batchSize = values.batch === undefined ? TIERING_DEFAULTS.batchSize : checkInt('--batch', Number(values.batch), 1, 100_000);
@@ -122,11 +126,11 @@ export async function run(argv: string[]): Promise<number> {
     });
     if (!values.quiet && !values.json && r.batches > 0) process.stderr.write('\n');
     if (!r.acquired) {
-      if (values.json) console.log(JSON.stringify(r));
+      if (values.json) console.log(JSON.stringify({ ...r, lockHeld: !r.acquired }));
       else console.error('hashgate migrate: another migration holds the lock; nothing done');
       return EXIT.locked;
     }
-    if (values.json) console.log(JSON.stringify(r));
+    if (values.json) console.log(JSON.stringify({ ...r, lockHeld: !r.acquired }));
     else if (!values.quiet) console.log(summary(r));
     return r.lockLost ? EXIT.error : EXIT.ok;
   } catch (err) {

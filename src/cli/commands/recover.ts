@@ -3,7 +3,7 @@ import { existsSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { DEFAULTS } from '../../dedup/options.js';
 import { DedupService } from '../../dedup/service.js';
-import { STORE_FLAGS, STORE_HELP, storeOptions } from './dedup-flags.js';
+import { LOCK_FLAGS, LOCK_HELP, STORE_FLAGS, STORE_HELP, storeOptions } from './dedup-flags.js';
 import { redact } from '../../util/redact.js';
 
 export const HELP = `usage: hashgate recover [flags]
@@ -16,6 +16,7 @@ touched. A damaged segment has its intact records replayed and is then renamed <
 (kept for inspection); only the crash-torn end of a dead writer's .open segment is dropped.
 
 ${STORE_HELP}
+${LOCK_HELP}
 Exit codes:
   0  done: the journal is empty and nothing is quarantined
   1  error (Redis unreachable, journal directory missing or unreadable)
@@ -29,7 +30,7 @@ export async function run(argv: string[]): Promise<number> {
   let values: Record<string, string | boolean | undefined>;
   let opts: ReturnType<typeof storeOptions>;
   try {
-    ({ values } = parseArgs({ args: argv, strict: true, allowPositionals: false, options: STORE_FLAGS }));
+    ({ values } = parseArgs({ args: argv, strict: true, allowPositionals: false, options: { ...STORE_FLAGS, ...LOCK_FLAGS } }));
     if (values.help) {
       console.log(HELP);
       return 0;
@@ -39,6 +40,7 @@ export async function run(argv: string[]): Promise<number> {
     console.error(`hashgate recover: ${redact((err as Error).message)}\n\n${HELP}`);
     return 2;
   }
+  // A mistyped directory must not read as "nothing to replay": that would hide a real backlog.
   const dir = opts.dedup.journalDir ?? DEFAULTS.journalDir;
   if (!existsSync(dir) || !statSync(dir).isDirectory()) {
     console.error(`hashgate recover: journal directory ${dir} does not exist (--journal-dir)`);

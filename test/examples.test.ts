@@ -1,0 +1,126 @@
+// Runs every program in examples/ as a user would (node, the built package imported by name, a
+// JVM with the real Guava jar) against a private redis-server: the bulk-load job, the Java reader
+// of the compact layout it wrote, and the node:http service under concurrent requests + SIGTERM.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { once } from 'node:events';
+import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
+import { guavaHarness } from './helpers/java.js';
+
+const repo = resolve(import.meta.dirname, '..');
+const has = requireRedisOrSkip('examples');
+
+const key = (i: number): string => `用户${i % 1000}|${110101199001010000 + (i % 1000)}`;
+
+describe.skipIf(!has)('examples/', () => {
+  let srv: RedisServer;
+  let dir: string;
+  let window: string;
+  beforeAll(async () => {
+    srv = await startRedis();
+    dir = mkdtempSync(join(tmpdir(), 'hg-examples-'));
+  });
+  afterAll(async () => {
+    await srv?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('bulk-load.mjs loads an export, counts duplicates exactly and reports rejected lines (exit 3)', () => {
+    const file = join(dir, 'export.txt');
+    const lines = Array.from({ length: 5000 }, (_, i) => key(i));
+    lines.splice(2500, 0, 'not a valid row');
+    writeFileSync(file, `${lines.join('\n')}\n`);
+    const env = { ...process.env, HASHGATE_REDIS_URL: srv.url };
+    const r = spawnSync(process.execPath, ['examples/bulk-load.mjs', file], { cwd: repo, env, encoding: 'utf8', timeout: 120_000 });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(3);
+    const out = JSON.parse(r.stdout) as Record<string, unknown>;
+    expect(out).toMatchObject({ rows: 5000, firstSeen: 1000, duplicates: 4000, rejected: 1, windowKeys: 1000 });
+    window = out.window as string;
+    // a second run finds everything already seen
+    const again = JSON.parse(spawnSync(process.execPath, ['examples/bulk-load.mjs', file], { cwd: repo, env, encoding: 'utf8' }).stdout) as Record<string, unknown>;
+    expect(again).toMatchObject({ rows: 5000, firstSeen: 0, windowKeys: 1000 });
+  });
+
+  it('java/CompactReader.java reads the compact layout hashgate wrote (Guava digest, SISMEMBER)', async () => {
+    const java = await guavaHarness();
+    if (java === null) {
+      if (process.env.CI === 'true') throw new Error('java/javac not found but CI=true');
+      console.warn('\n!!! SKIPPING the Java example: java/javac are not installed !!!\n');
+      return;
+    }
+    const classes = join(dir, 'java-classes');
+    mkdirSync(classes, { recursive: true });
+    const c = spawnSync('javac', ['-nowarn', '-cp', java.jar, '-d', classes, 'examples/java/CompactReader.java'], { cwd: repo, encoding: 'utf8' });
+    expect(c.stderr).toBe('');
+    expect(c.status).toBe(0);
+    const seen = [0, 1, 999].map((i) => key(i).replace('|', ''));
+    const unseen = ['用户1000110101199001011000', 'nobody'];
+    const r = spawnSync('java', ['-cp', `${java.jar}:${classes}`, 'CompactReader', '127.0.0.1', String(srv.port), 'hg:dedup', window],
+      { input: `${[...seen, ...unseen].join('\n')}\n`, encoding: 'utf8', timeout: 60_000 });
+    expect(r.stderr).toBe('');
+    expect(r.stdout.trim().split('\n')).toEqual([...seen.map((k) => `${k}\t1`), ...unseen.map((k) => `${k}\t0`)]);
+    // a window nobody wrote reads as "not seen", without writing anything
+    const empty = spawnSync('java', ['-cp', `${java.jar}:${classes}`, 'CompactReader', '127.0.0.1', String(srv.port), 'hg:dedup', '1999'],
+      { input: `${seen[0]}\n`, encoding: 'utf8' });
+    expect(empty.stdout.trim()).toBe(`${seen[0]}\t0`);
+  }, 300_000);
+
+  it('http-service.mjs answers concurrent first-seen and risk requests, reports ready, and stops on SIGTERM', async () => {
+    const child = spawn(process.execPath, ['examples/http-service.mjs'], {
+      cwd: repo,
+      env: { ...process.env, HASHGATE_REDIS_URL: srv.url, PORT: '0', HASHGATE_JOURNAL_DIR: join(dir, 'journal') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    try {
+      const deadline = Date.now() + 30_000;
+      while (!/listening on (\S+)/.test(stdout)) {
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`service did not start: ${stdout} ${stderr}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const base = /listening on (\S+)/.exec(stdout)![1]!;
+      const get = async (path: string): Promise<{ status: number; body: Record<string, unknown> }> => {
+        const res = await fetch(`${base}${path}`);
+        return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+      };
+      // 300 concurrent requests over 100 keys: 50 were loaded by the bulk job, 50 are new; each new
+      // key must be answered "first seen" exactly once however the requests interleave
+      const keys = Array.from({ length: 100 }, (_, i) => (i < 50 ? key(i).replace('|', '') : `new-key-${i}`));
+      const requests = Array.from({ length: 300 }, (_, i) => keys[i % 100]!);
+      const answers = await Promise.all(requests.map((k) => get(`/first-seen?key=${encodeURIComponent(k)}`)));
+      const firstByKey = new Map<string, number>();
+      answers.forEach((a, i) => {
+        expect(a.status).toBe(200);
+        if (a.body.firstSeen === true) firstByKey.set(requests[i]!, (firstByKey.get(requests[i]!) ?? 0) + 1);
+      });
+      expect([...firstByKey.keys()].sort()).toEqual(keys.slice(50).sort());
+      expect([...firstByKey.values()].every((n) => n === 1)).toBe(true);
+
+      expect(await get(`/risk?key=${encodeURIComponent('王五110101198001011234')}`)).toEqual({
+        status: 200, body: { blacklisted: true, record: { level: 'high', reason: 'chargeback' } },
+      });
+      // keys answered by firstSeen never leak into the blacklist filter
+      const risk = await Promise.all(keys.map((k) => get(`/risk?key=${encodeURIComponent(k)}`)));
+      expect(risk.every((r) => r.body.blacklisted === false)).toBe(true);
+      const ready = await get('/readyz');
+      expect(ready.status).toBe(200);
+      expect(ready.body).toMatchObject({ ready: true, status: 'up' });
+      expect((await get('/first-seen')).status).toBe(400);
+
+      child.kill('SIGTERM');
+      const [code] = (await once(child, 'exit')) as [number | null];
+      expect(code).toBe(0);
+      expect(stdout).toMatch(/stopped/);
+      expect(stderr).toBe('');
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  }, 120_000);
+});

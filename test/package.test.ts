@@ -1,0 +1,123 @@
+// The published package, as a user installs it: pack the repo, install the tarball into a scratch
+// app (offline, from the tarball and the local npm cache), then run an ESM, a CommonJS and a
+// TypeScript consumer against it.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, copyFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import * as root from '../src/index.js';
+
+const repo = resolve(import.meta.dirname, '..');
+const fixtures = join(repo, 'test/fixtures/consumer');
+const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+
+/** Every value export the README and docs/API.md name; a user's code may rely on each. */
+export const DOCUMENTED = [
+  'HashGate', 'GATE_DEFAULTS', 'DEDUP_DEFAULTS', 'BLOOM_DEFAULTS', 'CACHE_DEFAULTS',
+  'murmur3_128', 'murmur3_128Hex', 'murmur3_32', 'murmur3_x86_128', 'murmur3_64', 'xxh64', 'hashBatch',
+  'bucketOf', 'bucketsOf', 'jumpBucket', 'jumpBucketsOf', 'packKeys', 'packLines', 'canonicalJson',
+  'BloomFilter', 'CountingBloomFilter', 'SwappableBloom', 'rebuild',
+  'DedupService', 'windowId',
+  'TieredCache', 'MemoryColdStore', 'HBaseColdStore', 'HBaseStore', 'HBASE_DEFAULTS', 'HotColdStore',
+  'Blacklist', 'BehaviorHistory', 'RiskCheck', 'FingerprintIndex', 'IdRegistry', 'MemoryIdStore', 'RedisIdStore', 'HBaseIdStore',
+  'ErrorCodes', 'HashGateError', 'HashGateTypeError', 'HashGateRangeError',
+  'createMetrics', 'metricsHandler', 'serveMetrics', 'CHANNEL_BATCH_START', 'CHANNEL_BATCH_END', 'CHANNEL_STORE_ERROR',
+] as const;
+
+let work: string;
+let app: string;
+let files: string[];
+
+beforeAll(() => {
+  work = mkdtempSync(join(tmpdir(), 'hashgate-pack-'));
+  // `npm pack` runs the prepare script, so this also proves a fresh clone builds what it ships
+  const out = execFileSync(npm, ['pack', '--json', '--pack-destination', work], { cwd: repo, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const info = JSON.parse(out) as Array<{ filename: string; files: Array<{ path: string }> }>;
+  files = info[0]!.files.map((f) => f.path);
+  app = join(work, 'app');
+  execFileSync('mkdir', ['-p', app]);
+  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'scratch-app', private: true, type: 'module' }));
+  execFileSync(npm, ['install', '--prefer-offline', '--no-audit', '--no-fund', join(work, info[0]!.filename)], {
+    cwd: app, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}, 300_000);
+
+afterAll(() => {
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+describe('npm pack', () => {
+  it('ships the library, workers, wasm, LICENSE and CHANGELOG; no benchmarks, no source maps', () => {
+    for (const f of ['dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/cli/main.js', 'dist/workers/kernel-worker.js',
+      'wasm/hashgate.wasm', 'wasm/bloom.wasm', 'LICENSE', 'CHANGELOG.md', 'README.md', 'package.json']) {
+      expect(files, f).toContain(f);
+    }
+    expect(files.filter((f) => f.startsWith('dist/bench') || f.startsWith('dist/test'))).toEqual([]);
+    expect(files.filter((f) => f.endsWith('.map'))).toEqual([]);
+    const installed = join(app, 'node_modules/hashgate/dist/src/index.js');
+    expect(readFileSync(installed, 'utf8')).not.toMatch(/sourceMappingURL/);
+  });
+
+  it('installs without the HBase client or its old dependencies', () => {
+    expect(existsSync(join(app, 'node_modules/hashgate'))).toBe(true);
+    for (const dep of ['hbase-rpc-client', 'underscore', 'protobufjs']) {
+      expect(existsSync(join(app, 'node_modules', dep)), dep).toBe(false);
+    }
+    const pkg = JSON.parse(readFileSync(join(app, 'node_modules/hashgate/package.json'), 'utf8'));
+    expect(pkg.peerDependenciesMeta['hbase-rpc-client'].optional).toBe(true);
+    expect(readdirSync(join(app, 'node_modules/hashgate'))).toContain('LICENSE');
+  });
+});
+
+describe('consumers of the installed package', () => {
+  it('an ESM consumer finds every documented export and the workers/wasm inside the package', () => {
+    copyFileSync(join(fixtures, 'esm.mjs'), join(app, 'esm.mjs'));
+    const r = spawnSync(process.execPath, ['esm.mjs', JSON.stringify(DOCUMENTED)], { cwd: app, encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const out = JSON.parse(r.stdout.trim()) as { ok: boolean; exports: string[] };
+    expect(out.ok).toBe(true);
+    // the tarball exports exactly what the source exports
+    expect(out.exports).toEqual(Object.keys(root).sort());
+  });
+
+  it('a CommonJS consumer gets a clear refusal from require() and the package through import()', () => {
+    copyFileSync(join(fixtures, 'cjs.cjs'), join(app, 'cjs.cjs'));
+    const r = spawnSync(process.execPath, ['cjs.cjs'], { cwd: app, encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.stdout.trim()).toBe('cjs ok');
+  });
+
+  it('the bin runs from the installed package', () => {
+    const r = spawnSync(process.execPath, [join(app, 'node_modules/.bin/hashgate'), 'hash', 'hello'], { cwd: app, encoding: 'utf8' });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^029bbd41b3a7d8cb191dae486a901e5b\thello/);
+    const v = spawnSync(process.execPath, [join(app, 'node_modules/.bin/hashgate'), '--version'], { cwd: app, encoding: 'utf8' });
+    expect(v.stdout.trim()).toBe(JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')).version);
+  });
+
+  for (const [name, compilerOptions] of [
+    ['NodeNext', { module: 'NodeNext', moduleResolution: 'NodeNext' }],
+    ['node10 (moduleResolution: node)', { module: 'commonjs', moduleResolution: 'node10' }],
+    ['bundler', { module: 'ESNext', moduleResolution: 'bundler' }],
+    ['NodeNext with the DOM lib', { module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2022', 'DOM'] }],
+  ] as const) {
+    it(`a TypeScript consumer type-checks against the installed declarations (${name})`, () => {
+      const ts = readFileSync(join(fixtures, 'typed.ts'), 'utf8') +
+        `\nimport * as all from 'hashgate';\nexport const everyExport = [${DOCUMENTED.map((n) => `all.${n}`).join(', ')}];\n`;
+      writeFileSync(join(app, 'typed.ts'), ts);
+      const tsconfig = {
+        compilerOptions: {
+          target: 'ES2022', lib: ['ES2022'], ...compilerOptions, strict: true, noEmit: true, skipLibCheck: false,
+          types: ['node'], typeRoots: [join(repo, 'node_modules/@types')], ignoreDeprecations: '5.0',
+        },
+        files: ['typed.ts'],
+      };
+      writeFileSync(join(app, 'tsconfig.json'), JSON.stringify(tsconfig));
+      const r = spawnSync(process.execPath, [join(repo, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: app, encoding: 'utf8' });
+      expect(r.stdout + r.stderr).toBe('');
+      expect(r.status).toBe(0);
+    });
+  }
+});
