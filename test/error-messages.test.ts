@@ -158,7 +158,7 @@ describe('bad Redis URLs give a coded error naming the option, without the URL',
   it('HashGate.open({ redis }) and DedupService rejects/throws HG_ERR_INVALID_OPTION naming redis', async () => {
     const e = await failure(() => HashGate.open({ redis: secretUrl }));
     expect(e.code).toBe('HG_ERR_INVALID_OPTION');
-    expect(e.details).toMatchObject({ name: 'redis' });
+    expect(e.details).toMatchObject({ name: 'options.redis' });
     expect(e.message).not.toContain('s3cr3t');
     const d = await failure(() => new DedupService({ redis: 'not a url' }));
     expect(d.code).toBe('HG_ERR_INVALID_OPTION');

@@ -123,9 +123,9 @@ describe.skipIf(!has)('hashgate --json and --redis', () => {
     expect(jsonLines(m.out)[0]).toMatchObject({ lockHeld: false, acquired: true });
   });
 
-  it('recover: a journal directory that does not exist is a usage error, not "replayed 0 segments"', () => {
+  it('recover: a journal directory that does not exist is an error (exit 1), not "replayed 0 segments"', () => {
     const r = cli(['recover', '--redis', srv.url, '--journal-dir', '/does/not/exist', '--json']);
-    expect(r.code).toBe(2);
+    expect(r.code).toBe(1);
     expect(r.err).toMatch(/\/does\/not\/exist does not exist/);
     expect(r.out).toBe('');
   });

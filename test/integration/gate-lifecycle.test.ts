@@ -39,7 +39,7 @@ describe.skipIf(!has)('HashGate lifecycle', () => {
   it('refuses a URL that is not redis:// or rediss:// with a coded error naming the option, never echoing it', async () => {
     for (const url of ['http://user:hunter2@127.0.0.1:6380', 'not a url', 'ftp://x']) {
       const err = await HashGate.open({ threads: 0, redis: url }).catch((e: unknown) => e);
-      expect(err).toMatchObject({ code: 'HG_ERR_INVALID_OPTION', details: { name: 'redis' } });
+      expect(err).toMatchObject({ code: 'HG_ERR_INVALID_OPTION', details: { name: 'options.redis' } });
       expect((err as Error).message).not.toContain('hunter2');
       expect((err as Error).message).toMatch(/redis:\/\//);
     }
