@@ -164,6 +164,43 @@ export class LmdbStore implements DedupStore {
     }
   }
 
+  /**
+   * Bulk add for the loader: row i's member is keys[offsets[i] .. offsets[i] + width) with width 8
+   * for 'compact' (digest bytes 0..7), the whole range for 'sets'; its bucket is bucketAt(i). One
+   * write transaction; resolves with the number of members that were new.
+   */
+  async addRows(
+    window: string, layout: Layout, buckets: number, count: number, bucketAt: (i: number) => number, keys: Uint8Array, offsets: Uint32Array,
+  ): Promise<number> {
+    this.check();
+    const db = this.db(layout, window);
+    const mk = metaKey(layout, window);
+    const buf = Buffer.from(keys.buffer, keys.byteOffset, keys.byteLength);
+    try {
+      const added = await db.transaction(() => {
+        if (this.meta.get(mk) === undefined) this.meta.putSync(mk, buckets);
+        let n = 0;
+        for (let i = 0; i < count; i++) {
+          const s = offsets[i]!;
+          const e = layout === 'compact' ? s + 8 : offsets[i + 1]!;
+          if (putSync(db, bucketAt(i), buf.subarray(s, e))) n++;
+        }
+        return n;
+      });
+      if (this.options.sync) await db.flushed;
+      return added;
+    } catch (cause) {
+      throw storeFailure('write transaction failed, nothing of the batch was written', cause);
+    }
+  }
+
+  /** Bucket count recorded for the window, if any. */
+  recordedBuckets(window: string, layout: Layout): number | undefined {
+    this.env.resetReadTxn();
+    const v = this.meta.get(metaKey(layout, window));
+    return typeof v === 'number' ? v : undefined;
+  }
+
   async count(window: string, layout: Layout): Promise<{ exact: number; approximate: number }> {
     this.check();
     if (!this.has(layout, window)) return { exact: 0, approximate: 0 };

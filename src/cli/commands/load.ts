@@ -8,6 +8,7 @@ import { ErrorCodes, HashGateError, HashGateTypeError, HashGateRangeError } from
 import { DEFAULTS, load, type LoadOptions, type LoadSummary } from '../../loader/loader.js';
 import { createProgress } from '../../loader/progress.js';
 import { RedisLayoutSink, type LoaderLayout } from '../../loader/sink.js';
+import { LmdbLoadSink } from '../../loader/lmdb-sink.js';
 import type { WindowUnit } from '../../loader/window.js';
 
 /** The dedup store's defaults: same prefix, layout and bucket counts as `HashGate.open`. */
@@ -23,6 +24,7 @@ export const HELP = `usage: hashgate load <file|dir|glob>... [flags]
 Loads pipe-delimited export files (e.g. Hive's 000000_0, 000001_0, ...) into the dedup store.
 
 Store
+  --store PATH              the durable embedded store (LMDB directory, dedup.path) instead of Redis
   --redis URL               Redis URL (default redis://127.0.0.1:6379)
   --cluster HOST:PORT,...   Redis Cluster startup nodes instead of --redis
   --layout sets|compact     Redis layout (default ${STORE_DEFAULTS.layout}; 'sets' = the seed's scheme)
@@ -112,6 +114,7 @@ export async function run(argv: string[]): Promise<number> {
       allowPositionals: true,
       strict: true,
       options: {
+        store: { type: 'string' },
         redis: { type: 'string' },
         cluster: { type: 'string' },
         layout: { type: 'string' },
@@ -171,6 +174,8 @@ export async function run(argv: string[]): Promise<number> {
     const win = str('window');
     if (win !== undefined && (win === '' || /[:{}*?[\]\s]/.test(win))) throw usage(`--window must be a non-empty id without ':', braces, glob characters or spaces, got ${JSON.stringify(win)}`);
     if (str('redis') !== undefined && str('cluster') !== undefined) throw usage('--redis and --cluster are mutually exclusive');
+    if (str('store') !== undefined && (str('redis') !== undefined || str('cluster') !== undefined)) throw usage('--store and --redis/--cluster are mutually exclusive');
+    if (str('store') === '') throw usage('--store must be a directory path');
     const tz = str('time-zone');
     if (tz !== undefined) {
       try {
@@ -232,10 +237,21 @@ export async function run(argv: string[]): Promise<number> {
   };
   process.on('SIGINT', onSigint);
   process.on('SIGTERM', onSigint);
-  let sink: RedisLayoutSink | undefined;
+  let sink: RedisLayoutSink | LmdbLoadSink | undefined;
   try {
     let buckets = bucketsFlag ?? (layout === 'sets' ? STORE_DEFAULTS.setsBuckets : STORE_DEFAULTS.compactBuckets);
-    if (!opts.dryRun) {
+    const storePath = str('store');
+    if (!opts.dryRun && storePath !== undefined) {
+      sink = new LmdbLoadSink({ path: storePath, layout, buckets });
+      if (opts.window !== undefined && bucketsFlag === undefined) {
+        const rec = sink.recordedBuckets(opts.window);
+        if (rec !== undefined && rec !== buckets) {
+          await sink.close();
+          buckets = rec;
+          sink = new LmdbLoadSink({ path: storePath, layout, buckets });
+        }
+      }
+    } else if (!opts.dryRun) {
       const clientOpts = { maxRetriesPerRequest: 1, commandTimeout: 30_000, enableAutoPipelining: false, lazyConnect: true };
       const cl = str('cluster');
       const redis = cl
@@ -265,7 +281,7 @@ export async function run(argv: string[]): Promise<number> {
       }
     }
     opts.buckets = buckets;
-    opts.extraFingerprint = { layout, prefix };
+    opts.extraFingerprint = storePath === undefined ? { layout, prefix } : { layout, store: storePath };
     const tty = values['no-progress'] ? false : values.progress === true || process.stderr.isTTY === true;
     const progress = createProgress({ tty, intervalMs: 10_000, quiet: values.quiet === true || (values['no-progress'] === true && values.json === true) });
 

@@ -1,5 +1,6 @@
 // `hashgate stats --window 2026`: exact (SCARD over the window's buckets) and approximate
 // (PFCOUNT) member counts of a dedup window; `--purge` deletes the window (SCAN + UNLINK).
+// With `--store PATH` the same for the durable embedded store (exact = approximate there).
 import { parseArgs } from 'node:util';
 import { DedupService } from '../../dedup/service.js';
 import { STORE_FLAGS, STORE_HELP, storeOptions } from './dedup-flags.js';
@@ -44,7 +45,7 @@ export async function run(argv: string[]): Promise<number> {
     }
     const st = await svc.stats(window);
     if (values.json) {
-      console.log(JSON.stringify({ window: st.window, layout: st.layout, buckets: st.buckets, exact: st.exact, approximate: st.approximate, journalBytes: st.journalBytes }));
+      console.log(JSON.stringify({ window: st.window, store: st.store, layout: st.layout, buckets: st.buckets, exact: st.exact, approximate: st.approximate, journalBytes: st.journalBytes }));
     } else {
       console.log(`window ${st.window} (${st.layout}, ${st.buckets} buckets): exact ${st.exact}, approximate ${st.approximate}; journal ${st.journalBytes} B pending`);
     }
