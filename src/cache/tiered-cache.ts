@@ -15,6 +15,7 @@ import { FLAG_ARCHIVED, HEADER_BYTES, decodeEnvelopeValue, decodeValue, wrapEnve
 import { RemoteTierStats, type CacheStats, type TierError } from './stats.js';
 import { errorKind, publishStoreError } from '../metrics/channels.js';
 import type { BloomLike, CacheValue, ColdCell, ColdStore } from './types.js';
+import { PersistentLocalTier, parsePersistentLocal } from './persistent-local.js';
 
 export const CACHE_DEFAULTS = {
   local: { maxEntries: 100_000, maxBytes: 64 * 1024 * 1024, ttlMs: 60_000, maxTables: 64 },
@@ -54,8 +55,13 @@ export interface ColdTierOptions {
 export type BloomOption = BloomLike | false | ((table: string) => BloomLike | undefined);
 
 export interface TieredCacheOptions {
-  /** Limits are per table (see TableState); maxTables (default 64) bounds the number of tables. */
-  local?: { maxEntries?: number; maxBytes?: number; ttlMs?: number; maxTables?: number };
+  /**
+   * Limits are per table (see TableState); maxTables (default 64) bounds the number of tables.
+   * `path`: a persistent second local tier on the host (LMDB, see persistent-local.ts) so a
+   * restarted instance is not cold; entries live `persistTtlMs` (default 1 h), at most
+   * `persistMaxEntries` (default 1M).
+   */
+  local?: { maxEntries?: number; maxBytes?: number; ttlMs?: number; maxTables?: number; path?: string; persistTtlMs?: number; persistMaxEntries?: number };
   negativeTtlMs?: number;
   redis?: RedisTierOptions;
   cold?: ColdStore;
@@ -158,6 +164,8 @@ export class TieredCache {
   readonly #now: () => number;
   readonly #redisStats = new RemoteTierStats();
   readonly #coldStats = new RemoteTierStats();
+  /** Optional persistent local tier under the LRU (`local.path`). */
+  readonly #l2: PersistentLocalTier | undefined;
   #closed = false;
   #gateBuf = new Uint8Array(0);
   // lru-cache writes a `status` back into set()'s options; cleared per call so none is shared
@@ -183,6 +191,7 @@ export class TieredCache {
     this.#now = opts.now ?? Date.now;
     if (typeof this.#now !== 'function') throw invalidType('now', 'a function', opts.now);
     this.#maxTables = checkInt('local.maxTables', l.maxTables ?? D.local.maxTables, 1);
+    const l2 = parsePersistentLocal(l as Record<string, unknown>, this.#now);
     this.#lruOptions = {
       max: maxEntries,
       maxSize: maxBytes,
@@ -239,6 +248,18 @@ export class TieredCache {
       throw invalidType('onTierError', 'a function', opts.onTierError);
     }
     this.#onTierError = opts.onTierError;
+    // options are all valid by now: open the tier last, and leave no client behind if it fails
+    try {
+      this.#l2 = l2 === undefined ? undefined : new PersistentLocalTier(l2);
+    } catch (err) {
+      if (this.#ownsRedis) this.#redis?.disconnect();
+      throw err;
+    }
+  }
+
+  /** The persistent local tier (`local.path`), for its stats. */
+  get persistentLocal(): PersistentLocalTier | undefined {
+    return this.#l2;
   }
 
   /** The Redis client in use (undefined without a hot tier). */
@@ -274,6 +295,7 @@ export class TieredCache {
       t.gen++;
       for (const k of keys) t.lru.delete(k);
     }
+    this.#l2?.remove(table, keys);
   }
 
   clearLocal(): void {
@@ -312,6 +334,7 @@ export class TieredCache {
     if (this.#closed) return;
     this.#closed = true;
     this.clearLocal();
+    await this.#l2?.close();
     if (this.#ownsRedis && this.#redis) {
       try {
         await this.#redis.quit();
@@ -386,6 +409,16 @@ export class TieredCache {
           hits++;
           out[i] = v as CacheValue;
         }
+        continue;
+      }
+      const w = this.#l2?.get(table, key);
+      if (w !== undefined) {
+        // a local hit (also counted in the persistent tier's stats), copied up into the LRU
+        this.#setPos.size = this.#l2!.lastBytes + key.length * 2 + ENTRY_OVERHEAD;
+        this.#setPos.status = undefined;
+        lru.set(key, w as object, this.#setPos);
+        out[i] = w;
+        hits++;
         continue;
       }
       (missIdx ??= []).push(i);
@@ -524,6 +557,7 @@ export class TieredCache {
         pos.size = sizes[j]! + k.length * 2 + ENTRY_OVERHEAD;
         pos.status = undefined;
         lru.set(k, vals[j] as object, pos);
+        this.#l2?.put(table, k, vals[j]!);
       } else if (s === MISSING && neg.ttl > 0) {
         neg.size = k.length * 2 + ENTRY_OVERHEAD;
         neg.status = undefined;
