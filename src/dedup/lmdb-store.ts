@@ -9,7 +9,7 @@
 //                               identify a key in the Redis compact layout, so `hashgate export`
 //                               can write the exact Redis members and bucket keys.
 //   sub-database `s:${window}`  'sets' layout. Key: bucket (bucketOf = Guava asLong mod buckets),
-//                               values: the raw key bytes (DUPSORT), as in the seed's Redis sets.
+//                               values: the raw key bytes (DUPSORT), as in the Redis 'sets' layout.
 //   sub-database `hg:meta`      `w:${layout}:${window}` -> bucket count recorded for the window
 //                               (first writer wins, like HSETNX on the Redis meta hash).
 //
