@@ -107,6 +107,9 @@ export class LmdbStore implements DedupStore {
   async resolveBuckets(window: string, layout: Layout, configured: number): Promise<number> {
     this.check();
     const k = metaKey(layout, window);
+    // the common case (window already recorded) is a read: no write transaction, no fsync
+    const known = this.recordedBuckets(window, layout);
+    if (known !== undefined) return known;
     try {
       const b = await this.meta.transaction(() => {
         const v = this.meta.get(k);
