@@ -2,7 +2,7 @@
 // restarts, windows, both layouts' member formats, stats and purge.
 import { afterAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DedupService, LmdbStore, parseDedupOptions } from '../src/dedup/index.js';
@@ -143,6 +143,9 @@ describe('member formats on disk', () => {
       await svc.close();
       const bytes = readFileSync(join(path, 'data.mdb'));
       expect(bytes.includes(Buffer.from(marker, 'utf8'))).toBe(layout === 'sets');
+      // raw keys (or digests of them) are readable by the owner only
+      expect(statSync(path).mode & 0o777).toBe(0o700);
+      for (const f of ['data.mdb', 'lock.mdb']) expect(statSync(join(path, f)).mode & 0o777).toBe(0o600);
     }
   });
 

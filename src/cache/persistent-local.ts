@@ -12,15 +12,11 @@
 // Bounded: at most `persistMaxEntries` entries. Over the bound, expired entries are removed first,
 // then entries in key order (this is a warm-start cache, not an LRU: the in-memory tier above it
 // keeps the recency order).
-import { createRequire } from 'node:module';
 import type { Database, RootDatabase } from 'lmdb';
+import { openPrivateEnv } from '../dedup/lmdb-store.js';
 import { ErrorCodes, HashGateError, checkInt, invalidType } from '../errors.js';
 import { decodeValue, encodeValue } from './codec.js';
 import type { CacheValue } from './types.js';
-
-type Lmdb = typeof import('lmdb');
-let lmdbModule: Lmdb | undefined;
-const lmdb = (): Lmdb => (lmdbModule ??= createRequire(import.meta.url)('lmdb') as Lmdb);
 
 export const PERSISTENT_DEFAULTS = { ttlMs: 3_600_000, maxEntries: 1_000_000 } as const;
 /** lmdb-js key limit with 4 KiB pages; longer table+key pairs simply skip this tier. */
@@ -74,7 +70,7 @@ export class PersistentLocalTier {
 
   constructor(private readonly opts: PersistentLocalOptions) {
     try {
-      this.env = lmdb().open({ path: opts.path, maxDbs: 4 });
+      this.env = openPrivateEnv(opts.path, { maxDbs: 4 });
       this.db = this.env.openDB<Buffer, string>({ name: 'hg:l2', encoding: 'binary' });
       this.entries = (this.db.getStats() as { entryCount: number }).entryCount;
     } catch (cause) {

@@ -24,7 +24,9 @@
 // A failed transaction (disk full, I/O error) is aborted by LMDB entirely: the call rejects with
 // HG_ERR_STORE and nothing of the batch was written. There is no fail-open journal here: the
 // journal would live on the same failed disk.
+import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import type { Database, RootDatabase } from 'lmdb';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { Layout } from './options.js';
@@ -59,6 +61,24 @@ const metaKey = (layout: Layout, window: string): string => `w:${layout}:${windo
 /** Bucket keys removed per write transaction when a window is purged (bounds writer lock hold time). */
 const PURGE_BATCH_BUCKETS = 512;
 
+/**
+ * Opens (creating) an LMDB environment whose files only the owner can read: the directory is
+ * created 0700 and data.mdb/lock.mdb are set to 0600, since a 'sets' store (or a cache tier)
+ * holds raw keys.
+ */
+export function openPrivateEnv(path: string, options: Record<string, unknown>): RootDatabase {
+  if (!existsSync(path)) mkdirSync(path, { recursive: true, mode: 0o700 });
+  const env = lmdb().open({ path, ...options });
+  for (const f of ['data.mdb', 'lock.mdb']) {
+    try {
+      chmodSync(join(path, f), 0o600);
+    } catch {
+      // a store another user owns stays as it is; opening it already worked
+    }
+  }
+  return env;
+}
+
 export const storeFailure = (what: string, cause: unknown): HashGateError =>
   new HashGateError(ErrorCodes.STORE, `embedded LMDB dedup store: ${what}: ${(cause as Error)?.message ?? String(cause)}`, { cause });
 
@@ -74,7 +94,7 @@ export class LmdbStore implements DedupStore {
 
   constructor(readonly options: LmdbStoreOptions) {
     try {
-      this.env = lmdb().open({ path: options.path, maxDbs: 2 * options.maxWindows + 2 });
+      this.env = openPrivateEnv(options.path, { maxDbs: 2 * options.maxWindows + 2 });
       this.meta = this.env.openDB<number, string>({ name: META, encoding: 'json' });
     } catch (cause) {
       throw storeFailure(`cannot open ${options.path}`, cause);
