@@ -85,6 +85,7 @@ describe.skipIf(!has)('hashgate load / stats / export --store', () => {
     await svc.firstSeen([...keys.slice(0, 100), 'has|pipe', 'has\nnewline'], { at });
     await svc.close();
     const file = join(dir, 'keys.txt');
+    writeFileSync(file, 'old content\n', { mode: 0o644 }); // an existing, world-readable file
     const e = await capture(() => exportCmd(['--store', path, '--out', file, '--json']));
     expect(e.code).toBe(3);
     expect(JSON.parse(e.out)).toMatchObject({ exported: 100, skipped: 2 });

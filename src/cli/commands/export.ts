@@ -1,7 +1,7 @@
 // `hashgate export --store PATH`: moves a durable embedded store's windows to Redis (the same
 // bucket keys and members the Redis store writes, so a service switches stores without losing a
 // year), or writes a 'sets' window's raw keys as lines `hashgate load` reads back.
-import { createWriteStream, existsSync, type WriteStream } from 'node:fs';
+import { createWriteStream, existsSync, fchmodSync, openSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Cluster, Redis } from 'ioredis';
@@ -105,7 +105,11 @@ export async function run(argv: string[]): Promise<number> {
         throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `cannot connect to ${cl ?? str('redis')}: ${(cause as Error).message}`, { cause });
       }
     } else {
-      out = str('out') === '-' ? undefined : createWriteStream(str('out')!, { mode: 0o600 });
+      if (str('out') !== '-') {
+        const fd = openSync(str('out')!, 'w', 0o600);
+        fchmodSync(fd, 0o600); // an existing file keeps its mode on open, and raw keys go in
+        out = createWriteStream('', { fd });
+      }
     }
     const prefix = str('prefix') ?? DEFAULTS.prefix;
     const delim = Buffer.from(str('delimiter') ?? '|')[0]!;
