@@ -106,6 +106,7 @@ describe.skipIf(!has)('hashgate load / stats / export --store', () => {
     expect((await capture(() => exportCmd(['--redis', srv.url]))).code).toBe(2);
     // a path without a store is an error, and export does not create one there
     expect((await capture(() => exportCmd(['--store', join(dir, 'nothing'), '--redis', srv.url]))).code).toBe(1);
+    expect((await capture(() => stats(['--store', join(dir, 'nothing')]))).code).toBe(1);
     expect(() => statSync(join(dir, 'nothing'))).toThrow();
     expect((await capture(() => exportCmd(['--store', dir, '--redis', srv.url, '--out', 'x']))).code).toBe(2);
     expect((await capture(() => exportCmd(['--store', dir, '--layout', 'hash', '--redis', srv.url]))).code).toBe(2);
