@@ -275,7 +275,7 @@ export class TieredCache {
     if (opts === null || typeof opts !== 'object') throw invalidType('options', 'an object', opts);
     // every key of TieredCacheOptions (and of its nested objects) must be listed here
     checkKnownKeys('options', opts, ['local', 'negativeTtlMs', 'redis', 'cold', 'coldOptions', 'bloom', 'breaker', 'maxKeysPerLookup', 'onTierError', 'now', 'coalesce', 'bus']);
-    checkKnownKeys('local', opts.local, ['maxEntries', 'maxBytes', 'ttlMs', 'maxTables']);
+    checkKnownKeys('local', opts.local, ['maxEntries', 'maxBytes', 'ttlMs', 'maxTables', 'path', 'persistTtlMs', 'persistMaxEntries']);
     checkKnownKeys('redis', opts.redis, ['client', 'url', 'ttlSeconds', 'prefix', 'timeoutMs', 'batchSize']);
     checkKnownKeys('coldOptions', opts.coldOptions, ['timeoutMs', 'batchSize']);
     checkKnownKeys('breaker', opts.breaker, ['failures', 'cooldownMs']);

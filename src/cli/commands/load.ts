@@ -198,7 +198,6 @@ export async function run(argv: string[]): Promise<number> {
     const win = str('window');
     if (win !== undefined && (win === '' || /[:{}*?[\]\s]/.test(win))) throw usage(`--window must be a non-empty id without ':', braces, glob characters or spaces, got ${JSON.stringify(win)}`);
     if (str('redis') !== undefined && str('cluster') !== undefined) throw usage('--redis and --cluster are mutually exclusive');
-    if (values['dry-run'] !== true && str('redis') === undefined && str('cluster') === undefined && str('store') === undefined) defaultRedisUrl();
     if (str('store') !== undefined && (str('redis') !== undefined || str('cluster') !== undefined)) throw usage('--store and --redis/--cluster are mutually exclusive');
     if (str('store') === '') throw usage('--store must be a directory path');
     const tz = str('time-zone');
@@ -256,6 +255,8 @@ export async function run(argv: string[]): Promise<number> {
       if (v === undefined || v === '') throw usage(`--secret-env: environment variable ${se} is not set or empty`);
       opts.secret = new TextEncoder().encode(v);
     }
+    // checked last, so a bad flag is reported as itself even without a target
+    if (!opts.dryRun && str('redis') === undefined && str('cluster') === undefined && str('store') === undefined) defaultRedisUrl();
   } catch (err) {
     console.error(`hashgate load: ${redact((err as Error).message)}`);
     return 2;
