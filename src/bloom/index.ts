@@ -17,3 +17,7 @@ export {
 export type { SnapshotFormat, SnapshotExpect, SnapshotInfo } from './snapshot.js';
 export { SwappableBloom, rebuild, buildBloom, REBUILD_DEFAULTS } from './rebuild.js';
 export type { RebuildOptions, RebuildSource } from './rebuild.js';
+export { RedisBloom, REDIS_BLOOM_DEFAULTS } from './redis-bloom.js';
+export type { RedisBloomOptions, RedisBloomConfig, RedisBloomKey } from './redis-bloom.js';
+export { redissonShape, redissonConfigKey, javaDoubleToString, encodeRedissonString, REDISSON_MAX_BITS } from './redisson.js';
+export type { RedissonShape } from './redisson.js';

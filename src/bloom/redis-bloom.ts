@@ -1,0 +1,304 @@
+// RedisBloom: a Bloom filter held in Redis that Redisson's RBloomFilter (StringCodec, or
+// ByteArrayCodec for byte keys) reads and writes too: same keys, sizing, config strings, hash and
+// bit indexes. Batches are hashed here and sent as one script call per chunk of `maxBatch` keys
+// (chunks pipelined), each checking the stored config atomically with its bit reads or writes.
+//
+// Differences from Redisson, on purpose: `containsAll` on a filter whose config changed or
+// vanished rejects (Redisson answers false, a silent false negative); `tryInit` adopts the stored
+// shape when the filter already exists (Redisson keeps its own computed shape and then fails every
+// add with "config has been changed").
+import { endianness } from 'node:os';
+import type { Cluster, Redis } from 'ioredis';
+import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, checkNumber, invalidType } from '../errors.js';
+import {
+  javaDoubleToString,
+  javaLongToString,
+  redissonConfigKey,
+  redissonKeyIndexes,
+  redissonKeysShareSlot,
+  redissonShape,
+} from './redisson.js';
+import { ADD_LUA, CONTAINS_LUA, COUNT_LUA, TRY_INIT_LUA } from './redis-scripts.js';
+
+export type RedisBloomKey = string | Uint8Array;
+
+export const REDIS_BLOOM_DEFAULTS = {
+  /** keys per script call: bounds the request size and how long one call holds Redis */
+  maxBatch: 4096,
+  /** script calls of one batch in flight at once (bounds client memory) */
+  maxInFlight: 4,
+  /**
+   * Read the whole bitmap once per call when its size in bytes is at most this many times the
+   * call's probes (keys * k): below that one copy costs less than a GETBIT per probe.
+   */
+  snapshotBytesPerProbe: 64,
+} as const;
+
+export interface RedisBloomOptions {
+  /** ioredis client (standalone or Cluster); not closed by RedisBloom. */
+  redis: Redis | Cluster;
+  /** Redis key of the bitmap, as given to Redisson's getBloomFilter(name). */
+  name: string;
+  /** Sizing for tryInit(); ignored when the filter already exists. */
+  expectedItems?: number;
+  fpp?: number;
+  maxBatch?: number;
+  maxInFlight?: number;
+  /** 0 disables the whole-bitmap read mode; Infinity forces it. */
+  snapshotBytesPerProbe?: number;
+}
+
+export interface RedisBloomConfig {
+  size: number;
+  hashIterations: number;
+  /** As stored (absent when another writer did not store it). */
+  expectedInsertions: number | undefined;
+  falseProbability: number | undefined;
+}
+
+type Scripted = {
+  hgBloomContainsBuffer(...args: Array<string | Buffer | number>): Promise<Buffer>;
+  hgBloomAdd(...args: Array<string | Buffer | number>): Promise<number>;
+  hgBloomTryInit(...args: Array<string | number>): Promise<[number, string, string]>;
+  hgBloomCount(...args: string[]): Promise<[string, string, number]>;
+};
+
+const LITTLE_ENDIAN = endianness() === 'LE';
+
+function defineScripts(redis: Redis | Cluster): Scripted {
+  const c = redis as unknown as Partial<Scripted> & { defineCommand(n: string, d: { lua: string; numberOfKeys: number }): void };
+  if (typeof c.defineCommand !== 'function') throw invalidType('options.redis', 'an ioredis Redis or Cluster client', redis);
+  if (c.hgBloomAdd === undefined) {
+    c.defineCommand('hgBloomContains', { lua: CONTAINS_LUA, numberOfKeys: 2 });
+    c.defineCommand('hgBloomAdd', { lua: ADD_LUA, numberOfKeys: 2 });
+    c.defineCommand('hgBloomTryInit', { lua: TRY_INIT_LUA, numberOfKeys: 1 });
+    c.defineCommand('hgBloomCount', { lua: COUNT_LUA, numberOfKeys: 2 });
+  }
+  return c as Scripted;
+}
+
+function parseIntField(v: string | null | undefined): number | undefined {
+  if (v === null || v === undefined || !/^\d+$/.test(v)) return undefined;
+  return Number(v);
+}
+
+export class RedisBloom {
+  readonly name: string;
+  readonly configKey: string;
+  readonly #redis: Redis | Cluster;
+  readonly #s: Scripted;
+  readonly #expectedItems: number | undefined;
+  readonly #fpp: number | undefined;
+  readonly #maxBatch: number;
+  readonly #maxInFlight: number;
+  readonly #snapshotFactor: number;
+  #size = 0;
+  #k = 0;
+  #scratch = Buffer.allocUnsafe(1024);
+
+  private constructor(o: RedisBloomOptions) {
+    if (typeof o !== 'object' || o === null) throw invalidType('options', 'an object', o);
+    if (typeof o.name !== 'string' || o.name.length === 0) throw invalidType('options.name', 'a non-empty string', o.name);
+    if (typeof o.redis !== 'object' || o.redis === null) throw invalidType('options.redis', 'an ioredis Redis or Cluster client', o.redis);
+    if ((o.redis as Cluster).isCluster === true && !redissonKeysShareSlot(o.name)) {
+      throw new HashGateTypeError(
+        ErrorCodes.INVALID_OPTION,
+        `options.name puts the bitmap and ${redissonConfigKey(o.name)} in different cluster slots (a '{' without a non-empty '{tag}')`,
+        { name: 'options.name' },
+      );
+    }
+    this.name = o.name;
+    this.configKey = redissonConfigKey(o.name);
+    this.#redis = o.redis;
+    this.#s = defineScripts(o.redis);
+    this.#expectedItems = o.expectedItems === undefined ? undefined : checkInt('options.expectedItems', o.expectedItems, 1);
+    this.#fpp = o.fpp === undefined ? undefined : checkNumber('options.fpp', o.fpp, 0, 1, true);
+    if (this.#expectedItems !== undefined && this.#fpp !== undefined) redissonShape(this.#expectedItems, this.#fpp); // validate early
+    this.#maxBatch = checkInt('options.maxBatch', o.maxBatch ?? REDIS_BLOOM_DEFAULTS.maxBatch, 1, 100_000);
+    this.#maxInFlight = checkInt('options.maxInFlight', o.maxInFlight ?? REDIS_BLOOM_DEFAULTS.maxInFlight, 1, 64);
+    const f = o.snapshotBytesPerProbe ?? REDIS_BLOOM_DEFAULTS.snapshotBytesPerProbe;
+    if (typeof f !== 'number' || Number.isNaN(f) || f < 0) throw invalidType('options.snapshotBytesPerProbe', 'a number >= 0', f);
+    this.#snapshotFactor = f;
+  }
+
+  /** Validates options and reads the stored config if the filter exists (tryInit() creates it). */
+  static async open(options: RedisBloomOptions): Promise<RedisBloom> {
+    const b = new RedisBloom(options);
+    await b.reload().catch((err: unknown) => {
+      if (!(err instanceof HashGateError && err.code === ErrorCodes.BLOOM_NOT_INITIALIZED)) throw err;
+    });
+    return b;
+  }
+
+  /** The shape this client hashes for (0/0 until the config has been read). */
+  get size(): number {
+    return this.#size;
+  }
+
+  get hashIterations(): number {
+    return this.#k;
+  }
+
+  /**
+   * Creates the config from options.expectedItems/fpp unless it already exists, exactly as
+   * Redisson's tryInit does; resolves true when this call created it. Either way the client then
+   * uses the stored shape (the existing config wins).
+   */
+  async tryInit(): Promise<boolean> {
+    if (this.#expectedItems === undefined || this.#fpp === undefined) {
+      throw invalidType('options.expectedItems and options.fpp', 'numbers (tryInit needs a size)', this.#expectedItems ?? this.#fpp);
+    }
+    const { size, hashIterations } = redissonShape(this.#expectedItems, this.#fpp);
+    const [created, s, k] = await this.#call(() =>
+      this.#s.hgBloomTryInit(this.configKey, javaLongToString(size), String(hashIterations), javaLongToString(this.#expectedItems!), javaDoubleToString(this.#fpp!)),
+    );
+    this.#adopt(s, k);
+    return Number(created) === 1;
+  }
+
+  /** Re-reads the stored config (after HG_ERR_BLOOM_CONFIG_CHANGED, when the new shape is wanted). */
+  async reload(): Promise<RedisBloomConfig> {
+    const c = await this.config();
+    if (c === null) throw this.#notInitialized();
+    this.#size = c.size;
+    this.#k = c.hashIterations;
+    return c;
+  }
+
+  /** The stored config, or null when the filter does not exist. */
+  async config(): Promise<RedisBloomConfig | null> {
+    const [size, k, n, p] = await this.#call(() => this.#redis.hmget(this.configKey, 'size', 'hashIterations', 'expectedInsertions', 'falseProbability'));
+    const s = parseIntField(size);
+    const h = parseIntField(k);
+    if (s === undefined || h === undefined || s === 0 || h === 0) return null;
+    const fp = p === null || p === undefined ? undefined : Number(p);
+    return { size: s, hashIterations: h, expectedInsertions: parseIntField(n), falseProbability: fp === undefined || Number.isNaN(fp) ? undefined : fp };
+  }
+
+  /** Adds every key; resolves how many of them set at least one new bit (Redisson's add count). */
+  async addAll(keys: readonly RedisBloomKey[]): Promise<number> {
+    let changed = 0;
+    await this.#batches(keys, 'keys', async (blob, n, snapshot) => {
+      // read the reply first: `changed += await x` would read `changed` before the await and lose
+      // the counts of chunks that finish meanwhile
+      const c = Number(await this.#s.hgBloomAdd(this.configKey, this.name, this.#size, this.#k, n, blob, snapshot));
+      changed += c;
+    });
+    return changed;
+  }
+
+  /** One byte per key: 1 = possibly present, 0 = definitely absent. Rejects rather than guess. */
+  async containsAll(keys: readonly RedisBloomKey[]): Promise<Uint8Array> {
+    const out = new Uint8Array(keys.length);
+    await this.#batches(keys, 'keys', async (blob, n, snapshot, from) => {
+      const r = await this.#s.hgBloomContainsBuffer(this.configKey, this.name, this.#size, this.#k, n, blob, snapshot);
+      if (r.length !== n) throw new HashGateError(ErrorCodes.STORE, `RedisBloom ${this.name}: script answered ${r.length} keys for ${n}`);
+      for (let j = 0; j < n; j++) out[from + j] = r[j]! - 48;
+    });
+    return out;
+  }
+
+  async add(key: RedisBloomKey): Promise<boolean> {
+    return (await this.addAll([key])) > 0;
+  }
+
+  async contains(key: RedisBloomKey): Promise<boolean> {
+    return (await this.containsAll([key]))[0] === 1;
+  }
+
+  /** Redisson's estimate of the number of keys added: round(-size / k * ln(1 - setBits / size)). */
+  async count(): Promise<number> {
+    const [size, k, bits] = await this.#call(() => this.#s.hgBloomCount(this.configKey, this.name));
+    const m = Number(size);
+    return Math.round((-m / Number(k)) * Math.log(1 - Number(bits) / m));
+  }
+
+  /** Deletes the bitmap and its config (as Redisson's delete()). */
+  async delete(): Promise<boolean> {
+    const n = await this.#call(() => this.#redis.del(this.name, this.configKey));
+    this.#size = 0;
+    this.#k = 0;
+    return n > 0;
+  }
+
+  #adopt(size: string, k: string): void {
+    const s = parseIntField(size);
+    const h = parseIntField(k);
+    if (s === undefined || h === undefined || s === 0 || h === 0) throw this.#notInitialized();
+    this.#size = s;
+    this.#k = h;
+  }
+
+  #notInitialized(): HashGateError {
+    return new HashGateError(ErrorCodes.BLOOM_NOT_INITIALIZED, `RedisBloom ${this.name}: no config at ${this.configKey} (call tryInit(), or create it with Redisson)`, {
+      details: { name: this.name },
+    });
+  }
+
+  /** Hashes keys chunk by chunk and runs `send` per chunk, at most maxInFlight at once. */
+  async #batches(
+    keys: readonly RedisBloomKey[],
+    argName: string,
+    send: (blob: Buffer, n: number, snapshot: string, from: number) => Promise<void>,
+  ): Promise<void> {
+    if (!Array.isArray(keys)) throw invalidType(argName, 'an array of strings or Uint8Arrays', keys);
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i];
+      if (typeof key !== 'string' && !(key instanceof Uint8Array)) throw invalidType(`${argName}[${i}]`, 'a string or Uint8Array', key);
+    }
+    if (keys.length === 0) return;
+    if (this.#size === 0) await this.reload();
+    const size = this.#size;
+    const k = this.#k;
+    const inFlight = new Set<Promise<void>>();
+    let failure: unknown;
+    for (let from = 0; from < keys.length && failure === undefined; from += this.#maxBatch) {
+      const n = Math.min(this.#maxBatch, keys.length - from);
+      const blob = this.#hash(keys, from, n, k, size);
+      const snapshot = size / 8 <= this.#snapshotFactor * n * k ? '1' : '0';
+      const p: Promise<void> = this.#call(() => send(blob, n, snapshot, from)).then(
+        () => void inFlight.delete(p),
+        (err: unknown) => {
+          inFlight.delete(p);
+          failure ??= err;
+        },
+      );
+      inFlight.add(p);
+      if (inFlight.size >= this.#maxInFlight) await Promise.race(inFlight);
+    }
+    await Promise.all(inFlight);
+    if (failure !== undefined) throw failure;
+  }
+
+  #hash(keys: readonly RedisBloomKey[], from: number, n: number, k: number, size: number): Buffer {
+    const idx = new Uint32Array(n * k);
+    for (let j = 0; j < n; j++) {
+      const key = keys[from + j]!;
+      if (typeof key === 'string' && key.length * 3 > this.#scratch.length) this.#scratch = Buffer.allocUnsafe(key.length * 3 + 64);
+      redissonKeyIndexes(key, this.#scratch, k, size, idx, j * k);
+    }
+    const blob = Buffer.from(idx.buffer, idx.byteOffset, idx.byteLength);
+    if (!LITTLE_ENDIAN) blob.swap32();
+    return blob;
+  }
+
+  /** Maps script and connection failures to coded errors; never lets a failure read as "absent". */
+  async #call<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof HashGateError || err instanceof TypeError || err instanceof RangeError) throw err;
+      const msg = err instanceof Error ? err.message : String(err);
+      const m = /HGBLOOMCONFIG (\S+) (\S+)/.exec(msg);
+      if (m) {
+        throw new HashGateError(
+          ErrorCodes.BLOOM_CONFIG_CHANGED,
+          `RedisBloom ${this.name}: stored config is size=${m[1]} hashIterations=${m[2]}, this client hashes for size=${this.#size} hashIterations=${this.#k}; call reload() to adopt it`,
+          { cause: err, details: { name: this.name, expected: { size: this.#size, hashIterations: this.#k }, found: { size: m[1], hashIterations: m[2] } } },
+        );
+      }
+      if (msg.includes('HGBLOOMNOCONFIG')) throw this.#notInitialized();
+      throw new HashGateError(ErrorCodes.STORE, `RedisBloom ${this.name}: Redis call failed: ${msg}`, { cause: err, details: { name: this.name } });
+    }
+  }
+}
