@@ -6,7 +6,13 @@ import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { RedisBloom, ErrorCodes, redissonShape, javaDoubleToString, encodeRedissonString, REDISSON_MAX_BITS } from 'hashgate';
 import { highway128 } from '../src/hash/highway.js';
-import { redissonIndexesInto, redissonConfigKey, redissonKeysShareSlot } from '../src/bloom/redisson.js';
+import { redissonIndexesInto, redissonConfigKey, redissonKeysShareSlot, redissonIndexBlob, redissonKeyIndexes } from '../src/bloom/redisson.js';
+import { highwayKernel } from '../src/hash/highway-kernel.js';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { redissonHarness, type RedissonHarness } from './helpers/redisson.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
 
@@ -304,5 +310,37 @@ describe('RedisBloom batching and options', () => {
     await expect(f.containsAll(['a'])).rejects.toMatchObject({ code: ErrorCodes.STORE });
     r.disconnect();
     await s.stop();
+  });
+});
+
+describe('wasm HighwayHash kernel', () => {
+  it('the committed wasm/highway.wasm is what wasm/assembly/highway.ts builds to', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hg-highway-'));
+    try {
+      const out = join(dir, 'highway.wasm');
+      execFileSync(process.execPath, [fileURLToPath(new URL('../wasm/build-highway.mjs', import.meta.url)), '--out', out], { stdio: 'pipe' });
+      expect(readFileSync(out).equals(readFileSync(fileURLToPath(new URL('../wasm/highway.wasm', import.meta.url))))).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it('gives the same hashes and indexes as the plain-JS reference', () => {
+    const kern = highwayKernel();
+    expect(kern).not.toBeNull();
+    const keys = [...FIXED, ...sample(utf16(120), 2000, 5)];
+    for (const [k, size] of [[7, 9585058], [1, 3], [13, REDISSON_MAX_BITS], [4, 0x200001]] as const) {
+      const blob = redissonIndexBlob(keys, 0, keys.length, k, size);
+      const ref = new Uint32Array(keys.length * k);
+      const scratch = Buffer.alloc(4096 * 3);
+      keys.forEach((key, j) => redissonKeyIndexes(key, scratch, k, size, ref, j * k));
+      expect(blob.equals(Buffer.from(ref.buffer))).toBe(true);
+    }
+    const m = Buffer.from(kern!.memory.buffer);
+    const data = Buffer.from('张伟|110101199003070012'.repeat(5));
+    m.set(data, 1024);
+    kern!.highway128(1024, data.length, 4096);
+    const [h0, h1] = highway128(data);
+    expect([m.readBigInt64LE(4096), m.readBigInt64LE(4104)]).toEqual([h0, h1]);
   });
 });

@@ -7,14 +7,13 @@
 // vanished rejects (Redisson answers false, a silent false negative); `tryInit` adopts the stored
 // shape when the filter already exists (Redisson keeps its own computed shape and then fails every
 // add with "config has been changed").
-import { endianness } from 'node:os';
 import type { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, checkNumber, invalidType } from '../errors.js';
 import {
   javaDoubleToString,
   javaLongToString,
   redissonConfigKey,
-  redissonKeyIndexes,
+  redissonIndexBlob,
   redissonKeysShareSlot,
   redissonShape,
 } from './redisson.js';
@@ -63,8 +62,6 @@ type Scripted = {
   hgBloomCount(...args: string[]): Promise<[string, string, number]>;
 };
 
-const LITTLE_ENDIAN = endianness() === 'LE';
-
 function defineScripts(redis: Redis | Cluster): Scripted {
   const c = redis as unknown as Partial<Scripted> & { defineCommand(n: string, d: { lua: string; numberOfKeys: number }): void };
   if (typeof c.defineCommand !== 'function') throw invalidType('options.redis', 'an ioredis Redis or Cluster client', redis);
@@ -94,7 +91,6 @@ export class RedisBloom {
   readonly #snapshotFactor: number;
   #size = 0;
   #k = 0;
-  #scratch = Buffer.allocUnsafe(1024);
 
   private constructor(o: RedisBloomOptions) {
     if (typeof o !== 'object' || o === null) throw invalidType('options', 'an object', o);
@@ -254,7 +250,7 @@ export class RedisBloom {
     let failure: unknown;
     for (let from = 0; from < keys.length && failure === undefined; from += this.#maxBatch) {
       const n = Math.min(this.#maxBatch, keys.length - from);
-      const blob = this.#hash(keys, from, n, k, size);
+      const blob = redissonIndexBlob(keys, from, n, k, size);
       const snapshot = size / 8 <= this.#snapshotFactor * n * k ? '1' : '0';
       const p: Promise<void> = this.#call(() => send(blob, n, snapshot, from)).then(
         () => void inFlight.delete(p),
@@ -268,18 +264,6 @@ export class RedisBloom {
     }
     await Promise.all(inFlight);
     if (failure !== undefined) throw failure;
-  }
-
-  #hash(keys: readonly RedisBloomKey[], from: number, n: number, k: number, size: number): Buffer {
-    const idx = new Uint32Array(n * k);
-    for (let j = 0; j < n; j++) {
-      const key = keys[from + j]!;
-      if (typeof key === 'string' && key.length * 3 > this.#scratch.length) this.#scratch = Buffer.allocUnsafe(key.length * 3 + 64);
-      redissonKeyIndexes(key, this.#scratch, k, size, idx, j * k);
-    }
-    const blob = Buffer.from(idx.buffer, idx.byteOffset, idx.byteLength);
-    if (!LITTLE_ENDIAN) blob.swap32();
-    return blob;
   }
 
   /** Maps script and connection failures to coded errors; never lets a failure read as "absent". */

@@ -2,7 +2,9 @@
 // with StringCodec, or ByteArrayCodec for raw bytes): key names, sizing, the config strings Java
 // writes, the string encoding Netty applies, and the bit-index sequence. No I/O here.
 import { outOfRange } from '../errors.js';
+import { endianness } from 'node:os';
 import { highway128Into } from '../hash/highway.js';
+import { highwayKernel } from '../hash/highway-kernel.js';
 
 /** Redisson refuses bitmaps larger than this many bits (twice Java's Integer.MAX_VALUE). */
 export const REDISSON_MAX_BITS = 4294967294;
@@ -168,4 +170,54 @@ export function redissonKeyIndexes(key: string | Uint8Array, scratch: Buffer, k:
     highway128Into(key, 0, key.length, HASH, 0);
   }
   redissonIndexesInto(HASH, 0, k, size, out, at);
+}
+
+const LITTLE_ENDIAN = endianness() === 'LE';
+let jsScratch = Buffer.allocUnsafe(1024);
+let view: Buffer | undefined;
+
+/**
+ * The bit indexes of keys[from, from + n) as one buffer of little-endian u32 (k per key, in key
+ * order): what RedisBloom's scripts read. Keys are encoded straight into the wasm kernel's memory
+ * and hashed there in one call; without the kernel, the plain-JS hash does the same.
+ */
+export function redissonIndexBlob(keys: ReadonlyArray<string | Uint8Array>, from: number, n: number, k: number, size: number): Buffer {
+  const kern = highwayKernel();
+  if (kern === null) {
+    const idx = new Uint32Array(n * k);
+    for (let j = 0; j < n; j++) {
+      const key = keys[from + j]!;
+      if (typeof key === 'string' && key.length * 3 > jsScratch.length) jsScratch = Buffer.allocUnsafe(key.length * 3 + 64);
+      redissonKeyIndexes(key, jsScratch, k, size, idx, j * k);
+    }
+    const blob = Buffer.from(idx.buffer, idx.byteOffset, idx.byteLength);
+    if (!LITTLE_ENDIAN) blob.swap32();
+    return blob;
+  }
+  let bytes = 0;
+  for (let j = 0; j < n; j++) {
+    const key = keys[from + j]!;
+    bytes += typeof key === 'string' ? key.length * 3 : key.length;
+  }
+  const offAt = kern.reserved;
+  const dataAt = (offAt + 4 * (n + 1) + 7) & ~7;
+  const outAt = (dataAt + bytes + 7) & ~7;
+  const need = outAt + n * k * 4;
+  const have = kern.memory.buffer.byteLength;
+  if (need > have) kern.memory.grow(Math.ceil((need - have) / 65536));
+  if (view === undefined || view.buffer !== kern.memory.buffer) view = Buffer.from(kern.memory.buffer);
+  const mem = view;
+  let pos = dataAt;
+  for (let j = 0; j < n; j++) {
+    mem.writeUInt32LE(pos - dataAt, offAt + 4 * j);
+    const key = keys[from + j]!;
+    if (typeof key === 'string') pos = encodeRedissonString(key, mem, pos);
+    else {
+      mem.set(key, pos);
+      pos += key.length;
+    }
+  }
+  mem.writeUInt32LE(pos - dataAt, offAt + 4 * n);
+  kern.redissonIndexes(dataAt, offAt, n, k, size, outAt);
+  return Buffer.from(mem.subarray(outAt, outAt + n * k * 4));
 }
