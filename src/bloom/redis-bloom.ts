@@ -23,7 +23,7 @@ export type RedisBloomKey = string | Uint8Array;
 
 export const REDIS_BLOOM_DEFAULTS = {
   /** keys per script call: bounds the request size and how long one call holds Redis */
-  maxBatch: 4096,
+  maxBatch: 8192,
   /** script calls of one batch in flight at once (bounds client memory) */
   maxInFlight: 4,
   /**

@@ -6,8 +6,8 @@
 // Bit indexes arrive as ONE binary argument (4 bytes little-endian each, k per key): a decimal
 // argument per index made Redis intern a Lua string per index and the client format a string per
 // index. ARGV[5] picks how bits are read:
-//   '1' snapshot: GET the whole bitmap once and test bits with string.byte (pure Lua, no
-//       redis.call per probe). Measured ~3.5x faster than GETBIT per probe when the bitmap is not
+//   '1' snapshot: GET the whole bitmap once and test bits with string.byte (no redis.call per
+//       probe). Measured ~3.5x faster than GETBIT per probe when the bitmap is not
 //       much larger than the batch's probes; the client chooses it only then, so the copy stays
 //       bounded by the batch size.
 //   '0' probes: GETBIT/SETBIT per probe, stopping at a key's first zero bit on reads.
@@ -24,46 +24,52 @@ local n = tonumber(ARGV[3])
 local blob = ARGV[4]
 local key = KEYS[2]
 local sbyte = string.byte
-local band = bit.band
-local rsh = bit.rshift
 local p = 1
 `;
+
+// Probe bytes are read a window at a time into a Lua table (one C call per window instead of one
+// per probe; a window stays far below Lua's C-stack limit of 8000 values). A bit is tested with
+// plain arithmetic (byte % 2m >= m), no bit-library call per probe.
+const WINDOW = `local kb = 4 * k
+local per = kb * math.max(1, math.floor(1600 / k))
+local B = {}
+local wstart = 1
+local wend = 0
+local MASK = {[0] = 128, 64, 32, 16, 8, 4, 2, 1}`;
 
 /** Returns one '0'/'1' per key: all k bits set. */
 export const CONTAINS_LUA = `#!lua flags=no-writes
 ${CHECK}
+${WINDOW}
 local out = {}
-if ARGV[5] == '1' then
-  local bm = redis.call('GET', key) or ''
-  for j = 1, n do
-    local r = '1'
-    for i = 0, k - 1 do
-      local b1, b2, b3, b4 = sbyte(blob, p, p + 3)
-      p = p + 4
-      local ix = b1 + b2 * 256 + b3 * 65536 + b4 * 16777216
-      local byte = sbyte(bm, rsh(ix, 3) + 1)
-      if byte == nil or band(byte, rsh(128, band(ix, 7))) == 0 then
+local bm = nil
+if ARGV[5] == '1' then bm = redis.call('GET', key) or '' end
+for j = 1, n do
+  if p + kb - 1 > wend then
+    B = {sbyte(blob, p, p + per - 1)}
+    wstart = p
+    wend = p + per - 1
+  end
+  local q = p - wstart + 1
+  local r = '1'
+  for i = 1, k do
+    local ix = B[q] + B[q + 1] * 256 + B[q + 2] * 65536 + B[q + 3] * 16777216
+    q = q + 4
+    if bm ~= nil then
+      local bp = ix % 8
+      local byte = sbyte(bm, (ix - bp) / 8 + 1)
+      local m = MASK[bp]
+      if byte == nil or byte % (m + m) < m then
         r = '0'
-        p = p + 4 * (k - 1 - i)
         break
       end
+    elseif redis.call('GETBIT', key, ix) == 0 then
+      r = '0'
+      break
     end
-    out[j] = r
   end
-else
-  for j = 1, n do
-    local r = '1'
-    for i = 0, k - 1 do
-      local b1, b2, b3, b4 = sbyte(blob, p, p + 3)
-      p = p + 4
-      if redis.call('GETBIT', key, b1 + b2 * 256 + b3 * 65536 + b4 * 16777216) == 0 then
-        r = '0'
-        p = p + 4 * (k - 1 - i)
-        break
-      end
-    end
-    out[j] = r
-  end
+  out[j] = r
+  p = p + kb
 end
 return table.concat(out)
 `;
@@ -71,23 +77,32 @@ return table.concat(out)
 /** Sets every key's k bits; returns how many keys changed at least one bit. */
 export const ADD_LUA = `#!lua
 ${CHECK}
+${WINDOW}
 local changed = 0
 local bm = nil
 if ARGV[5] == '1' then bm = redis.call('GET', key) or '' end
 for j = 1, n do
+  if p + kb - 1 > wend then
+    B = {sbyte(blob, p, p + per - 1)}
+    wstart = p
+    wend = p + per - 1
+  end
+  local q = p - wstart + 1
   local c = false
-  for i = 0, k - 1 do
-    local b1, b2, b3, b4 = sbyte(blob, p, p + 3)
-    p = p + 4
-    local ix = b1 + b2 * 256 + b3 * 65536 + b4 * 16777216
+  for i = 1, k do
+    local ix = B[q] + B[q + 1] * 256 + B[q + 2] * 65536 + B[q + 3] * 16777216
+    q = q + 4
     local zero = true
     if bm ~= nil then
-      local byte = sbyte(bm, rsh(ix, 3) + 1)
-      zero = byte == nil or band(byte, rsh(128, band(ix, 7))) == 0
+      local bp = ix % 8
+      local byte = sbyte(bm, (ix - bp) / 8 + 1)
+      local m = MASK[bp]
+      zero = byte == nil or byte % (m + m) < m
     end
     if zero and redis.call('SETBIT', key, ix, 1) == 0 then c = true end
   end
   if c then changed = changed + 1 end
+  p = p + kb
 end
 return changed
 `;
