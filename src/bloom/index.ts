@@ -21,3 +21,5 @@ export { RedisBloom, REDIS_BLOOM_DEFAULTS } from './redis-bloom.js';
 export type { RedisBloomOptions, RedisBloomConfig, RedisBloomKey } from './redis-bloom.js';
 export { redissonShape, redissonConfigKey, javaDoubleToString, encodeRedissonString, REDISSON_MAX_BITS } from './redisson.js';
 export type { RedissonShape } from './redisson.js';
+export { RedisBloomReplica, REDIS_BLOOM_REPLICA_DEFAULTS } from './redis-replica.js';
+export type { RedisBloomReplicaOptions, RedisBloomReplicaStats } from './redis-replica.js';

@@ -16,6 +16,7 @@ import {
   redissonIndexBlob,
   redissonKeysShareSlot,
   redissonShape,
+  redissonSuffixKey,
 } from './redisson.js';
 import { ADD_LUA, CONTAINS_LUA, COUNT_LUA, TRY_INIT_LUA } from './redis-scripts.js';
 
@@ -31,6 +32,8 @@ export const REDIS_BLOOM_DEFAULTS = {
    * call's probes (keys * k): below that one copy costs less than a GETBIT per probe.
    */
   snapshotBytesPerProbe: 64,
+  /** change-stream length kept for replicas when publishing (a replica further behind resyncs) */
+  publishMaxLen: 10_000,
 } as const;
 
 export interface RedisBloomOptions {
@@ -45,6 +48,11 @@ export interface RedisBloomOptions {
   maxInFlight?: number;
   /** 0 disables the whole-bitmap read mode; Infinity forces it. */
   snapshotBytesPerProbe?: number;
+  /**
+   * Append every add that changed bits to the filter's change stream, for RedisBloomReplica
+   * instances (true, or { maxLen } to bound the stream; default about 10000 entries).
+   */
+  publish?: boolean | { maxLen?: number };
 }
 
 export interface RedisBloomConfig {
@@ -58,6 +66,7 @@ export interface RedisBloomConfig {
 type Scripted = {
   hgBloomContainsBuffer(...args: Array<string | Buffer | number>): Promise<Buffer>;
   hgBloomAdd(...args: Array<string | Buffer | number>): Promise<number>;
+  hgBloomAddPublish(...args: Array<string | Buffer | number>): Promise<number>;
   hgBloomTryInit(...args: Array<string | number>): Promise<[number, string, string]>;
   hgBloomCount(...args: string[]): Promise<[string, string, number]>;
 };
@@ -68,6 +77,7 @@ function defineScripts(redis: Redis | Cluster): Scripted {
   if (c.hgBloomAdd === undefined) {
     c.defineCommand('hgBloomContains', { lua: CONTAINS_LUA, numberOfKeys: 2 });
     c.defineCommand('hgBloomAdd', { lua: ADD_LUA, numberOfKeys: 2 });
+    c.defineCommand('hgBloomAddPublish', { lua: ADD_LUA, numberOfKeys: 4 });
     c.defineCommand('hgBloomTryInit', { lua: TRY_INIT_LUA, numberOfKeys: 1 });
     c.defineCommand('hgBloomCount', { lua: COUNT_LUA, numberOfKeys: 2 });
   }
@@ -89,6 +99,10 @@ export class RedisBloom {
   readonly #maxBatch: number;
   readonly #maxInFlight: number;
   readonly #snapshotFactor: number;
+  readonly #publishMaxLen: number;
+  /** Change stream and its sequence counter (replicas read them). */
+  readonly streamKey: string;
+  readonly seqKey: string;
   #size = 0;
   #k = 0;
 
@@ -115,6 +129,14 @@ export class RedisBloom {
     const f = o.snapshotBytesPerProbe ?? REDIS_BLOOM_DEFAULTS.snapshotBytesPerProbe;
     if (typeof f !== 'number' || Number.isNaN(f) || f < 0) throw invalidType('options.snapshotBytesPerProbe', 'a number >= 0', f);
     this.#snapshotFactor = f;
+    this.streamKey = redissonSuffixKey(o.name, 'hg:changes');
+    this.seqKey = redissonSuffixKey(o.name, 'hg:seq');
+    const pub = o.publish;
+    if (pub === undefined || pub === false) this.#publishMaxLen = 0;
+    else if (pub === true) this.#publishMaxLen = REDIS_BLOOM_DEFAULTS.publishMaxLen;
+    else if (typeof pub === 'object' && pub !== null) {
+      this.#publishMaxLen = checkInt('options.publish.maxLen', pub.maxLen ?? REDIS_BLOOM_DEFAULTS.publishMaxLen, 1, 10_000_000);
+    } else throw invalidType('options.publish', 'a boolean or { maxLen }', pub);
   }
 
   /** Validates options and reads the stored config if the filter exists (tryInit() creates it). */
@@ -177,7 +199,11 @@ export class RedisBloom {
     await this.#batches(keys, 'keys', async (blob, n, snapshot) => {
       // read the reply first: `changed += await x` would read `changed` before the await and lose
       // the counts of chunks that finish meanwhile
-      const c = Number(await this.#s.hgBloomAdd(this.configKey, this.name, this.#size, this.#k, n, blob, snapshot));
+      const c = Number(
+        this.#publishMaxLen > 0
+          ? await this.#s.hgBloomAddPublish(this.configKey, this.name, this.streamKey, this.seqKey, this.#size, this.#k, n, blob, snapshot, this.#publishMaxLen)
+          : await this.#s.hgBloomAdd(this.configKey, this.name, this.#size, this.#k, n, blob, snapshot),
+      );
       changed += c;
     });
     return changed;

@@ -74,7 +74,11 @@ end
 return table.concat(out)
 `;
 
-/** Sets every key's k bits; returns how many keys changed at least one bit. */
+/**
+ * Sets every key's k bits; returns how many keys changed at least one bit. With KEYS[3] (change
+ * stream) and KEYS[4] (sequence counter), a batch that changed bits is also appended to the
+ * stream, trimmed to about ARGV[6] entries.
+ */
 export const ADD_LUA = `#!lua
 ${CHECK}
 ${WINDOW}
@@ -103,6 +107,11 @@ for j = 1, n do
   end
   if c then changed = changed + 1 end
   p = p + kb
+end
+if changed > 0 and KEYS[3] then
+  -- replicas: the batch's indexes under the next sequence number (same slot, same atomic step)
+  local seq = redis.call('INCR', KEYS[4])
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 's', seq, 'k', k, 'b', blob)
 end
 return changed
 `;

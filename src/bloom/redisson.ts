@@ -14,6 +14,11 @@ export function redissonConfigKey(name: string): string {
   return name.includes('{') ? `${name}:config` : `{${name}}:config`;
 }
 
+/** A hashgate key next to the filter, in its slot: `{name}:suffix`, or `name:suffix` when tagged. */
+export function redissonSuffixKey(name: string, suffix: string): string {
+  return name.includes('{') ? `${name}:${suffix}` : `{${name}}:${suffix}`;
+}
+
 /** The part of a key Redis Cluster hashes: the first non-empty `{...}`, else the whole key. */
 export function hashTagOf(key: string): string {
   const a = key.indexOf('{');
