@@ -23,3 +23,5 @@ export { redissonShape, redissonConfigKey, javaDoubleToString, encodeRedissonStr
 export type { RedissonShape } from './redisson.js';
 export { RedisBloomReplica, REDIS_BLOOM_REPLICA_DEFAULTS } from './redis-replica.js';
 export type { RedisBloomReplicaOptions, RedisBloomReplicaStats } from './redis-replica.js';
+export { rebuildRedisBloom } from './redis-rebuild.js';
+export type { RedisBloomRebuildOptions, RedisBloomRebuildResult } from './redis-rebuild.js';

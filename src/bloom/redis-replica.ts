@@ -81,6 +81,8 @@ export class RedisBloomReplica extends EventEmitter {
   #fullAt = 0;
   #closed = false;
   #needFull = false;
+  /** the next full load replaces the bits instead of merging (a new generation was swapped in) */
+  #replace = false;
   #loop: Promise<void> | undefined;
   #timer: NodeJS.Timeout | undefined;
   #loading: Promise<void> | undefined;
@@ -246,7 +248,8 @@ export class RedisBloomReplica extends EventEmitter {
       seq = Number(fieldOf(top[1], 's'));
     }
     const bytes = Math.ceil(size / 8);
-    const reshape = size !== this.#size || k !== this.#k;
+    const reshape = size !== this.#size || k !== this.#k || this.#replace;
+    this.#replace = false;
     const target: Uint8Array<ArrayBufferLike> = reshape ? new Uint8Array(new SharedArrayBuffer(bytes)) : this.#bits;
     for (let off = 0; off < bytes; off += this.#chunkBytes) {
       const end = Math.min(bytes, off + this.#chunkBytes) - 1;
@@ -306,10 +309,11 @@ export class RedisBloomReplica extends EventEmitter {
       if (f === 's') seq = Number(fields[i + 1]!.toString());
       else if (f === 'k') k = Number(fields[i + 1]!.toString());
       else if (f === 'b') blob = fields[i + 1];
+      else if (f === 'g') this.#replace = true;
     }
     if (seq <= this.#seq) return true; // already in the bits (loaded after it was published)
-    if (seq !== this.#seq + 1 || k !== this.#k || blob === undefined) {
-      if (seq !== this.#seq + 1) this.#stats.gaps++;
+    if (this.#replace || seq !== this.#seq + 1 || k !== this.#k || blob === undefined) {
+      if (seq !== this.#seq + 1 && !this.#replace) this.#stats.gaps++;
       this.#needFull = true;
       return false;
     }
