@@ -9,6 +9,7 @@ import { loadavg } from 'node:os';
 import { Suite, size, type SuiteOptions, type SuiteResult } from './common.js';
 import { startBenchRedis } from './redis-server.js';
 import { RedisBloom } from '../src/bloom/redis-bloom.js';
+import { RedisBloomReplica } from '../src/bloom/redis-replica.js';
 import { redissonKeyIndexes, redissonConfigKey } from '../src/bloom/redisson.js';
 
 /** Redisson's per-call contains logic for one key, re-stated: config check, then GETBIT per index. */
@@ -90,6 +91,18 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         await perProbe.containsAll(probe);
         return P;
       },
+    });
+
+    // the same checks against a local replica (no round trip)
+    const replica = await RedisBloomReplica.open({ redis, name, resyncIntervalMs: 0 });
+    await s.sample({
+      name: measure, impl: 'hashgate RedisBloomReplica.containsAll (local copy)', runs, unit: 'keys/s',
+      check: () => sameAs(replica.containsAll(probe)),
+      fn: () => {
+        replica.containsAll(probe);
+        return P;
+      },
+      teardown: () => replica.close(),
     });
 
     // peers: the client computes indexes (as Redisson does), Redis checks one key per call

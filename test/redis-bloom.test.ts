@@ -242,6 +242,8 @@ describe('RedisBloom and Redisson on one Redis', () => {
     expect((await j.run(['init', addr, 'swapped', '9000', '0.01'])).out.trim()).toBe('true');
     const before = await redis.getBuffer('swapped');
     await expect(f.containsAll(['x'])).rejects.toMatchObject({ code: ErrorCodes.BLOOM_CONFIG_CHANGED });
+    // a large batch takes the client-side snapshot path: refused the same way
+    await expect(f.containsAll(Array.from({ length: 5000 }, (_, i) => `k${i}`))).rejects.toMatchObject({ code: ErrorCodes.BLOOM_CONFIG_CHANGED });
     await expect(f.addAll(['z'])).rejects.toMatchObject({ code: ErrorCodes.BLOOM_CONFIG_CHANGED });
     expect(await redis.getBuffer('swapped')).toEqual(before);
     // after reload the client uses the new shape and agrees with Java
@@ -266,7 +268,14 @@ describe('RedisBloom batching and options', () => {
     const probe = sample(utf16(30), 3000, 100);
     const answers: string[] = [];
     const bitmaps: Buffer[] = [];
-    for (const [i, o] of [{ snapshotBytesPerProbe: 0 }, { snapshotBytesPerProbe: Infinity }, { maxBatch: 7, maxInFlight: 3 }, { maxBatch: 1 }].entries()) {
+    const modes = [
+      { snapshotBytesPerProbe: 0, clientSnapshotBytesPerProbe: 0 },
+      { snapshotBytesPerProbe: Infinity, clientSnapshotBytesPerProbe: 0 },
+      { clientSnapshotBytesPerProbe: Infinity, maxBatch: 100 },
+      { maxBatch: 7, maxInFlight: 3, clientSnapshotBytesPerProbe: 0 },
+      { maxBatch: 1 },
+    ];
+    for (const [i, o] of modes.entries()) {
       const f = await RedisBloom.open({ redis, name: `modes${i}`, expectedItems: 2000, fpp: 0.02, ...o });
       await f.tryInit();
       const changed = await f.addAll(keys);

@@ -32,6 +32,12 @@ export const REDIS_BLOOM_DEFAULTS = {
    * call's probes (keys * k): below that one copy costs less than a GETBIT per probe.
    */
   snapshotBytesPerProbe: 64,
+  /**
+   * containsAll fetches the bitmap (with its config, in one MULTI) and tests bits here when the
+   * bitmap is at most this many bytes per probe of the whole call: about what the call's bit
+   * indexes would cost on the wire anyway (4 bytes each), and no Lua time per probe.
+   */
+  clientSnapshotBytesPerProbe: 4,
   /** change-stream length kept for replicas when publishing (a replica further behind resyncs) */
   publishMaxLen: 10_000,
 } as const;
@@ -48,6 +54,8 @@ export interface RedisBloomOptions {
   maxInFlight?: number;
   /** 0 disables the whole-bitmap read mode; Infinity forces it. */
   snapshotBytesPerProbe?: number;
+  /** 0 disables reading the bitmap into the client for large containsAll batches; Infinity forces it. */
+  clientSnapshotBytesPerProbe?: number;
   /**
    * Append every add that changed bits to the filter's change stream, for RedisBloomReplica
    * instances (true, or { maxLen } to bound the stream; default about 10000 entries).
@@ -99,6 +107,7 @@ export class RedisBloom {
   readonly #maxBatch: number;
   readonly #maxInFlight: number;
   readonly #snapshotFactor: number;
+  readonly #clientFactor: number;
   readonly #publishMaxLen: number;
   /** Change stream and its sequence counter (replicas read them). */
   readonly streamKey: string;
@@ -129,6 +138,9 @@ export class RedisBloom {
     const f = o.snapshotBytesPerProbe ?? REDIS_BLOOM_DEFAULTS.snapshotBytesPerProbe;
     if (typeof f !== 'number' || Number.isNaN(f) || f < 0) throw invalidType('options.snapshotBytesPerProbe', 'a number >= 0', f);
     this.#snapshotFactor = f;
+    const cf = o.clientSnapshotBytesPerProbe ?? REDIS_BLOOM_DEFAULTS.clientSnapshotBytesPerProbe;
+    if (typeof cf !== 'number' || Number.isNaN(cf) || cf < 0) throw invalidType('options.clientSnapshotBytesPerProbe', 'a number >= 0', cf);
+    this.#clientFactor = cf;
     this.streamKey = redissonSuffixKey(o.name, 'hg:changes');
     this.seqKey = redissonSuffixKey(o.name, 'hg:seq');
     const pub = o.publish;
@@ -211,12 +223,58 @@ export class RedisBloom {
 
   /** One byte per key: 1 = possibly present, 0 = definitely absent. Rejects rather than guess. */
   async containsAll(keys: readonly RedisBloomKey[]): Promise<Uint8Array> {
+    if (this.#size === 0 && Array.isArray(keys) && keys.length > 0) await this.reload();
+    if (Array.isArray(keys) && keys.length > 0 && this.#size / 8 <= this.#clientFactor * keys.length * this.#k) return this.#containsHere(keys);
     const out = new Uint8Array(keys.length);
     await this.#batches(keys, 'keys', async (blob, n, snapshot, from) => {
       const r = await this.#s.hgBloomContainsBuffer(this.configKey, this.name, this.#size, this.#k, n, blob, snapshot);
       if (r.length !== n) throw new HashGateError(ErrorCodes.STORE, `RedisBloom ${this.name}: script answered ${r.length} keys for ${n}`);
       for (let j = 0; j < n; j++) out[from + j] = r[j]! - 48;
     });
+    return out;
+  }
+
+  /** One MULTI reads the config and the bitmap (a consistent snapshot); bits are tested here. */
+  async #containsHere(keys: readonly RedisBloomKey[]): Promise<Uint8Array> {
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i];
+      if (typeof key !== 'string' && !(key instanceof Uint8Array)) throw invalidType(`keys[${i}]`, 'a string or Uint8Array', key);
+    }
+    const size = this.#size;
+    const k = this.#k;
+    const [cfg, bm] = await this.#call(async () => {
+      const res = (await this.#redis.multi().hmget(this.configKey, 'size', 'hashIterations').getBuffer(this.name).exec())!;
+      for (const [err] of res) if (err) throw err;
+      return [res[0]![1] as Array<string | null>, res[1]![1] as Buffer | null] as const;
+    });
+    if (cfg[0] !== String(size) || cfg[1] !== String(k)) {
+      throw new HashGateError(
+        ErrorCodes.BLOOM_CONFIG_CHANGED,
+        `RedisBloom ${this.name}: stored config is size=${cfg[0] ?? '-'} hashIterations=${cfg[1] ?? '-'}, this client hashes for size=${size} hashIterations=${k}; call reload() to adopt it`,
+        { details: { name: this.name, expected: { size, hashIterations: k }, found: { size: cfg[0], hashIterations: cfg[1] } } },
+      );
+    }
+    const bits = bm ?? Buffer.alloc(0);
+    const len = bits.length;
+    const out = new Uint8Array(keys.length);
+    for (let from = 0; from < keys.length; from += this.#maxBatch) {
+      const n = Math.min(this.#maxBatch, keys.length - from);
+      const blob = redissonIndexBlob(keys, from, n, k, size);
+      let p = 0;
+      for (let j = 0; j < n; j++) {
+        let ok = 1;
+        for (let i = 0; i < k; i++) {
+          const ix = blob.readUInt32LE(p + 4 * i);
+          const byte = ix >>> 3;
+          if (byte >= len || (bits[byte]! & (0x80 >>> (ix & 7))) === 0) {
+            ok = 0;
+            break;
+          }
+        }
+        p += 4 * k;
+        out[from + j] = ok;
+      }
+    }
     return out;
   }
 
