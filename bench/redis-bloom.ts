@@ -83,13 +83,33 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         return P;
       },
     });
-    const perProbe = await RedisBloom.open({ redis, name, snapshotBytesPerProbe: 0 });
+    const viaScript = await RedisBloom.open({ redis, name, clientSnapshotBytesPerProbe: 0 });
     await s.sample({
-      name: measure, impl: 'hashgate RedisBloom.containsAll (GETBIT per probe mode)', runs, unit: 'keys/s',
+      name: measure, impl: 'hashgate RedisBloom.containsAll (Lua script, bitmap snapshot in Redis)', runs, unit: 'keys/s',
+      check: async () => sameAs(await viaScript.containsAll(probe)),
+      fn: async () => {
+        await viaScript.containsAll(probe);
+        return P;
+      },
+    });
+    const perProbe = await RedisBloom.open({ redis, name, snapshotBytesPerProbe: 0, clientSnapshotBytesPerProbe: 0 });
+    await s.sample({
+      name: measure, impl: 'hashgate RedisBloom.containsAll (Lua script, GETBIT per probe)', runs, unit: 'keys/s',
       check: async () => sameAs(await perProbe.containsAll(probe)),
       fn: async () => {
         await perProbe.containsAll(probe);
         return P;
+      },
+    });
+    // request-sized batches: each call is one script round trip
+    const SMALL = 100;
+    const smallCalls = size(opts, 200, 20);
+    await s.sample({
+      name: measure, impl: `hashgate RedisBloom.containsAll, batches of ${SMALL} awaited one by one`, runs, unit: 'keys/s', extra: { batch: SMALL },
+      check: async () => sameAs(await bloom.containsAll(probe.slice(0, SMALL))),
+      fn: async () => {
+        for (let c = 0; c < smallCalls; c++) await bloom.containsAll(probe.slice(c * SMALL, (c + 1) * SMALL));
+        return smallCalls * SMALL;
       },
     });
 
