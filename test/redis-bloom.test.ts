@@ -288,6 +288,23 @@ describe('RedisBloom batching and options', () => {
     for (const b of bitmaps) expect(b).toEqual(bitmaps[0]);
   });
 
+  itRedis('concurrent single-key contains() calls share one script call and answer like containsAll', async () => {
+    const f = await RedisBloom.open({ redis, name: 'coalesce', expectedItems: 10_000, fpp: 0.01 });
+    await f.tryInit();
+    const keys = Array.from({ length: 3000 }, (_, i) => `c-${i}`);
+    await f.addAll(keys.filter((_, i) => i % 3 === 0));
+    const probe = keys.slice(0, 500);
+    const expected = Array.from(await f.containsAll(probe)).map((b) => b === 1);
+    await redis.config('RESETSTAT');
+    const got = await Promise.all(probe.map((k) => f.contains(k)));
+    expect(got).toEqual(expected);
+    const stats = String(await redis.info('commandstats'));
+    const calls = Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0) + Number(/cmdstat_eval:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+    const multis = Number(/cmdstat_multi:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+    expect(calls + multis).toBe(1);
+    await expect(f.contains(5 as unknown as string)).rejects.toMatchObject({ code: ErrorCodes.INVALID_ARG });
+  });
+
   itRedis('Uint8Array keys hash as their raw bytes (Redisson ByteArrayCodec)', async () => {
     const f = await RedisBloom.open({ redis, name: 'bytes', expectedItems: 100, fpp: 0.01 });
     await f.tryInit();

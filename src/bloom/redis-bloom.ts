@@ -79,6 +79,11 @@ type Scripted = {
   hgBloomCount(...args: string[]): Promise<[string, string, number]>;
 };
 
+interface PendingChecks {
+  keys: RedisBloomKey[];
+  settle: Array<{ resolve(v: boolean): void; reject(e: unknown): void }>;
+}
+
 function defineScripts(redis: Redis | Cluster): Scripted {
   const c = redis as unknown as Partial<Scripted> & { defineCommand(n: string, d: { lua: string; numberOfKeys: number }): void };
   if (typeof c.defineCommand !== 'function') throw invalidType('options.redis', 'an ioredis Redis or Cluster client', redis);
@@ -114,6 +119,7 @@ export class RedisBloom {
   readonly seqKey: string;
   #size = 0;
   #k = 0;
+  #pending: PendingChecks | undefined;
 
   private constructor(o: RedisBloomOptions) {
     if (typeof o !== 'object' || o === null) throw invalidType('options', 'an object', o);
@@ -282,8 +288,35 @@ export class RedisBloom {
     return (await this.addAll([key])) > 0;
   }
 
-  async contains(key: RedisBloomKey): Promise<boolean> {
-    return (await this.containsAll([key]))[0] === 1;
+  /**
+   * One key. Calls made in the same tick (concurrent request handlers) are merged into one
+   * containsAll, as ioredis auto-pipelining merges commands: one script call for all of them.
+   */
+  contains(key: RedisBloomKey): Promise<boolean> {
+    if (typeof key !== 'string' && !(key instanceof Uint8Array)) return Promise.reject(invalidType('key', 'a string or Uint8Array', key));
+    let p = this.#pending;
+    if (p === undefined || p.keys.length >= this.#maxBatch) {
+      const q: PendingChecks = { keys: [], settle: [] };
+      this.#pending = p = q;
+      process.nextTick(() => this.#flush(q));
+    }
+    const batch = p;
+    return new Promise<boolean>((resolve, reject) => {
+      batch.keys.push(key);
+      batch.settle.push({ resolve, reject });
+    });
+  }
+
+  #flush(p: PendingChecks): void {
+    if (this.#pending === p) this.#pending = undefined;
+    this.containsAll(p.keys).then(
+      (out) => {
+        for (let i = 0; i < p.settle.length; i++) p.settle[i]!.resolve(out[i] === 1);
+      },
+      (err: unknown) => {
+        for (const s of p.settle) s.reject(err);
+      },
+    );
   }
 
   /** Redisson's estimate of the number of keys added: round(-size / k * ln(1 - setBits / size)). */
