@@ -5,7 +5,8 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { RedisBloom, RedisBloomReplica, ErrorCodes } from 'hashgate';
+import { Registry } from 'prom-client';
+import { RedisBloom, RedisBloomReplica, ErrorCodes, redisBloomMetrics } from 'hashgate';
 import { redissonHarness, type RedissonHarness } from './helpers/redisson.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
 
@@ -100,6 +101,18 @@ describe.skipIf(!HAVE)('RedisBloomReplica', () => {
       const addedAt = Date.now();
       await until(() => rep.stats().stalenessMs < Date.now() - addedAt, 5_000, 'a sync point after the add');
       expect(Array.from(rep.containsAll(after)).every((b) => b === 1)).toBe(true);
+      // the same numbers through Prometheus
+      const registry = new Registry();
+      const m = redisBloomMetrics(registry);
+      const stop = m.addReplica(rep);
+      m.recordRebuild('local', { keys: 42, size: f.size, hashIterations: f.hashIterations, replayed: 0, durationMs: 1500 }, 1_700_000_000_000);
+      const text = await registry.metrics();
+      expect(text).toMatch(/hashgate_bloom_replica_entries_applied\{filter="local"\} [1-9]/);
+      expect(text).toMatch(/hashgate_bloom_replica_staleness_seconds\{filter="local"\} \d/);
+      expect(text).toContain('hashgate_bloom_last_rebuild_keys{filter="local"} 42');
+      expect(text).toContain('hashgate_bloom_last_rebuild_timestamp_seconds{filter="local"} 1700000000');
+      stop();
+      expect(await registry.metrics()).not.toContain('bloom_replica_gaps{filter="local"}');
     } finally {
       await rep.close();
     }

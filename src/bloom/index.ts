@@ -25,3 +25,5 @@ export { RedisBloomReplica, REDIS_BLOOM_REPLICA_DEFAULTS } from './redis-replica
 export type { RedisBloomReplicaOptions, RedisBloomReplicaStats } from './redis-replica.js';
 export { rebuildRedisBloom } from './redis-rebuild.js';
 export type { RedisBloomRebuildOptions, RedisBloomRebuildResult } from './redis-rebuild.js';
+export { redisBloomMetrics } from './redis-bloom-metrics.js';
+export type { RedisBloomMetrics } from './redis-bloom-metrics.js';
