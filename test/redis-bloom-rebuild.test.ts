@@ -11,6 +11,9 @@ import { Redis } from 'ioredis';
 import { RedisBloom, RedisBloomReplica, rebuildRedisBloom, ErrorCodes } from 'hashgate';
 import { redissonHarness, type RedissonHarness } from './helpers/redisson.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
+import { ensureHBase, hbaseConfigured } from './helpers/hbase.js';
+
+const HBASE = hbaseConfigured('bloom rebuild from HBase');
 
 const HAVE = requireRedisOrSkip('bloom rebuild');
 const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
@@ -113,4 +116,26 @@ describe.skipIf(!HAVE)('bloom rebuild', () => {
     expect(await f.contains('keep-me')).toBe(true);
     expect(await redis.get('{lost}:hg:rebuild-lock')).toBe('thief');
   }, 30_000);
+
+  it.skipIf(!HBASE)('CLI: rebuilds from an HBase table scan (the blacklist table)', async () => {
+    const hb = await ensureHBase();
+    try {
+      const table = await hb.createTable('blrebuild', ['base:bloom=ROW', 'detail']);
+      const store = hb.store();
+      const rows = Array.from({ length: 300 }, (_, i) => `CARD_0_用户${i}`);
+      await store.mput(table, rows.map((row) => ({ row, values: { 'base:status': '1' } })));
+      await store.mput(table, [{ row: 'CARD_0_detail-only', values: { 'detail:reason': 'x' } }]);
+      const f = await RedisBloom.open({ redis, name: 'risk:blacklist', expectedItems: 1000, fpp: 0.001 });
+      await f.tryInit();
+      await f.addAll(['CARD_0_removed']);
+      const r = await cli(['bloom', 'rebuild', '--redis', server.url, '--name', 'risk:blacklist', '--hbase-table', table, '--hbase', hb.zookeeper, '--hbase-column', 'base:status', '--json']);
+      expect(r.code, r.err).toBe(0);
+      expect(JSON.parse(r.out).keys).toBe(300);
+      expect(Array.from(await f.containsAll(rows)).every((b) => b === 1)).toBe(true);
+      expect(Array.from(await f.containsAll(['CARD_0_removed', 'CARD_0_detail-only']))).toEqual([0, 0]);
+      expect((await cli(['bloom', 'rebuild', '--redis', server.url, '--name', 'x', '--hbase-table', table])).code).toBe(process.env.HBASE_ZK ? 1 : 2);
+    } finally {
+      await hb.release();
+    }
+  }, 300_000);
 });
