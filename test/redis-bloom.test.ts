@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { RedisBloom, ErrorCodes, redissonShape, javaDoubleToString, encodeRedissonString, REDISSON_MAX_BITS } from 'hashgate';
 import { highway128 } from '../src/hash/highway.js';
-import { redissonIndexesInto, redissonConfigKey, redissonKeysShareSlot, redissonIndexBlob, redissonKeyIndexes } from '../src/bloom/redisson.js';
+import { redissonIndexesInto, redissonConfigKey, redissonKeysShareSlot, redissonIndexBlob, redissonKeyIndexes, redissonContainsAll } from '../src/bloom/redisson.js';
 import { highwayKernel } from '../src/hash/highway-kernel.js';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -362,6 +362,18 @@ describe('wasm HighwayHash kernel', () => {
       keys.forEach((key, j) => redissonKeyIndexes(key, scratch, k, size, ref, j * k));
       expect(blob.equals(Buffer.from(ref.buffer))).toBe(true);
     }
+    // membership against a bitmap, including one shorter than the filter (trailing zero bytes)
+    const size = 50_000;
+    const bitmap = Buffer.from(sample(fc.uint8Array({ minLength: 5000, maxLength: 5000 }), 1, 9)[0]!.map((b) => b | 0x5a));
+    const got = redissonContainsAll(keys, 3, size, bitmap, 333);
+    const ref = new Uint32Array(3);
+    const scratch = Buffer.alloc(4096 * 3);
+    keys.forEach((key, j) => {
+      redissonKeyIndexes(key, scratch, 3, size, ref, 0);
+      const want = Array.from(ref).every((ix) => ix >>> 3 < bitmap.length && (bitmap[ix >>> 3]! & (0x80 >>> (ix & 7))) !== 0) ? 1 : 0;
+      expect(got[j], `key ${j}`).toBe(want);
+    });
+    expect(got.some((b) => b === 1) && got.some((b) => b === 0)).toBe(true);
     const m = Buffer.from(kern!.memory.buffer);
     const data = Buffer.from('张伟|110101199003070012'.repeat(5));
     m.set(data, 1024);

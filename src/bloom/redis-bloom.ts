@@ -13,6 +13,7 @@ import {
   javaDoubleToString,
   javaLongToString,
   redissonConfigKey,
+  redissonContainsAll,
   redissonIndexBlob,
   redissonKeysShareSlot,
   redissonShape,
@@ -260,28 +261,7 @@ export class RedisBloom {
         { details: { name: this.name, expected: { size, hashIterations: k }, found: { size: cfg[0], hashIterations: cfg[1] } } },
       );
     }
-    const bits = bm ?? Buffer.alloc(0);
-    const len = bits.length;
-    const out = new Uint8Array(keys.length);
-    for (let from = 0; from < keys.length; from += this.#maxBatch) {
-      const n = Math.min(this.#maxBatch, keys.length - from);
-      const blob = redissonIndexBlob(keys, from, n, k, size);
-      let p = 0;
-      for (let j = 0; j < n; j++) {
-        let ok = 1;
-        for (let i = 0; i < k; i++) {
-          const ix = blob.readUInt32LE(p + 4 * i);
-          const byte = ix >>> 3;
-          if (byte >= len || (bits[byte]! & (0x80 >>> (ix & 7))) === 0) {
-            ok = 0;
-            break;
-          }
-        }
-        p += 4 * k;
-        out[from + j] = ok;
-      }
-    }
-    return out;
+    return redissonContainsAll(keys, k, size, bm ?? Buffer.alloc(0), this.#maxBatch);
   }
 
   async add(key: RedisBloomKey): Promise<boolean> {

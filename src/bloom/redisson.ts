@@ -226,3 +226,65 @@ export function redissonIndexBlob(keys: ReadonlyArray<string | Uint8Array>, from
   kern.redissonIndexes(dataAt, offAt, n, k, size, outAt);
   return Buffer.from(mem.subarray(outAt, outAt + n * k * 4));
 }
+
+/**
+ * One byte per key: 1 when all its bits are set in `bitmap` (Redis bit order; bytes past its end
+ * read as 0). The wasm kernel copies the bitmap into its memory once and tests keys chunk by chunk
+ * where they are hashed; without it, the JS path does the same.
+ */
+export function redissonContainsAll(keys: ReadonlyArray<string | Uint8Array>, k: number, size: number, bitmap: Uint8Array, chunk = 8192): Uint8Array {
+  const out = new Uint8Array(keys.length);
+  const kern = highwayKernel();
+  if (kern === null) {
+    const len = bitmap.length;
+    for (let from = 0; from < keys.length; from += chunk) {
+      const n = Math.min(chunk, keys.length - from);
+      const blob = redissonIndexBlob(keys, from, n, k, size);
+      for (let j = 0; j < n; j++) {
+        let ok = 1;
+        for (let i = 0; i < k; i++) {
+          const ix = blob.readUInt32LE((j * k + i) * 4);
+          if (ix >>> 3 >= len || (bitmap[ix >>> 3]! & (0x80 >>> (ix & 7))) === 0) {
+            ok = 0;
+            break;
+          }
+        }
+        out[from + j] = ok;
+      }
+    }
+    return out;
+  }
+  const bitsAt = kern.reserved;
+  const base = (bitsAt + bitmap.length + 7) & ~7;
+  for (let from = 0; from < keys.length; from += chunk) {
+    const n = Math.min(chunk, keys.length - from);
+    let bytes = 0;
+    for (let j = 0; j < n; j++) {
+      const key = keys[from + j]!;
+      bytes += typeof key === 'string' ? key.length * 3 : key.length;
+    }
+    const offAt = base;
+    const dataAt = (offAt + 4 * (n + 1) + 7) & ~7;
+    const outAt = dataAt + bytes;
+    const need = outAt + n;
+    const have = kern.memory.buffer.byteLength;
+    if (need > have) kern.memory.grow(Math.ceil((need - have) / 65536));
+    if (view === undefined || view.buffer !== kern.memory.buffer) view = Buffer.from(kern.memory.buffer);
+    const mem = view;
+    if (from === 0) mem.set(bitmap, bitsAt);
+    let pos = dataAt;
+    for (let j = 0; j < n; j++) {
+      mem.writeUInt32LE(pos - dataAt, offAt + 4 * j);
+      const key = keys[from + j]!;
+      if (typeof key === 'string') pos = encodeRedissonString(key, mem, pos);
+      else {
+        mem.set(key, pos);
+        pos += key.length;
+      }
+    }
+    mem.writeUInt32LE(pos - dataAt, offAt + 4 * n);
+    kern.redissonContains(dataAt, offAt, n, k, size, bitsAt, bitmap.length, outAt);
+    out.set(mem.subarray(outAt, outAt + n), from);
+  }
+  return out;
+}

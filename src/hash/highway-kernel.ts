@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** Must equal HIGHWAY_ABI in wasm/assembly/highway.ts. */
-const HIGHWAY_ABI = 1;
+const HIGHWAY_ABI = 2;
 
 export interface HighwayKernel {
   memory: WebAssembly.Memory;
@@ -14,6 +14,7 @@ export interface HighwayKernel {
   reserved: number;
   highway128(p: number, len: number, out: number): void;
   redissonIndexes(bytes: number, offsets: number, count: number, k: number, size: number, out: number): void;
+  redissonContains(bytes: number, offsets: number, count: number, k: number, size: number, bits: number, bitsLen: number, out: number): void;
 }
 
 let cached: HighwayKernel | null | undefined;
@@ -40,6 +41,7 @@ export function highwayKernel(): HighwayKernel | null {
       reserved: (e.RESERVED as WebAssembly.Global).value as number,
       highway128: e.highway128 as HighwayKernel['highway128'],
       redissonIndexes: e.redissonIndexes as HighwayKernel['redissonIndexes'],
+      redissonContains: e.redissonContains as HighwayKernel['redissonContains'],
     };
     break;
   }

@@ -6,7 +6,7 @@
 // Memory (exported, owned by the JS side): [0, 32) scratch packet for a key's last bytes; callers
 // place keys, offsets and the index output above RESERVED.
 
-export const HIGHWAY_ABI: i32 = 1;
+export const HIGHWAY_ABI: i32 = 2;
 export const RESERVED: i32 = 64;
 
 // Redisson's key
@@ -152,5 +152,32 @@ export function redissonIndexes(bytes: usize, offsets: usize, count: i32, k: i32
       o += 4;
       h += (i & 1) == 0 ? out1 : out0;
     }
+  }
+}
+
+/**
+ * For `count` keys laid out as for redissonIndexes: out[j] = 1 when all k bits of key j are set in
+ * the Redis-order bitmap at bits (bitsLen bytes; bits past its end read as 0), else 0. Stops at a
+ * key's first zero bit.
+ */
+export function redissonContains(bytes: usize, offsets: usize, count: i32, k: i32, size: f64, bits: usize, bitsLen: i32, out: usize): void {
+  const m = <u64>size;
+  const len = <u64>bitsLen;
+  for (let j = 0; j < count; j++) {
+    const s = load<u32>(offsets + (<usize>j << 2));
+    const e = load<u32>(offsets + (<usize>(j + 1) << 2));
+    hashAt(bytes + <usize>s, <i32>(e - s));
+    let h = out0;
+    let r: u8 = 1;
+    for (let i = 0; i < k; i++) {
+      const ix = (h & 0x7fffffffffffffff) % m;
+      const byte = ix >> 3;
+      if (byte >= len || (load<u8>(bits + <usize>byte) & (<u8>0x80 >> <u8>(ix & 7))) == 0) {
+        r = 0;
+        break;
+      }
+      h += (i & 1) == 0 ? out1 : out0;
+    }
+    store<u8>(out + <usize>j, r);
   }
 }
