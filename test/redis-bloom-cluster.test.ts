@@ -2,7 +2,7 @@
 // names hash to different masters are filled by Java and read by Node and the other way round.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { Cluster } from 'ioredis';
-import { RedisBloom, ErrorCodes } from 'hashgate';
+import { RedisBloom, RedisBloomReplica, rebuildRedisBloom, ErrorCodes } from 'hashgate';
 import { redissonHarness, type RedissonHarness } from './helpers/redisson.js';
 import { requireClusterOrSkip, startRedisCluster, type RedisClusterHandle } from './helpers/redis-cluster.js';
 
@@ -66,6 +66,29 @@ describe('RedisBloom on a 3-master cluster', () => {
       }
     }
   }, 300_000);
+
+  it('replicas follow a published filter and a rebuild swaps within the slot', async (ctx) => {
+    if (!HAVE) return ctx.skip();
+    const name = 'fleet{tenant-7}';
+    const w = await RedisBloom.open({ redis: client, name, expectedItems: 5000, fpp: 0.01, publish: true });
+    expect(await w.tryInit()).toBe(true);
+    await w.addAll(['a', 'b']);
+    const rep = await RedisBloomReplica.open({ redis: client, name, resyncIntervalMs: 0, blockMs: 100 });
+    try {
+      expect(Array.from(rep.containsAll(['a', 'b']))).toEqual([1, 1]);
+      await w.addAll(['c-新']);
+      const end = Date.now() + 10_000;
+      while (!rep.contains('c-新') && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      expect(rep.contains('c-新')).toBe(true);
+      const r = await rebuildRedisBloom({ redis: client, name, keys: ['x', 'y'] });
+      expect(r.keys).toBe(2);
+      expect(Array.from(await w.containsAll(['x', 'y', 'a']))).toEqual([1, 1, 0]);
+      while (!rep.contains('x') && Date.now() < end) await new Promise((res) => setTimeout(res, 20));
+      expect(Array.from(rep.containsAll(['x', 'y', 'a']))).toEqual([1, 1, 0]);
+    } finally {
+      await rep.close();
+    }
+  }, 120_000);
 
   it('rejects a name whose bitmap and config would sit in different slots', async (ctx) => {
     if (!HAVE) return ctx.skip();
