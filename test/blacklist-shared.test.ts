@@ -83,10 +83,19 @@ describe.skipIf(!ok)('Blacklist with a shared filter, three processes', () => {
       expect(r.result).toEqual([...entries.map(() => true), true, false]);
       expect(r.stats!.filterErrors).toBe(0);
     }
-    // the filter Redisson would read holds the row keys
+    // the filter Redisson would read holds the row keys; the completed scan is recorded
     const redis = new Redis(server.url);
     const f = await RedisBloom.open({ redis, name: 'risk:blacklist' });
     expect(Array.from(await f.containsAll(entries.map((e) => blacklistRowKey(e))))).toEqual(entries.map(() => 1));
+    expect(await f.getFlag('filledFrom')).toBe(table);
+
+    // a filter created elsewhere (e.g. by Redisson) without a recorded scan is filled at start
+    const foreign = await RedisBloom.open({ redis, name: 'risk:foreign', expectedItems: 1000, fpp: 0.01 });
+    expect(await foreign.tryInit()).toBe(true);
+    const bl = new Blacklist({ store: hb.store(), table, filter: foreign });
+    await bl.start();
+    expect(await bl.isBlacklisted([{ userType: 'CARD', blacklistType: '0', userId: 'old-1' }, { userType: 'CARD', blacklistType: '0', userId: '用户7' }])).toEqual([true, true]);
+    expect(bl.stats().bloomNegatives).toBe(0);
     redis.disconnect();
   }, 120_000);
 

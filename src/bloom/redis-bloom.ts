@@ -118,6 +118,7 @@ export class RedisBloom {
   /** Change stream and its sequence counter (replicas read them). */
   readonly streamKey: string;
   readonly seqKey: string;
+  readonly metaKey: string;
   #size = 0;
   #k = 0;
   #pending: PendingChecks | undefined;
@@ -150,6 +151,7 @@ export class RedisBloom {
     this.#clientFactor = cf;
     this.streamKey = redissonSuffixKey(o.name, 'hg:changes');
     this.seqKey = redissonSuffixKey(o.name, 'hg:seq');
+    this.metaKey = redissonSuffixKey(o.name, 'hg:meta');
     const pub = o.publish;
     if (pub === undefined || pub === false) this.#publishMaxLen = 0;
     else if (pub === true) this.#publishMaxLen = REDIS_BLOOM_DEFAULTS.publishMaxLen;
@@ -304,6 +306,18 @@ export class RedisBloom {
     const [size, k, bits] = await this.#call(() => this.#s.hgBloomCount(this.configKey, this.name));
     const m = Number(size);
     return Math.round((-m / Number(k)) * Math.log(1 - Number(bits) / m));
+  }
+
+  /**
+   * hashgate's own notes about the filter, in a hash next to it (same slot; Redisson ignores it),
+   * e.g. which source of truth it was filled from.
+   */
+  async getFlag(flag: string): Promise<string | null> {
+    return this.#call(() => this.#redis.hget(this.metaKey, flag));
+  }
+
+  async setFlag(flag: string, value: string): Promise<void> {
+    await this.#call(() => this.#redis.hset(this.metaKey, flag, value));
   }
 
   /** Deletes the bitmap and its config (as Redisson's delete()). */

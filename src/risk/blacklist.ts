@@ -63,8 +63,8 @@ export interface BlacklistOptions {
   rebuildIntervalMs?: number;
   /**
    * Shared Redis-held filter used instead of the per-process one (open it with expectedItems/fpp
-   * so start() can create it). A filter this start() creates is filled from a table scan; an
-   * existing one is trusted as is. No periodic rebuild (rebuildIntervalMs is ignored): swap a new
+   * so start() can create it). start() fills it from a table scan unless a completed scan of this
+   * table is recorded next to it. No periodic rebuild (rebuildIntervalMs is ignored): swap a new
    * generation in with `hashgate bloom rebuild` to drop removed keys.
    */
   filter?: RedisBloom;
@@ -142,7 +142,12 @@ export class Blacklist {
     if (this.#started) return;
     if (this.#shared) {
       const shared = this.#shared;
-      if (shared.size === 0 && (await shared.tryInit())) {
+      const created = shared.size === 0 ? await shared.tryInit() : false;
+      if (!created && shared.size === 0) await shared.reload();
+      // A filter someone else created (another instance still scanning, Redisson, an older
+      // deployment) may lack rows already in the table: scan unless a completed scan of this
+      // table is recorded. Adds are idempotent, so instances starting together may all scan.
+      if (created || (await shared.getFlag('filledFrom')) !== this.table) {
         let batch: string[] = [];
         let n = 0;
         for await (const key of this.#scanKeys(() => n++)) {
@@ -153,9 +158,8 @@ export class Blacklist {
           }
         }
         if (batch.length > 0) await shared.addAll(batch);
+        await shared.setFlag('filledFrom', this.table);
         this.#stats.lastRebuildKeys = n;
-      } else if (shared.size === 0) {
-        await shared.reload();
       }
       this.#started = true;
       return;
