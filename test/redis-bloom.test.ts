@@ -303,6 +303,12 @@ describe('RedisBloom batching and options', () => {
     const multis = Number(/cmdstat_multi:calls=(\d+)/.exec(stats)?.[1] ?? 0);
     expect(calls + multis).toBe(1);
     await expect(f.contains(5 as unknown as string)).rejects.toMatchObject({ code: ErrorCodes.INVALID_ARG });
+    // adds merge the same way, each caller getting its own key's answer (duplicates: first wins)
+    const fresh = ['n1', 'n2', 'n1', 'c-0', 'n3'];
+    await redis.config('RESETSTAT');
+    expect(await Promise.all(fresh.map((k) => f.add(k)))).toEqual([true, true, false, false, true]);
+    expect(String(await redis.info('commandstats'))).toMatch(/cmdstat_evalsha?:calls=1,/);
+    expect(Array.from(await f.addAllFlags(['n1', 'n4']))).toEqual([0, 1]);
   });
 
   itRedis('Uint8Array keys hash as their raw bytes (Redisson ByteArrayCodec)', async () => {

@@ -74,13 +74,14 @@ export interface RedisBloomConfig {
 
 type Scripted = {
   hgBloomContainsBuffer(...args: Array<string | Buffer | number>): Promise<Buffer>;
-  hgBloomAdd(...args: Array<string | Buffer | number>): Promise<number>;
-  hgBloomAddPublish(...args: Array<string | Buffer | number>): Promise<number>;
+  hgBloomAddBuffer(...args: Array<string | Buffer | number>): Promise<Buffer>;
+  hgBloomAddPublishBuffer(...args: Array<string | Buffer | number>): Promise<Buffer>;
   hgBloomTryInit(...args: Array<string | number>): Promise<[number, string, string]>;
   hgBloomCount(...args: string[]): Promise<[string, string, number]>;
 };
 
 interface PendingChecks {
+  write: boolean;
   keys: RedisBloomKey[];
   settle: Array<{ resolve(v: boolean): void; reject(e: unknown): void }>;
 }
@@ -88,7 +89,7 @@ interface PendingChecks {
 function defineScripts(redis: Redis | Cluster): Scripted {
   const c = redis as unknown as Partial<Scripted> & { defineCommand(n: string, d: { lua: string; numberOfKeys: number }): void };
   if (typeof c.defineCommand !== 'function') throw invalidType('options.redis', 'an ioredis Redis or Cluster client', redis);
-  if (c.hgBloomAdd === undefined) {
+  if (c.hgBloomAddBuffer === undefined) {
     c.defineCommand('hgBloomContains', { lua: CONTAINS_LUA, numberOfKeys: 2 });
     c.defineCommand('hgBloomAdd', { lua: ADD_LUA, numberOfKeys: 2 });
     c.defineCommand('hgBloomAddPublish', { lua: ADD_LUA, numberOfKeys: 4 });
@@ -122,6 +123,7 @@ export class RedisBloom {
   #size = 0;
   #k = 0;
   #pending: PendingChecks | undefined;
+  #pendingAdds: PendingChecks | undefined;
 
   private constructor(o: RedisBloomOptions) {
     if (typeof o !== 'object' || o === null) throw invalidType('options', 'an object', o);
@@ -216,18 +218,24 @@ export class RedisBloom {
 
   /** Adds every key; resolves how many of them set at least one new bit (Redisson's add count). */
   async addAll(keys: readonly RedisBloomKey[]): Promise<number> {
+    const flags = await this.addAllFlags(keys);
     let changed = 0;
-    await this.#batches(keys, 'keys', async (blob, n, snapshot) => {
-      // read the reply first: `changed += await x` would read `changed` before the await and lose
-      // the counts of chunks that finish meanwhile
-      const c = Number(
-        this.#publishMaxLen > 0
-          ? await this.#s.hgBloomAddPublish(this.configKey, this.name, this.streamKey, this.seqKey, this.#size, this.#k, n, blob, snapshot, this.#publishMaxLen)
-          : await this.#s.hgBloomAdd(this.configKey, this.name, this.#size, this.#k, n, blob, snapshot),
-      );
-      changed += c;
-    });
+    for (let i = 0; i < flags.length; i++) changed += flags[i]!;
     return changed;
+  }
+
+  /** Adds every key; one byte per key: 1 when it set a new bit (was definitely absent before). */
+  async addAllFlags(keys: readonly RedisBloomKey[]): Promise<Uint8Array> {
+    const out = new Uint8Array(Array.isArray(keys) ? keys.length : 0);
+    await this.#batches(keys, 'keys', async (blob, n, snapshot, from) => {
+      const r =
+        this.#publishMaxLen > 0
+          ? await this.#s.hgBloomAddPublishBuffer(this.configKey, this.name, this.streamKey, this.seqKey, this.#size, this.#k, n, blob, snapshot, this.#publishMaxLen)
+          : await this.#s.hgBloomAddBuffer(this.configKey, this.name, this.#size, this.#k, n, blob, snapshot, 0);
+      if (r.length !== n) throw new HashGateError(ErrorCodes.STORE, `RedisBloom ${this.name}: script answered ${r.length} keys for ${n}`);
+      for (let j = 0; j < n; j++) out[from + j] = r[j]! - 48;
+    });
+    return out;
   }
 
   /** One byte per key: 1 = possibly present, 0 = definitely absent. Rejects rather than guess. */
@@ -266,20 +274,27 @@ export class RedisBloom {
     return redissonContainsAll(keys, k, size, bm ?? Buffer.alloc(0), this.#maxBatch);
   }
 
-  async add(key: RedisBloomKey): Promise<boolean> {
-    return (await this.addAll([key])) > 0;
+  /** One key; concurrent calls in the same tick share one script call, like contains(). */
+  add(key: RedisBloomKey): Promise<boolean> {
+    return this.#enqueue(key, true);
   }
 
   /**
    * One key. Calls made in the same tick (concurrent request handlers) are merged into one
-   * containsAll, as ioredis auto-pipelining merges commands: one script call for all of them.
+   * containsAll, as ioredis auto-pipelining merges commands: one round trip for all of them.
    */
   contains(key: RedisBloomKey): Promise<boolean> {
+    return this.#enqueue(key, false);
+  }
+
+  #enqueue(key: RedisBloomKey, write: boolean): Promise<boolean> {
     if (typeof key !== 'string' && !(key instanceof Uint8Array)) return Promise.reject(invalidType('key', 'a string or Uint8Array', key));
-    let p = this.#pending;
+    let p = write ? this.#pendingAdds : this.#pending;
     if (p === undefined || p.keys.length >= this.#maxBatch) {
-      const q: PendingChecks = { keys: [], settle: [] };
-      this.#pending = p = q;
+      const q: PendingChecks = { keys: [], settle: [], write };
+      p = q;
+      if (write) this.#pendingAdds = q;
+      else this.#pending = q;
       process.nextTick(() => this.#flush(q));
     }
     const batch = p;
@@ -291,7 +306,8 @@ export class RedisBloom {
 
   #flush(p: PendingChecks): void {
     if (this.#pending === p) this.#pending = undefined;
-    this.containsAll(p.keys).then(
+    if (this.#pendingAdds === p) this.#pendingAdds = undefined;
+    (p.write ? this.addAllFlags(p.keys) : this.containsAll(p.keys)).then(
       (out) => {
         for (let i = 0; i < p.settle.length; i++) p.settle[i]!.resolve(out[i] === 1);
       },

@@ -75,7 +75,7 @@ return table.concat(out)
 `;
 
 /**
- * Sets every key's k bits; returns how many keys changed at least one bit. With KEYS[3] (change
+ * Sets every key's k bits; returns one '0'/'1' per key: whether it set a new bit. With KEYS[3] (change
  * stream) and KEYS[4] (sequence counter), a batch that changed bits is also appended to the
  * stream, trimmed to about ARGV[6] entries.
  */
@@ -83,6 +83,7 @@ export const ADD_LUA = `#!lua
 ${CHECK}
 ${WINDOW}
 local changed = 0
+local flags = {}
 local bm = nil
 if ARGV[5] == '1' then bm = redis.call('GET', key) or '' end
 for j = 1, n do
@@ -105,7 +106,12 @@ for j = 1, n do
     end
     if zero and redis.call('SETBIT', key, ix, 1) == 0 then c = true end
   end
-  if c then changed = changed + 1 end
+  if c then
+    changed = changed + 1
+    flags[j] = '1'
+  else
+    flags[j] = '0'
+  end
   p = p + kb
 end
 if changed > 0 and KEYS[3] then
@@ -113,7 +119,7 @@ if changed > 0 and KEYS[3] then
   local seq = redis.call('INCR', KEYS[4])
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 's', seq, 'k', k, 'b', blob)
 end
-return changed
+return table.concat(flags)
 `;
 
 /** Creates the config unless it exists; returns {created 0/1, stored size, stored hashIterations}. */
