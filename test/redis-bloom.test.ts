@@ -319,7 +319,7 @@ describe('RedisBloom batching and options', () => {
   });
 
   itRedis('rejects bad options and keys with coded errors naming them', async () => {
-    await expect(RedisBloom.open({ redis, name: '' })).rejects.toMatchObject({ code: ErrorCodes.INVALID_ARG, details: { name: 'options.name' } });
+    await expect(RedisBloom.open({ redis, name: '' })).rejects.toMatchObject({ code: ErrorCodes.INVALID_OPTION, details: { name: 'options.name' } });
     await expect(RedisBloom.open({ redis, name: 'o', fpp: 1 })).rejects.toBeInstanceOf(RangeError);
     await expect(RedisBloom.open({ redis, name: 'o', expectedItems: 0 })).rejects.toBeInstanceOf(RangeError);
     await expect(RedisBloom.open({ redis, name: 'o', expectedItems: 5e9, fpp: 0.01 })).rejects.toBeInstanceOf(RangeError);
