@@ -168,6 +168,9 @@ function gapOf(gap: Uint8Array | undefined, from: number, to: number): Uint8Arra
   return gap.slice(from, to);
 }
 
+/** ioredis rejects a command its commandTimeout expired with exactly this message (no code). */
+const IOREDIS_COMMAND_TIMEOUT = 'Command timed out';
+
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   p.catch(noop);
   let timer: NodeJS.Timeout | undefined;
@@ -224,6 +227,11 @@ export class TieredCache {
   readonly #redisTtlMs: number;
   readonly #redisTimeoutMs: number;
   readonly #redisBatch: number;
+  /**
+   * Whether MGET needs our own timer: not when the client's commandTimeout already bounds every
+   * command by at most redis.timeoutMs (a second timer per load costs CPU on every small call).
+   */
+  readonly #mgetTimer: boolean;
   readonly #cold: ColdStore | undefined;
   readonly #coldTimeoutMs: number;
   readonly #coldBatch: number;
@@ -307,6 +315,8 @@ export class TieredCache {
         throw invalidType('redis.client', 'an ioredis client (or redis.url a string)', r.client);
       }
       this.#connecting = this.#firstConnect(this.#redis);
+      const ct = (this.#redis.options as { commandTimeout?: number } | undefined)?.commandTimeout;
+      this.#mgetTimer = !(typeof ct === 'number' && ct > 0 && ct <= this.#redisTimeoutMs);
     } else {
       this.#redis = undefined;
       this.#ownsRedis = false;
@@ -314,6 +324,7 @@ export class TieredCache {
       this.#redisTtlMs = D.redis.ttlSeconds * 1000;
       this.#redisTimeoutMs = D.redis.timeoutMs;
       this.#redisBatch = D.redis.batchSize;
+      this.#mgetTimer = false;
     }
 
     if (opts.cold !== undefined && (typeof opts.cold?.mget !== 'function' || typeof opts.cold?.mput !== 'function')) {
@@ -669,7 +680,9 @@ export class TieredCache {
             // a Cluster bounds each slot's MGET itself, so a dead master fails only its keys
             const res = isCluster(redis)
               ? await mgetBuffers(redis, rkeys, this.#redisTimeoutMs)
-              : await withTimeout(mgetBuffers(redis, rkeys, this.#redisTimeoutMs), this.#redisTimeoutMs, 'redis MGET');
+              : this.#mgetTimer
+                ? await withTimeout(mgetBuffers(redis, rkeys, this.#redisTimeoutMs), this.#redisTimeoutMs, 'redis MGET')
+                : await mgetBuffers(redis, rkeys, this.#redisTimeoutMs);
             bufs = res.values;
             partial = res.error;
           } catch (e) {
@@ -874,7 +887,9 @@ export class TieredCache {
     const code =
       typeof (e as { code?: unknown })?.code === 'string'
         ? (e as { code: string }).code
-        : tier === 'redis'
+        : e instanceof Error && e.message === IOREDIS_COMMAND_TIMEOUT
+          ? ErrorCodes.TIMEOUT // the client's commandTimeout bounded the MGET: same code as our own timer
+          : tier === 'redis'
           ? ErrorCodes.STORE_UNAVAILABLE
           : ErrorCodes.HBASE_UNAVAILABLE;
     const err: TierError = { tier, code, message: e instanceof Error ? e.message : String(e), at };
