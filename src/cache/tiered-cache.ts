@@ -380,7 +380,15 @@ export class TieredCache {
   }
 
   lookup(table: string, keys: readonly string[]): Promise<(CacheValue | undefined)[]> {
-    return this.#lookup(table, keys, undefined);
+    // Not async: a lookup answered wholly by the local tier resolves at once, without the
+    // async machinery a function with awaits costs on every call (most service lookups are hits).
+    let r: Slot[] | Promise<Slot[]>;
+    try {
+      r = this.#lookup(table, keys, undefined);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return Array.isArray(r) ? Promise.resolve(r) : r;
   }
 
   async lookupDetailed(table: string, keys: readonly string[]): Promise<LookupResult> {
@@ -490,7 +498,8 @@ export class TieredCache {
     return b;
   }
 
-  async #lookup(table: string, keys: readonly string[], report: CallReport | undefined): Promise<Slot[]> {
+  /** The answer, when the local tier (and Bloom gate) answered every key; else the pending load. Throws on bad input. */
+  #lookup(table: string, keys: readonly string[], report: CallReport | undefined): Slot[] | Promise<Slot[]> {
     if (this.#closed) throw new HashGateError(ErrorCodes.CLOSED, 'TieredCache is closed');
     let ts = this.#tables.get(table);
     if (ts === undefined) {
@@ -539,7 +548,11 @@ export class TieredCache {
     this.#negativeHits += negHits;
     this.#localMisses += n - rejected - hits - negHits;
     if (missIdx === undefined) return out;
+    return this.#lookupMisses(table, ts, keys, out, missIdx, report);
+  }
 
+  /** Loads the keys the local tier did not answer (claims, merged loads, followers). */
+  async #lookupMisses(table: string, ts: TableState, keys: readonly string[], out: Slot[], missIdx: number[], report: CallReport | undefined): Promise<Slot[]> {
     // Claim every key nobody is loading yet before the first await, so lookups that start while
     // this one is in flight (or duplicates later in this batch) wait on this load instead of
     // starting their own.
