@@ -196,3 +196,29 @@ for j = 1, #sets do
 end
 return out
 `;
+
+/**
+ * Many queries in one script call: the service pattern sends hundreds of one-device queries at
+ * once, and one EVALSHA for all of them costs Redis and the client one command instead of one
+ * each. KEYS[1] = any key of the shard (routing only); ARGV: q, then per query: kind ('m' match,
+ * 'a' any), len, and the len arguments MATCH/ANY take. Returns one reply per query, in order.
+ * The bodies are MATCH's and ANY's, reading their arguments at an offset instead of from 1.
+ */
+const atOffset = (script: string): string => script.slice(RESOLVE.length).replace(/ARGV\[/g, 'ARGV[o + ');
+export const QUERY_MANY = `${RESOLVE}
+local function match1(o)
+${atOffset(MATCH)}
+end
+local function any1(o)
+${atOffset(ANY)}
+end
+local q = tonumber(ARGV[1])
+local res = {}
+local p = 2
+for i = 1, q do
+  local len = tonumber(ARGV[p + 1])
+  if ARGV[p] == 'm' then res[i] = match1(p + 1) else res[i] = any1(p + 1) end
+  p = p + 2 + len
+end
+return res
+`;
