@@ -184,7 +184,8 @@ export class RedisIndexBackend implements IndexBackend {
       const args: string[] = [`${sp}:~dev:`, String(items.length)];
       for (const it of items) {
         args.push(it.kind === 'match' ? 'm' : 'a', String(3 + 3 * it.suffixes.length), String(it.limit), String(it.suffixes.length), this.small);
-        for (const [suffix, hashed, v] of it.suffixes) args.push(sp + suffix, v, hashed);
+        // the raw value only matters for a hashed key's collision check: not sent otherwise
+        for (const [suffix, hashed, v] of it.suffixes) args.push(sp + suffix, hashed === '1' ? v : '', hashed);
       }
       calls[s] = this.s.hgIdxQueryMany(...args);
     }
