@@ -153,7 +153,9 @@ describe.skipIf(!has)('coalescing on Redis', () => {
     expect([...reasons[1]!.details!.answers!]).toEqual([255, 255]);
     // 'warm' is known from the seen-cache: answered 0 even though the store failed
     expect([...reasons[3]!.details!.answers!]).toEqual([0, 255, 255]);
-    expect(await r.dbsize()).toBe(0);
+    // nothing of the failed batch reached Redis; only the HyperLogLog of 'warm', whose members a
+    // one-key batch sends a moment later, may land after the restart
+    expect((await r.keys('*')).filter((k) => !k.endsWith(':hll'))).toEqual([]);
     await svc.close();
   });
 
