@@ -328,8 +328,10 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
     };
     o.metrics?.recordRebuild(name, result, at);
     return result;
-  } catch (err) {
+  } catch (e) {
     await beat;
+    // an upload or prepare script refused: another run holds the lock now
+    const err = !(e instanceof HashGateError) && e instanceof Error && e.message.includes('HGREBUILDLOCK') ? lockLost(name, lockKey, e) : e;
     // delete our generation only while we still hold the lock: after it, hg:next is the new holder's
     await redis.eval(DROP_LUA, 3, lockKey, nextName, nextConfig, token).catch(() => undefined);
     throw err;

@@ -4,7 +4,7 @@
 // others exit 3.
 import { parseArgs } from 'node:util';
 import { Cluster, Redis } from 'ioredis';
-import { ErrorCodes, HashGateError, HashGateRangeError, HashGateTypeError, checkInt, checkNumber } from '../../errors.js';
+import { ErrorCodes, HashGateError, checkInt, checkNumber } from '../../errors.js';
 import { REBUILD_EXIT, REDIS_REBUILD_DEFAULTS, readRebuildStatus, rebuildRedisBloom } from '../../bloom/redis-rebuild.js';
 import { ExportFileKeys, HBaseScanKeys, RedisSetWindowKeys } from '../../bloom/rebuild-sources.js';
 import { redissonConfigKey } from '../../bloom/redisson.js';
@@ -222,7 +222,7 @@ async function rebuild(argv: string[]): Promise<number> {
       return EXIT.locked;
     }
     console.error(`hashgate bloom rebuild: ${e.message}${e.code ? ` [${e.code}]` : ''}`);
-    return e instanceof HashGateTypeError || e instanceof HashGateRangeError ? EXIT.usage : EXIT.error;
+    return EXIT.error;
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
