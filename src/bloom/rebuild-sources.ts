@@ -9,6 +9,7 @@ import { bucketKey, metaField, metaKey } from '../dedup/layout.js';
 import { expandInputs } from '../loader/inputs.js';
 import { ChunkParser, REJECT_NAMES, R_TOO_LONG, type RejectName } from '../loader/parse.js';
 import { FileChunkReader, isOversize } from '../loader/reader.js';
+import { inspectFile, sampleFieldCount } from '../loader/inspect.js';
 import { DEFAULTS as LOADER_DEFAULTS } from '../loader/loader.js';
 import type { HBaseStore } from '../stores/hbase.js';
 
@@ -29,7 +30,7 @@ export interface ExportFileOptions {
   delimiter?: number;
   /** Fields forming the key, in order; null/undefined = all fields concatenated. */
   fields?: number[] | null;
-  /** Expected fields per line; 0/undefined = taken from the first good line. */
+  /** Expected fields per line; 0/undefined = the count most sampled lines share (as `hashgate load`). */
   fieldCount?: number;
   maxLineBytes?: number;
   readBufferBytes?: number;
@@ -81,11 +82,30 @@ export class ExportFileKeys implements KeySource {
   async *[Symbol.asyncIterator](): AsyncGenerator<Uint8Array[]> {
     const o = this.#o;
     const files = await expandInputs(o.inputs);
+    // the same checks as `hashgate load` before reading a row: every file is text, and the field
+    // count is the one most sampled lines share (one malformed first line cannot decide it)
+    let fieldCount = o.fieldCount;
+    const heads: Uint8Array[] = [];
+    for (const [i, f] of files.entries()) {
+      const inspected = await inspectFile(f, o.delimiter);
+      if (i < 16) heads.push(inspected.headBytes);
+    }
+    if (fieldCount === 0) {
+      const smp = sampleFieldCount(heads, o.delimiter);
+      if (smp.sampled > 0 && smp.fieldCount === 0) {
+        throw new HashGateError(
+          ErrorCodes.PARSE,
+          `no field count is shared by most sampled lines (${smp.sampled} lines, the commonest count on ${Math.round(smp.share * 100)}%); give the field count`,
+          { details: { reason: 'field-count', sampled: smp.sampled } },
+        );
+      }
+      fieldCount = smp.fieldCount;
+    }
     const maxRows = Math.ceil(o.readBufferBytes / 2) + 1;
     const keyBytes = new Uint8Array(o.readBufferBytes);
     const keyOffsets = new Uint32Array(maxRows + 1);
     const parser = new ChunkParser(
-      { delimiter: o.delimiter, fields: o.fields, fieldCount: o.fieldCount, maxLineBytes: o.maxLineBytes, windowField: -1 },
+      { delimiter: o.delimiter, fields: o.fields, fieldCount, maxLineBytes: o.maxLineBytes, windowField: -1 },
       { keyBytes, keyOffsets },
       maxRows,
     );

@@ -26,9 +26,9 @@
 // readers cache the shape and would answer "absent" until they re-read the config.
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import { ErrorCodes, HashGateError, checkInt, invalidType } from '../errors.js';
+import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType } from '../errors.js';
 import { RedisBloom } from './redis-bloom.js';
-import { redissonConfigKey, redissonIndexBlob, redissonShape, redissonSuffixKey } from './redisson.js';
+import { redissonConfigKey, redissonIndexBlob, redissonKeysShareSlot, redissonShape, redissonSuffixKey } from './redisson.js';
 
 export const REDIS_REBUILD_DEFAULTS = {
   batch: 8192,
@@ -198,6 +198,13 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
   if (src === null || typeof src !== 'object' || (!(Symbol.asyncIterator in src) && !(Symbol.iterator in src))) {
     throw invalidType('options.keys', 'an (async) iterable of keys or key arrays', src);
   }
+  // the scripts touch the live, temporary, lock and record keys together: one cluster slot
+  if (!redissonKeysShareSlot(o.name)) {
+    throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `options.name cannot keep its config and rebuild keys in one cluster slot (use a name without '{' or with one non-empty '{tag}')`, {
+      name: 'options.name',
+    });
+  }
+  if (typeof o.redis !== 'object' || o.redis === null) throw invalidType('options.redis', 'an ioredis Redis or Cluster client', o.redis);
   const batch = checkInt('options.batch', o.batch ?? REDIS_REBUILD_DEFAULTS.batch, 1, 100_000);
   const ttl = checkInt('options.lockTtlMs', o.lockTtlMs ?? REDIS_REBUILD_DEFAULTS.lockTtlMs, 1_000);
   const minKeys = checkInt('options.minKeys', o.minKeys ?? REDIS_REBUILD_DEFAULTS.minKeys, 0);
