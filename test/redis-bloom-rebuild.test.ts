@@ -120,7 +120,7 @@ describe.skipIf(!HAVE)('bloom rebuild', () => {
   it.skipIf(!HBASE)('CLI: rebuilds from an HBase table scan (the blacklist table)', async () => {
     const hb = await ensureHBase();
     try {
-      const table = await hb.createTable('blrebuild', ['base:bloom=ROW', 'detail']);
+      const table = await hb.createTable('blrebuild', ['base:bloom=ROW', 'detail'], ['CARD_0_用户2', 'CARD_0_用户5']); // three regions
       const store = hb.store();
       const rows = Array.from({ length: 300 }, (_, i) => `CARD_0_用户${i}`);
       await store.mput(table, rows.map((row) => ({ row, values: { 'base:status': '1' } })));

@@ -25,7 +25,9 @@ export { redissonShape, redissonConfigKey, javaDoubleToString, encodeRedissonStr
 export type { RedissonShape } from './redisson.js';
 export { RedisBloomReplica, REDIS_BLOOM_REPLICA_DEFAULTS } from './redis-replica.js';
 export type { RedisBloomReplicaOptions, RedisBloomReplicaStats } from './redis-replica.js';
-export { rebuildRedisBloom } from './redis-rebuild.js';
-export type { RedisBloomRebuildOptions, RedisBloomRebuildResult } from './redis-rebuild.js';
+export { rebuildRedisBloom, readRebuildStatus, rebuildKeys, REDIS_REBUILD_DEFAULTS, REBUILD_EXIT } from './redis-rebuild.js';
+export type { RedisBloomRebuildOptions, RedisBloomRebuildResult, RedisBloomRebuildStatus } from './redis-rebuild.js';
+export { ExportFileKeys, RedisSetWindowKeys, HBaseScanKeys, SOURCE_BATCH_KEYS } from './rebuild-sources.js';
+export type { KeySource, ExportFileOptions, RedisSetWindowOptions, HBaseScanOptions, RejectedLine } from './rebuild-sources.js';
 export { redisBloomMetrics } from './redis-bloom-metrics.js';
 export type { RedisBloomMetrics } from './redis-bloom-metrics.js';

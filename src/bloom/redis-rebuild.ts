@@ -3,15 +3,47 @@
 // reader (hashgate and Redisson alike) keeps using the same name and sees either the old or the
 // new filter, never a half-built one. A lock key lets only one rebuild run.
 //
+// Keys, all in the name's slot (`{name}:...`, or `name:...` when the name holds a tag):
+//   hg:rebuild-lock   SET NX PX token, refreshed while the rebuild runs
+//   hg:next           the generation being built (config at hg:next:config); it carries a TTL
+//                     renewed with the lock, and the next lock holder deletes it first, so a run
+//                     killed mid-build leaves nothing behind for long and never touches the live keys
+//   hg:rebuild-last   hash describing the last swap (generation, time, keys, duration, source):
+//                     `hashgate bloom status` and `hashgate metrics --bloom` read it
+//
+// The bitmap is built in this process's memory when it fits (maxLocalBytes) and uploaded in
+// SETRANGE chunks: one Redis command per MiB instead of one SETBIT per bit (measured 1.99M keys/s
+// against 67k keys/s for scripted SETBITs at 1M keys, bench bloom-rebuild). Every upload checks the lock token inside its script, so a run that lost
+// its lock (paused past the lease) can never overwrite the bits of the run that holds it now.
+//
 // Adds made during the build by hashgate writers that publish (RedisBloom publish: true) are
 // replayed into the new generation inside the swap script, atomically with the RENAME; adds by
 // writers that do not publish (Redisson) during the build are lost unless the source has them.
-// Replicas see the sequence counter jump and reload.
+// Replicas see the sequence counter jump and reload, replacing their bits.
+//
+// Safety: a source yielding fewer than minKeys keys (default 1) is refused, because an empty export
+// must not wipe a blacklist; a shape different from the live one needs `reshape`, because Redisson
+// readers cache the shape and would answer "absent" until they re-read the config.
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import { ErrorCodes, HashGateError, checkInt, invalidType } from '../errors.js';
+import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType } from '../errors.js';
 import { RedisBloom } from './redis-bloom.js';
-import { redissonConfigKey, redissonSuffixKey } from './redisson.js';
+import { redissonConfigKey, redissonIndexBlob, redissonKeysShareSlot, redissonShape, redissonSuffixKey } from './redisson.js';
+
+export const REDIS_REBUILD_DEFAULTS = {
+  batch: 8192,
+  lockTtlMs: 60_000,
+  /** Largest bitmap (bytes) built in this process's memory and uploaded in chunks. */
+  maxLocalBytes: 512 * 1024 * 1024,
+  /** Bytes per SETRANGE when uploading a locally built bitmap. */
+  uploadChunkBytes: 1024 * 1024,
+  minKeys: 1,
+} as const;
+
+/** Exit codes of `hashgate bloom rebuild` (README documents the same). */
+export const REBUILD_EXIT = { swapped: 0, error: 1, usage: 2, locked: 3, swappedWithRejects: 4, interrupted: 130 } as const;
+
+type Key = string | Uint8Array;
 
 export interface RedisBloomRebuildOptions {
   redis: Redis | Cluster;
@@ -19,13 +51,30 @@ export interface RedisBloomRebuildOptions {
   /** Sizing of the new generation; default: the current config's expectedInsertions/falseProbability. */
   expectedItems?: number;
   fpp?: number;
-  /** Every key of the new generation. */
-  keys: AsyncIterable<string | Uint8Array> | Iterable<string | Uint8Array>;
-  /** keys per addAll (default 8192) */
+  /** Allow a shape (size, hash count) different from the live filter's. */
+  reshape?: boolean;
+  /**
+   * Every key of the new generation: single keys, or arrays of keys (a batch; it is consumed before
+   * the next one is pulled, so a source may reuse its buffers).
+   */
+  keys: AsyncIterable<Key | Key[]> | Iterable<Key | Key[]>;
+  /** Recorded with the swap (e.g. 'files:3'); never key contents. */
+  sourceDescription?: string;
+  /** keys per write when the bitmap is built in Redis (default 8192) */
   batch?: number;
   /** lock lease, refreshed every third of it (default 60 s) */
   lockTtlMs?: number;
+  /** refuse to swap in fewer keys than this (default 1; 0 allows an empty filter) */
+  minKeys?: number;
+  /** Build in this process and upload (default: when the bitmap is at most maxLocalBytes). */
+  local?: boolean;
+  /** Aborting stops the build; nothing is swapped. */
+  signal?: AbortSignal;
   onProgress?: (keys: number) => void;
+  /** Clock of the recorded swap time (Unix ms). */
+  now?: () => number;
+  /** Told about the swap (bloom_last_rebuild_* gauges). */
+  metrics?: { recordRebuild(name: string, result: RedisBloomRebuildResult, at?: number): void };
 }
 
 export interface RedisBloomRebuildResult {
@@ -34,15 +83,47 @@ export interface RedisBloomRebuildResult {
   hashIterations: number;
   /** change-stream entries (adds during the build) replayed into the new generation */
   replayed: number;
+  /** generations swapped in so far under this name (1 after the first rebuild) */
+  generation: number;
+  /** true when the previous run left a generation behind (crashed) and this run deleted it */
+  cleanedStale: boolean;
   durationMs: number;
 }
 
-const LOCK_REFRESH_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
+export interface RedisBloomRebuildStatus {
+  generation: number;
+  /** Unix ms of the last swap */
+  at: number;
+  durationMs: number;
+  keys: number;
+  source: string;
+}
+
+const LOCK_REFRESH_LUA = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+for i = 2, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[3]) end
+return 1`;
 const LOCK_RELEASE_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
 
+/** KEYS: lock, new bitmap, new config. ARGV: token. */
+const DROP_LUA = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('DEL', KEYS[2], KEYS[3])`;
+
+/** KEYS: lock, new bitmap, new config. ARGV: token, last bit index, ttl ms. Allocates the bitmap whole. */
+const PREPARE_LUA = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('HGREBUILDLOCK lock lost') end
+redis.call('SETBIT', KEYS[2], ARGV[2], 0)
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[3], ARGV[3])
+return 1`;
+
+/** KEYS: lock, new bitmap. ARGV: token, byte offset, bytes. Fenced by the lock token. */
+const UPLOAD_LUA = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('HGREBUILDLOCK lock lost') end
+return redis.call('SETRANGE', KEYS[2], ARGV[2], ARGV[3])`;
+
 /**
- * KEYS: new bitmap, new config, bitmap, config, lock, stream, seq. ARGV: lock token, stream id the
- * build started after, seq at that point, '1' when the shapes match (replay possible).
+ * KEYS: new bitmap, new config, bitmap, config, lock, stream, seq, last. ARGV: lock token, stream id
+ * the build started after, seq at that point, '1' when the shapes match (replay possible), time,
+ * duration ms, keys, source.
  * Replays the stream entries after ARGV[2] into the new bitmap, renames both keys over the live
  * ones, and appends a new-generation marker whose sequence number skips one, so every replica
  * reloads (replacing its bits, so removed keys go there too).
@@ -60,54 +141,118 @@ for _, e in ipairs(entries) do
   end
   if seq ~= expect then return redis.error_reply('HGREBUILDGAP change stream trimmed during the build') end
   if ARGV[4] ~= '1' then return redis.error_reply('HGREBUILDSHAPE adds during the build used the old shape') end
-  for p = 1, #blob, 4 do
-    local b1, b2, b3, b4 = string.byte(blob, p, p + 3)
-    redis.call('SETBIT', KEYS[1], b1 + b2 * 256 + b3 * 65536 + b4 * 16777216, 1)
+  if blob then
+    for p = 1, #blob - 3, 4 do
+      local b1, b2, b3, b4 = string.byte(blob, p, p + 3)
+      redis.call('SETBIT', KEYS[1], b1 + b2 * 256 + b3 * 65536 + b4 * 16777216, 1)
+    end
   end
   expect = expect + 1
   replayed = replayed + 1
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('RENAME', KEYS[1], KEYS[3]) else redis.call('DEL', KEYS[3]) end
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[2]) == 0 then return redis.error_reply('HGREBUILDNOGEN new generation missing') end
+redis.call('RENAME', KEYS[1], KEYS[3])
+redis.call('PERSIST', KEYS[3])
 redis.call('RENAME', KEYS[2], KEYS[4])
+redis.call('PERSIST', KEYS[4])
 local seq = redis.call('INCRBY', KEYS[7], 2)
 redis.call('XADD', KEYS[6], '*', 's', seq, 'g', '1')
-return replayed
+local gen = redis.call('HINCRBY', KEYS[8], 'generation', 1)
+redis.call('HSET', KEYS[8], 'at', ARGV[5], 'durationMs', ARGV[6], 'keys', ARGV[7], 'source', ARGV[8])
+return {replayed, gen}
 `;
 
+/** `{name}:hg:<suffix>` keys of the rebuild, in the filter's slot. */
+export function rebuildKeys(name: string): { lock: string; next: string; nextConfig: string; last: string } {
+  const next = redissonSuffixKey(name, 'hg:next');
+  return { lock: redissonSuffixKey(name, 'hg:rebuild-lock'), next, nextConfig: redissonConfigKey(next), last: redissonSuffixKey(name, 'hg:rebuild-last') };
+}
+
+/** The last swap recorded for `name`, or null when it was never rebuilt. */
+export async function readRebuildStatus(redis: Redis | Cluster, name: string): Promise<RedisBloomRebuildStatus | null> {
+  const h = await redis.hgetall(rebuildKeys(name).last);
+  if (h.generation === undefined) return null;
+  return { generation: Number(h.generation), at: Number(h.at), durationMs: Number(h.durationMs), keys: Number(h.keys), source: h.source ?? '' };
+}
+
+function lockLost(name: string, lockKey: string, cause?: unknown): HashGateError {
+  return new HashGateError(ErrorCodes.LOCK_HELD, `rebuild of ${name} lost its lock ${lockKey}; nothing swapped, the live filter is unchanged`, {
+    ...(cause !== undefined ? { cause } : {}),
+    details: { name },
+  });
+}
+
+/** Sets the u32 LE indexes of `blob` in `bits` (Redis bitmap order). */
+function setLocal(bits: Uint8Array, blob: Buffer): void {
+  for (let o = 0; o + 3 < blob.length; o += 4) {
+    const ix = blob.readUInt32LE(o);
+    bits[ix >>> 3]! |= 0x80 >>> (ix & 7);
+  }
+}
+
 export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<RedisBloomRebuildResult> {
-  const t0 = Date.now();
+  const t0 = performance.now();
   if (typeof o !== 'object' || o === null) throw invalidType('options', 'an object', o);
   if (typeof o.name !== 'string' || o.name.length === 0) throw invalidType('options.name', 'a non-empty string', o.name);
-  if (o.keys === null || typeof o.keys !== 'object') throw invalidType('options.keys', 'an iterable of keys', o.keys);
-  const batch = checkInt('options.batch', o.batch ?? 8192, 1, 100_000);
-  const ttl = checkInt('options.lockTtlMs', o.lockTtlMs ?? 60_000, 1_000);
+  const src = o.keys as unknown;
+  if (src === null || typeof src !== 'object' || (!(Symbol.asyncIterator in src) && !(Symbol.iterator in src))) {
+    throw invalidType('options.keys', 'an (async) iterable of keys or key arrays', src);
+  }
+  // the scripts touch the live, temporary, lock and record keys together: one cluster slot
+  if (!redissonKeysShareSlot(o.name)) {
+    throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `options.name cannot keep its config and rebuild keys in one cluster slot (use a name without '{' or with one non-empty '{tag}')`, {
+      name: 'options.name',
+    });
+  }
+  if (typeof o.redis !== 'object' || o.redis === null) throw invalidType('options.redis', 'an ioredis Redis or Cluster client', o.redis);
+  const batch = checkInt('options.batch', o.batch ?? REDIS_REBUILD_DEFAULTS.batch, 1, 100_000);
+  const ttl = checkInt('options.lockTtlMs', o.lockTtlMs ?? REDIS_REBUILD_DEFAULTS.lockTtlMs, 1_000);
+  const minKeys = checkInt('options.minKeys', o.minKeys ?? REDIS_REBUILD_DEFAULTS.minKeys, 0);
+  const tempTtl = 2 * ttl;
+  const now = o.now ?? Date.now;
   const { redis, name } = o;
-  const lockKey = redissonSuffixKey(name, 'hg:rebuild-lock');
+  const { lock: lockKey, next: nextName, nextConfig, last: lastKey } = rebuildKeys(name);
   const streamKey = redissonSuffixKey(name, 'hg:changes');
   const seqKey = redissonSuffixKey(name, 'hg:seq');
-  const nextName = redissonSuffixKey(name, 'hg:next');
   const token = randomBytes(16).toString('hex');
 
   if ((await redis.set(lockKey, token, 'PX', ttl, 'NX')) !== 'OK') {
     throw new HashGateError(ErrorCodes.LOCK_HELD, `another rebuild of ${name} holds ${lockKey}`, { details: { name } });
   }
   let lost = false;
+  let beat: Promise<unknown> = Promise.resolve();
   const timer = setInterval(() => {
-    redis.eval(LOCK_REFRESH_LUA, 1, lockKey, token, ttl).then(
+    beat = redis.eval(LOCK_REFRESH_LUA, 3, lockKey, nextName, nextConfig, token, ttl, tempTtl).then(
       (r) => {
         if (Number(r) !== 1) lost = true;
       },
-      () => undefined,
+      () => undefined, // a missed beat is retried next tick; every write to the generation checks the token
     );
   }, Math.max(250, Math.floor(ttl / 3)));
   timer.unref();
+  const check = (): void => {
+    if (lost) throw lockLost(name, lockKey);
+    o.signal?.throwIfAborted();
+  };
   try {
+    // a generation left by a run that died mid-build (kill -9, host lost): ours to delete now
+    const cleanedStale = (await redis.del(nextName, nextConfig)) > 0;
     const live = await RedisBloom.open({ redis, name });
     const current = await live.config();
     const expectedItems = o.expectedItems ?? current?.expectedInsertions;
     const fpp = o.fpp ?? current?.falseProbability;
     if (expectedItems === undefined || fpp === undefined) {
       throw invalidType('options.expectedItems and options.fpp', 'numbers (the filter has no config to copy them from)', expectedItems ?? fpp);
+    }
+    const shape = redissonShape(expectedItems, fpp);
+    const sameShape = current !== null && current.size === shape.size && current.hashIterations === shape.hashIterations;
+    if (current !== null && !sameShape && o.reshape !== true) {
+      throw new HashGateError(
+        ErrorCodes.BLOOM_SHAPE_MISMATCH,
+        `filter ${name} is size=${current.size} hashIterations=${current.hashIterations}; the new sizing gives size=${shape.size} hashIterations=${shape.hashIterations}. ` +
+          `Keep the live sizing, or pass reshape (Redisson readers answer "absent" until they re-read the config)`,
+        { details: { name, live: { size: current.size, hashIterations: current.hashIterations }, wanted: shape } },
+      );
     }
     // where the build starts in the change stream: later adds are replayed at the swap
     const [seqRaw, top] = (await redis.multi().get(seqKey).xrevrange(streamKey, '+', '-', 'COUNT', 1).exec())!.map(([e, v]) => {
@@ -117,37 +262,85 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
     const startId = top[0]?.[0] ?? '0-0';
     const startSeq = top[0] ? Number(top[0][1][top[0][1].indexOf('s') + 1]) : Number(seqRaw ?? 0);
 
-    await redis.del(nextName, redissonConfigKey(nextName));
     const next = await RedisBloom.open({ redis, name: nextName, expectedItems, fpp });
     await next.tryInit();
+    const size = next.size;
+    const k = next.hashIterations;
+    await redis.eval(PREPARE_LUA, 3, lockKey, nextName, nextConfig, token, size - 1, tempTtl);
+    const useLocal = o.local ?? Math.ceil(size / 8) <= REDIS_REBUILD_DEFAULTS.maxLocalBytes;
+    const bits = useLocal ? new Uint8Array(Math.ceil(size / 8)) : undefined;
     let n = 0;
-    let buf: Array<string | Uint8Array> = [];
-    for await (const key of o.keys as AsyncIterable<string | Uint8Array>) {
-      buf.push(key);
-      if (buf.length >= batch) {
-        await next.addAll(buf);
-        n += buf.length;
-        buf = [];
-        o.onProgress?.(n);
-        if (lost) throw new HashGateError(ErrorCodes.LOCK_HELD, `rebuild of ${name} lost its lock ${lockKey}`, { details: { name } });
+    const write = async (keys: Key[]): Promise<void> => {
+      check();
+      if (bits !== undefined) {
+        for (let from = 0; from < keys.length; from += 8192) {
+          const m = Math.min(8192, keys.length - from);
+          setLocal(bits, redissonIndexBlob(keys, from, m, k, size));
+        }
+      } else {
+        for (let from = 0; from < keys.length; from += batch) await next.addAll(keys.slice(from, from + batch));
+      }
+      n += keys.length;
+      o.onProgress?.(n);
+    };
+    let single: Key[] = [];
+    for await (const item of o.keys as AsyncIterable<Key | Key[]>) {
+      if (Array.isArray(item)) {
+        if (single.length > 0) await write(single.splice(0));
+        if (item.length > 0) await write(item);
+      } else {
+        single.push(item);
+        if (single.length >= batch) await write(single.splice(0));
       }
     }
-    if (buf.length > 0) await next.addAll(buf);
-    n += buf.length;
-    const sameShape = current !== null && current.size === next.size && current.hashIterations === next.hashIterations;
-    let replayed: number;
+    if (single.length > 0) await write(single);
+    if (n < minKeys) {
+      throw new HashGateError(ErrorCodes.INVALID_ARG, `the source gave ${n} keys, fewer than minKeys ${minKeys}; the live filter ${name} is kept`, {
+        details: { name, keys: n, minKeys },
+      });
+    }
+    check();
+    if (bits !== undefined) {
+      const chunk = REDIS_REBUILD_DEFAULTS.uploadChunkBytes;
+      let group: Promise<unknown>[] = [];
+      for (let off = 0; off < bits.length; off += chunk) {
+        const part = bits.subarray(off, Math.min(bits.length, off + chunk));
+        if (part.every((b) => b === 0)) continue; // the new bitmap is already zeros
+        check();
+        group.push(redis.eval(UPLOAD_LUA, 2, lockKey, nextName, token, off, Buffer.from(part.buffer, part.byteOffset, part.length)));
+        if (group.length >= 4) {
+          await Promise.all(group);
+          group = [];
+        }
+      }
+      await Promise.all(group);
+    }
+    await beat;
+    check();
+    const durationMs = performance.now() - t0;
+    const at = now();
+    let swapped: [number, number];
     try {
-      replayed = Number(
-        await redis.eval(SWAP_LUA, 7, nextName, redissonConfigKey(nextName), name, redissonConfigKey(name), lockKey, streamKey, seqKey, token, startId, startSeq, sameShape ? '1' : '0'),
-      );
+      swapped = (await redis.eval(
+        SWAP_LUA, 8, nextName, nextConfig, name, redissonConfigKey(name), lockKey, streamKey, seqKey, lastKey,
+        token, startId, startSeq, sameShape ? '1' : '0', at, Math.round(durationMs), n, o.sourceDescription ?? 'library',
+      )) as [number, number];
     } catch (err) {
       const msg = (err as Error).message;
-      const code = msg.includes('HGREBUILDLOCK') ? ErrorCodes.LOCK_HELD : ErrorCodes.STORE;
-      throw new HashGateError(code, `rebuild of ${name} not swapped in: ${msg}`, { cause: err, details: { name } });
+      if (msg.includes('HGREBUILDLOCK')) throw lockLost(name, lockKey, err);
+      throw new HashGateError(ErrorCodes.STORE, `rebuild of ${name} not swapped in: ${msg}`, { cause: err, details: { name } });
     }
-    return { keys: n, size: next.size, hashIterations: next.hashIterations, replayed, durationMs: Date.now() - t0 };
-  } catch (err) {
-    await redis.del(nextName, redissonConfigKey(nextName)).catch(() => undefined);
+    const result: RedisBloomRebuildResult = {
+      keys: n, size, hashIterations: k, replayed: Number(swapped[0]), generation: Number(swapped[1]), cleanedStale, durationMs,
+    };
+    o.metrics?.recordRebuild(name, result, at);
+    return result;
+  } catch (e) {
+    await beat;
+    // an upload or prepare script refused: another run holds the lock now
+    const err = !(e instanceof HashGateError) && e instanceof Error && e.message.includes('HGREBUILDLOCK') ? lockLost(name, lockKey, e) : e;
+    // delete our generation only while we still hold the lock: after it, hg:next is the new holder's
+    await redis.eval(DROP_LUA, 3, lockKey, nextName, nextConfig, token).catch(() => undefined);
     throw err;
   } finally {
     clearInterval(timer);

@@ -1,74 +1,100 @@
-// `hashgate bloom rebuild`: builds a new generation of a shared Redis-held Bloom filter (Redisson
-// layout) from export files or Redis sets, and swaps it in atomically under the same name. A lock
-// lets one rebuild run; a second one exits 3.
-import { createReadStream } from 'node:fs';
-import { createInterface } from 'node:readline';
+// `hashgate bloom rebuild|status`: build a new generation of a shared Redis-held Bloom filter
+// (Redisson layout) from export files, Redis sets or an HBase scan and swap it in atomically under
+// the same name; show the last swap. Safe from cron on several hosts: one run holds the lock, the
+// others exit 3.
 import { parseArgs } from 'node:util';
 import { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError, checkInt, checkNumber } from '../../errors.js';
-import { rebuildRedisBloom } from '../../bloom/redis-rebuild.js';
+import { REBUILD_EXIT, REDIS_REBUILD_DEFAULTS, readRebuildStatus, rebuildRedisBloom } from '../../bloom/redis-rebuild.js';
+import { ExportFileKeys, HBaseScanKeys, RedisSetWindowKeys } from '../../bloom/rebuild-sources.js';
+import { redissonConfigKey } from '../../bloom/redisson.js';
 import { parseDuration } from './migrate.js';
-import { HBaseStore } from '../../stores/hbase.js';
+import type { HBaseStore } from '../../stores/hbase.js';
 
-export const EXIT = { ok: 0, error: 1, usage: 2, locked: 3 } as const;
+export const EXIT = { ok: 0, error: 1, usage: 2, locked: 3, rejected: 4, interrupted: 130 } as const satisfies Record<string, (typeof REBUILD_EXIT)[keyof typeof REBUILD_EXIT]>;
 
-const USAGE = `usage: hashgate bloom rebuild --redis URL --name NAME (--file F | --set KEY | --hbase-table T)...
-                             [--expected-items N --fpp P] [--hbase Q] [--hbase-column fam:qual]
-                             [--cluster] [--lock-ttl 60s] [--batch 8192] [--json]
+const HELP = `usage: hashgate bloom <subcommand> [flags]
+  rebuild   build a new generation of a shared filter from a source and swap it in atomically
+  status    print the live config and the last swap of a shared filter
+hashgate bloom <subcommand> --help for its flags`;
+
+const USAGE = `usage: hashgate bloom rebuild --redis URL --name NAME (--file F | --set KEY | --sets-window W | --hbase-table T)...
+                             [--expected-items N --fpp P [--reshape]] [--min-keys 1] [--cluster]
+                             [--lock-ttl 60s] [--batch 8192] [--json] [--quiet]
   --redis URL         Redis (default env HASHGATE_REDIS_URL); with --cluster, any node of the cluster
   --name NAME         the filter's name, as given to Redisson's getBloomFilter(name)
-  --file F            keys, one per line (UTF-8; a trailing empty line is ignored); repeatable
-  --set KEY           every member of this Redis set (SSCAN), e.g. one set per day of a window; repeatable
-  --hbase-table T     every row key of this HBase table (a full scan); repeatable
-  --hbase Q           ZooKeeper quorum for --hbase-table (default env HBASE_ZK)
-  --hbase-column C    scan only this column (e.g. base:status): rows without it are skipped
+Sources (any mix, repeatable; the new generation holds the keys of all of them)
+  --file F            export files, directories or globs, parsed as 'hashgate load' parses them
+                      (one key per line; rejected lines are listed as file:line reason and exit 4)
+    --delimiter C       field delimiter, one byte (default '|'; 'tab' for TAB)
+    --fields 0,1        fields forming the key, in order (default: all fields concatenated)
+    --field-count N     expected fields per line (default: from the first good line)
+    --max-line-bytes N  longer lines are rejected
+  --set KEY           every member of this Redis set (SSCAN), e.g. one set per day of a window
+  --sets-window W     members of a dedup window stored in the 'sets' layout (--sets-prefix P, default hashgate)
+  --hbase-table T     every row key of this HBase table (a full scan)
+    --hbase Q           ZooKeeper quorum (default env HBASE_ZK)
+    --hbase-column C    only rows holding this column (e.g. base:status)
+    --hbase-prefix P    only rows starting with P
+Shape and safety
   --expected-items N  sizing of the new generation (default: the current config's)
   --fpp P             false-positive rate of the new generation (default: the current config's)
-  --lock-ttl D        lock lease, refreshed while running (ms, or 30s/5m)
-exit: 0 swapped in, 1 error (nothing swapped), 2 usage, 3 another rebuild holds the lock`;
+  --reshape           allow a size/hash count different from the live filter's (Redisson readers
+                      answer "absent" until they re-read the config: schedule with their owners)
+  --min-keys N        refuse to swap in fewer keys (default ${REDIS_REBUILD_DEFAULTS.minKeys}: an empty export never wipes a filter)
+  --lock-ttl D        lock lease, refreshed while running (ms, or 30s/5m; default ${REDIS_REBUILD_DEFAULTS.lockTtlMs / 1000}s)
+exit: 0 swapped in, 1 error (nothing swapped), 2 usage, 3 another rebuild holds the lock (nothing
+done), 4 swapped in but some input lines were rejected, 130 interrupted (nothing swapped)`;
 
-async function* fileKeys(file: string): AsyncGenerator<string> {
-  const rl = createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity });
-  for await (const line of rl) yield line;
+const STATUS_USAGE = `usage: hashgate bloom status --redis URL --name NAME [--cluster] [--json]
+Prints the live config and the last swap (generation, time, keys, source).
+exit: 0, 1 when the filter does not exist, 2 usage`;
+
+function connect(url: string, cluster: boolean | undefined): Redis | Cluster {
+  const redis = cluster ? new Cluster([url]) : new Redis(url, { maxRetriesPerRequest: 1 });
+  redis.on('error', () => undefined); // failures surface per command
+  return redis;
 }
 
-async function* setKeys(redis: Redis | Cluster, key: string): AsyncGenerator<Buffer> {
-  let cursor = '0';
-  do {
-    const [c, members] = await redis.sscanBuffer(key, cursor, 'COUNT', 5000);
-    cursor = String(c);
-    yield* members;
-  } while (cursor !== '0');
+function delimiterByte(v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const b = Buffer.from(v === 'tab' || v === '\\t' ? '\t' : v);
+  if (b.length !== 1 || b[0] === 10 || b[0] === 13) throw new TypeError(`--delimiter must be one byte other than CR/LF (or 'tab'), got ${JSON.stringify(v)}`);
+  return b[0];
 }
 
-export async function run(argv: string[]): Promise<number> {
-  const [sub, ...rest] = argv;
-  if (sub === '--help' || sub === '-h') {
-    console.log(USAGE);
-    return EXIT.ok;
-  }
-  if (sub !== 'rebuild') {
-    console.error(`hashgate bloom: unknown subcommand ${sub === undefined ? '(none)' : `'${sub}'`}\n${USAGE}`);
-    return EXIT.usage;
-  }
+const optInt = (flag: string, v: string | undefined, min: number, max?: number): number | undefined =>
+  v === undefined ? undefined : checkInt(flag, /^\s*-?\d+\s*$/.test(v) ? Number(v) : NaN, min, max);
+
+async function rebuild(argv: string[]): Promise<number> {
   let values;
   try {
     ({ values } = parseArgs({
-      args: rest,
+      args: argv,
       options: {
         redis: { type: 'string' },
         name: { type: 'string' },
         file: { type: 'string', multiple: true },
+        delimiter: { type: 'string' },
+        fields: { type: 'string' },
+        'field-count': { type: 'string' },
+        'max-line-bytes': { type: 'string' },
         set: { type: 'string', multiple: true },
+        'sets-window': { type: 'string', multiple: true },
+        'sets-prefix': { type: 'string' },
         'hbase-table': { type: 'string', multiple: true },
         hbase: { type: 'string' },
         'hbase-column': { type: 'string' },
+        'hbase-prefix': { type: 'string' },
         'expected-items': { type: 'string' },
         fpp: { type: 'string' },
+        reshape: { type: 'boolean' },
+        'min-keys': { type: 'string' },
         cluster: { type: 'boolean' },
         'lock-ttl': { type: 'string' },
         batch: { type: 'string' },
         json: { type: 'boolean' },
+        quiet: { type: 'boolean', short: 'q' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -85,50 +111,175 @@ export async function run(argv: string[]): Promise<number> {
   const url = values.redis ?? process.env.HASHGATE_REDIS_URL;
   const files = values.file ?? [];
   const sets = values.set ?? [];
+  const windows = values['sets-window'] ?? [];
   const tables = values['hbase-table'] ?? [];
   const zk = values.hbase ?? process.env.HBASE_ZK;
-  let opts: { expectedItems?: number; fpp?: number; lockTtlMs?: number; batch?: number };
+  let opts: { expectedItems?: number; fpp?: number; lockTtlMs?: number; batch?: number; minKeys?: number; reshape?: boolean };
+  let fileSource: ExportFileKeys | undefined;
   try {
     if (!url) throw new TypeError('--redis (or HASHGATE_REDIS_URL) is required');
     if (!values.name) throw new TypeError('--name is required');
-    if (files.length + sets.length + tables.length === 0) throw new TypeError('at least one --file, --set or --hbase-table is required');
+    if (files.length + sets.length + windows.length + tables.length === 0) throw new TypeError('at least one --file, --set, --sets-window or --hbase-table is required');
     if (tables.length > 0 && !zk) throw new TypeError('--hbase-table needs --hbase (or HBASE_ZK)');
     opts = {};
     if (values['expected-items'] !== undefined) opts.expectedItems = checkInt('--expected-items', Number(values['expected-items']), 1);
     if (values.fpp !== undefined) opts.fpp = checkNumber('--fpp', Number(values.fpp), 0, 1, true);
     if (values['lock-ttl'] !== undefined) opts.lockTtlMs = parseDuration('--lock-ttl', values['lock-ttl']);
     if (values.batch !== undefined) opts.batch = checkInt('--batch', Number(values.batch), 1, 100_000);
+    const minKeys = optInt('--min-keys', values['min-keys'], 0);
+    if (minKeys !== undefined) opts.minKeys = minKeys;
+    if (values.reshape) opts.reshape = true;
+    if (files.length > 0) {
+      const delimiter = delimiterByte(values.delimiter);
+      const fieldCount = optInt('--field-count', values['field-count'], 1, 256);
+      const maxLineBytes = optInt('--max-line-bytes', values['max-line-bytes'], 1, 1 << 24);
+      fileSource = new ExportFileKeys({
+        inputs: files,
+        fields: values.fields === undefined || values.fields === 'all' ? null : values.fields.split(',').map((f) => optInt('--fields', f, 0, 255)!),
+        ...(delimiter !== undefined ? { delimiter } : {}),
+        ...(fieldCount !== undefined ? { fieldCount } : {}),
+        ...(maxLineBytes !== undefined ? { maxLineBytes } : {}),
+      });
+    }
   } catch (err) {
     console.error(`hashgate bloom rebuild: ${(err as Error).message}\n${USAGE}`);
     return EXIT.usage;
   }
-  const redis = values.cluster
-    ? new Cluster([url])
-    : new Redis(url, { maxRetriesPerRequest: 1 });
-  redis.on('error', () => undefined); // failures surface per command
-  const hbase = tables.length > 0 ? new HBaseStore({ zookeeper: zk! }) : undefined;
-  const column = values['hbase-column'];
-  try {
-    async function* keys(): AsyncGenerator<string | Buffer> {
-      for (const f of files) yield* fileKeys(f);
-      for (const s of sets) yield* setKeys(redis, s);
-      for (const t of tables) {
-        for await (const row of hbase!.scanIterator(t, { batchSize: 1000, ...(column ? { columns: [column] } : {}) })) yield row.key;
-      }
+  const redis = connect(url, values.cluster);
+  let hbase: HBaseStore | undefined;
+  if (tables.length > 0) {
+    const { HBaseStore } = await import('../../stores/hbase.js');
+    hbase = new HBaseStore({ zookeeper: zk! });
+  }
+  const setsPrefix = values['sets-prefix'];
+  const hbaseColumn = values['hbase-column'];
+  const hbasePrefix = values['hbase-prefix'];
+  const parts: string[] = [];
+  if (files.length > 0) parts.push(fileSource!.description);
+  if (sets.length > 0) parts.push(`set:${sets.length}`);
+  for (const w of windows) parts.push(`sets:${setsPrefix ?? 'hashgate'}:${w}`);
+  for (const t of tables) parts.push(`hbase:${t}`);
+  async function* keys(): AsyncGenerator<Uint8Array[]> {
+    if (fileSource) yield* fileSource;
+    for (const s of sets) {
+      let cursor = '0';
+      do {
+        const [c, members] = await redis.sscanBuffer(s, cursor, 'COUNT', 5000);
+        cursor = String(c);
+        if (members.length > 0) yield members;
+      } while (cursor !== '0');
     }
-    const r = await rebuildRedisBloom({ redis, name: values.name!, keys: keys(), ...opts });
-    if (values.json) console.log(JSON.stringify(r));
-    else console.log(`swapped in a new generation of ${values.name}: ${r.keys} keys, size ${r.size}, k ${r.hashIterations}, ${r.replayed} concurrent adds replayed, ${r.durationMs} ms`);
+    if (windows.length > 0) yield* new RedisSetWindowKeys({ redis, windows, ...(setsPrefix !== undefined ? { prefix: setsPrefix } : {}) });
+    for (const table of tables) {
+      yield* new HBaseScanKeys({
+        store: hbase!,
+        table,
+        ...(hbaseColumn !== undefined ? { column: hbaseColumn } : {}),
+        ...(hbasePrefix !== undefined ? { prefix: hbasePrefix } : {}),
+      });
+    }
+  }
+  const stop = new AbortController();
+  const onSignal = (): void => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const progress = values.quiet || values.json ? undefined : (n: number) => process.stderr.write(`\r  ${n} keys`);
+  try {
+    const r = await rebuildRedisBloom({
+      redis,
+      name: values.name!,
+      keys: keys(),
+      sourceDescription: parts.join(','),
+      signal: stop.signal,
+      ...opts,
+      ...(progress ? { onProgress: progress } : {}),
+    });
+    if (progress && r.keys > 0) process.stderr.write('\n');
+    const rejected = fileSource?.rejected ?? 0;
+    if (values.json) {
+      console.log(JSON.stringify({ name: values.name, ...r, rejected, ...(fileSource ? { rejectedByReason: fileSource.rejectedByReason, rejects: fileSource.rejects } : {}) }));
+    } else if (!values.quiet) {
+      console.log(
+        `swapped in generation ${r.generation} of ${values.name}: ${r.keys} keys, size ${r.size}, k ${r.hashIterations}, ${r.replayed} concurrent adds replayed, ${Math.round(r.durationMs)} ms` +
+          (r.cleanedStale ? '; deleted a generation left by a crashed run' : ''),
+      );
+    }
+    if (rejected > 0) {
+      // file:line and reason only: the lines may hold personal data
+      console.error(`hashgate bloom rebuild: ${rejected} input lines rejected (${Object.entries(fileSource!.rejectedByReason).map(([k, v]) => `${k} ${v}`).join(', ')})`);
+      for (const x of fileSource!.rejects) console.error(`  ${x.file}:${x.line} ${x.reason}`);
+      return EXIT.rejected;
+    }
     return EXIT.ok;
   } catch (err) {
-    if (err instanceof HashGateError && err.code === ErrorCodes.LOCK_HELD) {
-      console.error(`hashgate bloom rebuild: ${err.message}`);
+    if (stop.signal.aborted) {
+      console.error(`hashgate bloom rebuild: interrupted; the live filter ${values.name} is unchanged`);
+      return EXIT.interrupted;
+    }
+    const e = err as HashGateError;
+    if (e instanceof HashGateError && e.code === ErrorCodes.LOCK_HELD) {
+      console.error(`hashgate bloom rebuild: ${e.message}`);
       return EXIT.locked;
     }
-    console.error(`hashgate bloom rebuild: ${(err as Error).message}${(err as { code?: string }).code ? ` [${(err as { code: string }).code}]` : ''}`);
+    console.error(`hashgate bloom rebuild: ${e.message}${e.code ? ` [${e.code}]` : ''}`);
     return EXIT.error;
   } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
     redis.disconnect();
     await hbase?.close();
   }
+}
+
+async function status(argv: string[]): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: { redis: { type: 'string' }, name: { type: 'string' }, cluster: { type: 'boolean' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+    }));
+    if (values.help) {
+      console.log(STATUS_USAGE);
+      return EXIT.ok;
+    }
+    if (!(values.redis ?? process.env.HASHGATE_REDIS_URL)) throw new TypeError('--redis (or HASHGATE_REDIS_URL) is required');
+    if (!values.name) throw new TypeError('--name is required');
+  } catch (err) {
+    console.error(`hashgate bloom status: ${(err as Error).message}\n${STATUS_USAGE}`);
+    return EXIT.usage;
+  }
+  const redis = connect((values.redis ?? process.env.HASHGATE_REDIS_URL)!, values.cluster);
+  try {
+    const config = await redis.hgetall(redissonConfigKey(values.name));
+    const last = await readRebuildStatus(redis, values.name);
+    const exists = config.size !== undefined;
+    if (values.json) console.log(JSON.stringify({ name: values.name, exists, config, last }));
+    else {
+      console.log(
+        exists
+          ? `${values.name}: size ${config.size}, hashIterations ${config.hashIterations}, expectedInsertions ${config.expectedInsertions}, falseProbability ${config.falseProbability}`
+          : `${values.name}: no filter`,
+      );
+      console.log(last ? `last rebuild: generation ${last.generation} at ${new Date(last.at).toISOString()}, ${last.keys} keys from ${last.source}, ${(last.durationMs / 1000).toFixed(2)} s` : 'never rebuilt');
+    }
+    return exists ? EXIT.ok : EXIT.error;
+  } catch (err) {
+    console.error(`hashgate bloom status: ${(err as Error).message}`);
+    return EXIT.error;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub === 'rebuild') return rebuild(rest);
+  if (sub === 'status') return status(rest);
+  if (sub === '--help' || sub === '-h' || sub === 'help') {
+    console.log(HELP);
+    return EXIT.ok;
+  }
+  console.error(`hashgate bloom: unknown subcommand ${sub === undefined ? '(none)' : `'${sub}'`}\n${HELP}`);
+  return EXIT.usage;
 }

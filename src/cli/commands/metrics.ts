@@ -30,7 +30,7 @@ export const DEFAULTS = {
 } as const;
 
 export const HELP = `usage: hashgate metrics [--port ${DEFAULTS.port}] [--host ${DEFAULTS.host}] [--path ${DEFAULTS.path}]
-                        [--journal-dir DIR]... [--redis URL] [--prefix hashgate_] [--no-process] [--once]
+                        [--journal-dir DIR]... [--redis URL] [--bloom NAME]... [--prefix hashgate_] [--no-process] [--once]
 
 Serves Prometheus metrics at --path, liveness at /healthz (200 while serving) and readiness at
 /readyz (503 while the --redis probe fails or a --journal-dir is missing).
@@ -41,6 +41,8 @@ Serves Prometheus metrics at --path, liveness at /healthz (200 while serving) an
   --journal-dir D   fail-open journal directory to watch (repeatable): journal_backlog_bytes{journal=D}, ...
   --redis URL       Redis to probe on each scrape: redis_up, redis_used_memory_bytes, redis_keys
                     (no default: without it Redis is not probed)
+  --bloom NAME      shared filter whose last rebuild to report, read from Redis (repeatable; needs
+                    --redis): bloom_last_rebuild_timestamp_seconds{filter=NAME}, ..._duration_seconds, ..._keys
   --prefix P        metric name prefix (default hashgate_)
   --no-process      omit process metrics (CPU, memory, event loop)
   --once            print the metrics once to stdout and exit
@@ -76,6 +78,7 @@ export async function start(argv: string[]): Promise<MetricsCommand & { once: bo
       path: { type: 'string' },
       'journal-dir': { type: 'string', multiple: true },
       redis: { type: 'string' },
+      bloom: { type: 'string', multiple: true },
       prefix: { type: 'string' },
       'no-process': { type: 'boolean' },
       once: { type: 'boolean' },
@@ -157,6 +160,34 @@ export async function start(argv: string[]): Promise<MetricsCommand & { once: bo
     new Gauge({ name: `${p}redis_up`, help: 'Whether the probed Redis answered the last scrape', registers: reg, async collect() { await refresh(); this.set(info.up); } });
     new Gauge({ name: `${p}redis_used_memory_bytes`, help: 'INFO memory used_memory of the probed Redis', registers: reg, async collect() { await refresh(); this.set(info.up ? info.used : NaN); } });
     new Gauge({ name: `${p}redis_keys`, help: 'DBSIZE of the probed Redis', registers: reg, async collect() { await refresh(); this.set(info.up ? info.keys : NaN); } });
+    // Same names as redisBloomMetrics().recordRebuild() sets in-process; here read from the swap record in Redis, so a scraper sees rebuilds run by the CLI on another host.
+    const blooms = values.bloom ?? [];
+    if (blooms.length) {
+      const { readRebuildStatus } = await import('../../bloom/redis-rebuild.js');
+      type Status = Awaited<ReturnType<typeof readRebuildStatus>>;
+      const read = async (): Promise<Map<string, Status>> => {
+        const out = new Map<string, Status>();
+        for (const b of blooms) out.set(b, await readRebuildStatus(redis, b).catch(() => null));
+        return out;
+      };
+      const rebuildGauge = (name: string, help: string, pick: (s: NonNullable<Status>) => number) =>
+        new Gauge({
+          name: p + name,
+          help,
+          labelNames: ['filter'],
+          registers: reg,
+          async collect() {
+            this.reset();
+            await refresh(); // connects (the probe is shared with the redis_* gauges)
+            for (const [f, st] of await read()) if (st) this.set({ filter: f }, pick(st));
+          },
+        });
+      rebuildGauge('bloom_last_rebuild_timestamp_seconds', 'Unix time the last rebuilt generation of a shared filter was swapped in', (st) => st.at / 1000);
+      rebuildGauge('bloom_last_rebuild_duration_seconds', 'How long the last rebuild of a shared filter took, lock to swap', (st) => st.durationMs / 1000);
+      rebuildGauge('bloom_last_rebuild_keys', 'Keys read from the source by the last rebuild of a shared filter', (st) => st.keys);
+    }
+  } else if (values.bloom?.length) {
+    throw new TypeError('--bloom needs --redis');
   }
 
   const close = async () => {
