@@ -1,4 +1,5 @@
-// Kernel entry: everything exported here becomes a WebAssembly export of wasm/hashgate.wasm.
+// Kernel entry: everything exported here becomes a WebAssembly export of wasm/hashgate.wasm, the
+// only binary hashgate loads (hashing and Bloom filters instantiate the same Module).
 export * from './murmur';
 export * from './xxh64';
 export * from './bloom';
