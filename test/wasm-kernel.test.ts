@@ -131,9 +131,10 @@ describe('wasm kernel (raw exports)', () => {
 });
 
 /**
- * The fallback rule, on a built copy of the package whose wasm/ is missing or corrupt: importing
- * works (loading is lazy), then hashing, xxh64 and Bloom filters (either engine) all throw
- * HG_ERR_WASM naming the file, and a later call throws again rather than answering differently.
+ * The fallback rule, on a built copy of the package whose wasm/ is missing, corrupt or stale:
+ * importing works (loading is lazy), then every call that needs what the binary cannot give
+ * throws HG_ERR_WASM naming the file, and a later call throws again rather than answering
+ * differently. Nothing silently switches engine.
  */
 describe('without a usable kernel binary', () => {
   const repo = fileURLToPath(new URL('..', import.meta.url));
@@ -180,6 +181,12 @@ describe('without a usable kernel binary', () => {
     }
   });
 
+  it('stale (Bloom ABI changed): hashing works, a wasm Bloom filter is refused with HG_ERR_WASM', () => {
+    const res = runWith(withBloomAbi(readFileSync(kernelPath()), 3));
+    expect(res).toMatchObject({ murmur3_128: 'ok', xxh64: 'ok', hashBatch: 'ok', bloomJs: 'ok', again: 'ok' });
+    expect(res.bloom).toMatch(/^HG_ERR_WASM HashGateError: hashgate\.wasm has Bloom kernel ABI 3, this code needs 2: rebuild it/);
+  });
+
   it('corrupt: the same rule, with the compile error in the message', () => {
     const res = runWith(Buffer.from('\0asm this is not a module'));
     for (const [name, v] of Object.entries(res)) {
@@ -187,3 +194,51 @@ describe('without a usable kernel binary', () => {
     }
   });
 });
+
+/** A copy of the kernel binary whose exported BLOOM_ABI global starts at `abi` (0..63). */
+function withBloomAbi(wasm: Buffer, abi: number): Buffer {
+  const out = Buffer.from(wasm);
+  let p = 8;
+  const leb = (): number => {
+    let v = 0;
+    let shift = 0;
+    let b: number;
+    do {
+      b = out[p++]!;
+      v += (b & 0x7f) * 2 ** shift;
+      shift += 7;
+    } while (b & 0x80);
+    return v;
+  };
+  let globalIndex = -1;
+  const globalsAt: number[] = [];
+  while (p < out.length) {
+    const id = out[p++]!;
+    const size = leb();
+    const end = p + size;
+    if (id === 6) {
+      for (let n = leb(), i = 0; i < n; i++) {
+        p += 2; // value type, mutability
+        globalsAt.push(p);
+        while (out[p] !== 0x0b) {
+          const op = out[p++]!;
+          if (op === 0x41 || op === 0x42 || op === 0x23) leb();
+        }
+        p++;
+      }
+    } else if (id === 7) {
+      for (let n = leb(), i = 0; i < n; i++) {
+        const len = leb();
+        const name = out.toString('utf8', p, p + len);
+        p += len + 1;
+        const index = leb();
+        if (name === 'BLOOM_ABI') globalIndex = index;
+      }
+    }
+    p = end;
+  }
+  const at = globalsAt[globalIndex];
+  if (at === undefined || out[at] !== 0x41 || out[at + 2] !== 0x0b) throw new Error('BLOOM_ABI is not an i32.const global');
+  out[at + 1] = abi;
+  return out;
+}
