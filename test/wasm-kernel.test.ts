@@ -24,6 +24,7 @@ describe('wasm kernel (raw exports)', () => {
       'mm128BucketOne', 'mm128JumpOne', 'mm128Batch', 'mm32Batch', 'mm86_128Batch', 'mm128BucketBatch', 'mm128JumpBatch',
       'xxh64Batch', 'xxh64One',
       'BLOOM_ABI', 'bloomAddOne', 'bloomCheckOne', 'bloomAddBatch', 'bloomCheckBatch', 'bloomPopcount',
+      'HIGHWAY_ABI', 'highway128', 'redissonIndexes', 'redissonContains',
     ]) expect(names).toContain(n);
     const mem = createKernelMemory(2);
     expect(mem.buffer).toBeInstanceOf(SharedArrayBuffer);

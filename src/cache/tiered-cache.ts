@@ -25,6 +25,7 @@ import type { BloomLike, CacheValue, ColdCell, ColdStore } from './types.js';
 import { Coalescer, parseCoalesceOptions, type CoalesceOptions, type ResolvedCoalesce } from '../util/coalescer.js';
 import { isCluster, mgetBuffers, setMany, type MgetResult, type RedisClient } from './redis-tier.js';
 import { resolveBus, type BusListener, type BusOption, type InvalidationBus } from './bus.js';
+import { PersistentLocalTier, parsePersistentLocal } from './persistent-local.js';
 
 export const CACHE_DEFAULTS = {
   local: { maxEntries: 100_000, maxBytes: 64 * 1024 * 1024, ttlMs: 60_000, maxTables: 64 },
@@ -69,8 +70,13 @@ export interface ColdTierOptions {
 export type BloomOption = BloomLike | false | ((table: string) => BloomLike | undefined);
 
 export interface TieredCacheOptions {
-  /** Limits are per table (see TableState); maxTables (default 64) bounds the number of tables. */
-  local?: { maxEntries?: number; maxBytes?: number; ttlMs?: number; maxTables?: number };
+  /**
+   * Limits are per table (see TableState); maxTables (default 64) bounds the number of tables.
+   * `path`: a persistent second local tier on the host (LMDB, see persistent-local.ts) so a
+   * restarted instance is not cold; entries live `persistTtlMs` (default 1 h), at most
+   * `persistMaxEntries` (default 1M).
+   */
+  local?: { maxEntries?: number; maxBytes?: number; ttlMs?: number; maxTables?: number; path?: string; persistTtlMs?: number; persistMaxEntries?: number };
   negativeTtlMs?: number;
   redis?: RedisTierOptions;
   cold?: ColdStore;
@@ -236,6 +242,8 @@ export class TieredCache {
   readonly #coalesce: ResolvedCoalesce | false;
   readonly #redisStats = new RemoteTierStats();
   readonly #coldStats = new RemoteTierStats();
+  /** Optional persistent local tier under the LRU (`local.path`). */
+  readonly #l2: PersistentLocalTier | undefined;
   #closed = false;
   /**
    * Until the Redis client has been ready once: resolves on its first 'ready'. A client that is
@@ -267,7 +275,7 @@ export class TieredCache {
     if (opts === null || typeof opts !== 'object') throw invalidType('options', 'an object', opts);
     // every key of TieredCacheOptions (and of its nested objects) must be listed here
     checkKnownKeys('options', opts, ['local', 'negativeTtlMs', 'redis', 'cold', 'coldOptions', 'bloom', 'breaker', 'maxKeysPerLookup', 'onTierError', 'now', 'coalesce', 'bus']);
-    checkKnownKeys('local', opts.local, ['maxEntries', 'maxBytes', 'ttlMs', 'maxTables']);
+    checkKnownKeys('local', opts.local, ['maxEntries', 'maxBytes', 'ttlMs', 'maxTables', 'path', 'persistTtlMs', 'persistMaxEntries']);
     checkKnownKeys('redis', opts.redis, ['client', 'url', 'ttlSeconds', 'prefix', 'timeoutMs', 'batchSize']);
     checkKnownKeys('coldOptions', opts.coldOptions, ['timeoutMs', 'batchSize']);
     checkKnownKeys('breaker', opts.breaker, ['failures', 'cooldownMs']);
@@ -280,6 +288,7 @@ export class TieredCache {
     this.#now = opts.now ?? Date.now;
     if (typeof this.#now !== 'function') throw invalidType('now', 'a function', opts.now);
     this.#maxTables = checkInt('local.maxTables', l.maxTables ?? D.local.maxTables, 1);
+    const l2 = parsePersistentLocal(l as Record<string, unknown>, this.#now);
     this.#lruOptions = {
       max: maxEntries,
       maxSize: maxBytes,
@@ -344,11 +353,23 @@ export class TieredCache {
       this.#ownsBus = owned;
       this.#busOff = bus.subscribe(this.#busListener);
     }
+    // options are all valid by now: open the tier last, and leave no client behind if it fails
+    try {
+      this.#l2 = l2 === undefined ? undefined : new PersistentLocalTier(l2);
+    } catch (err) {
+      if (this.#ownsRedis) this.#redis?.disconnect();
+      throw err;
+    }
   }
 
   /** The invalidation bus in use (undefined without one). */
   get bus(): InvalidationBus | undefined {
     return this.#bus;
+  }
+
+  /** The persistent local tier (`local.path`), for its stats. */
+  get persistentLocal(): PersistentLocalTier | undefined {
+    return this.#l2;
   }
 
   /** The Redis client in use (undefined without a hot tier). */
@@ -393,6 +414,7 @@ export class TieredCache {
       t.gen++;
       for (const k of keys) t.lru.delete(k);
     }
+    this.#l2?.remove(table, keys);
   }
 
   /** Bus resync: loads under way must not store what they read either. */
@@ -443,6 +465,7 @@ export class TieredCache {
     this.clearLocal();
     this.#busOff();
     if (this.#ownsBus) await this.#bus?.close();
+    await this.#l2?.close();
     if (this.#ownsRedis && this.#redis) {
       try {
         await this.#redis.quit();
@@ -519,6 +542,16 @@ export class TieredCache {
           hits++;
           out[i] = v as CacheValue;
         }
+        continue;
+      }
+      const w = this.#l2?.get(table, key);
+      if (w !== undefined) {
+        // a local hit (also counted in the persistent tier's stats), copied up into the LRU
+        this.#setPos.size = this.#l2!.lastBytes + key.length * 2 + ENTRY_OVERHEAD;
+        this.#setPos.status = undefined;
+        lru.set(key, w as object, this.#setPos);
+        out[i] = w;
+        hits++;
         continue;
       }
       (missIdx ??= []).push(i);
@@ -735,6 +768,7 @@ export class TieredCache {
         pos.size = sizes[j]! + k.length * 2 + ENTRY_OVERHEAD;
         pos.status = undefined;
         lru.set(k, vals[j] as object, pos);
+        this.#l2?.put(table, k, vals[j]!);
       } else if (s === MISSING && neg.ttl > 0) {
         neg.size = k.length * 2 + ENTRY_OVERHEAD;
         neg.status = undefined;

@@ -12,9 +12,11 @@ const COMMANDS: Record<string, string> = {
   buckets: 'analyse bucket balance: murmur mod N vs jump hash vs a hash ring',
   'gen-export': 'write a synthetic pipe-delimited export (for load tests)',
   stats: 'exact and approximate member counts of a dedup window',
+  export: 'move the durable embedded store (--store) to Redis, or its raw keys to a file',
   recover: 'replay the fail-open journal into Redis',
   migrate: 'move near-expiry hot keys from Redis to HBase',
   metrics: 'serve Prometheus metrics over HTTP',
+  bloom: 'rebuild a shared Redis-held Bloom filter (Redisson layout) and swap it in atomically',
 };
 
 function usage(): string {

@@ -12,16 +12,32 @@ const nextPow2 = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(2, n))
 
 /** Set of 128-bit digests: `d` is a Uint32Array of digests (4 words each), `i` a digest index. */
 export class DigestSet {
-  private readonly words: Uint32Array;
-  private readonly used: Uint8Array;
-  private readonly mask: number;
+  private words: Uint32Array;
+  private used: Uint8Array;
+  private mask: number;
+  /** Slots at full capacity. A `growable` table starts small and doubles up to it, so a fresh
+   *  process (a restart) does not zero and fault in tens of MiB before its first answer. */
+  private readonly maxSlots: number;
   size = 0;
 
-  constructor(readonly capacity: number) {
-    const slots = nextPow2(capacity * 2);
+  constructor(readonly capacity: number, growable = false) {
+    this.maxSlots = nextPow2(capacity * 2);
+    const slots = growable ? Math.min(this.maxSlots, 4096) : this.maxSlots;
     this.mask = slots - 1;
     this.words = new Uint32Array(slots * 4);
     this.used = new Uint8Array(slots);
+  }
+
+  /** Doubles the table (load stays <= 1/2 until maxSlots, where capacity keeps it there). */
+  private grow(): void {
+    const oldWords = this.words;
+    const oldUsed = this.used;
+    const slots = (this.mask + 1) * 2;
+    this.words = new Uint32Array(slots * 4);
+    this.used = new Uint8Array(slots);
+    this.mask = slots - 1;
+    this.size = 0;
+    for (let s = 0; s < oldUsed.length; s++) if (oldUsed[s] === 1) this.add(oldWords, s);
   }
 
   private find(d: Uint32Array, i: number): number {
@@ -47,6 +63,7 @@ export class DigestSet {
 
   /** Adds digest i; false when it was already there. Caller keeps size <= capacity. */
   add(d: Uint32Array, i: number): boolean {
+    if ((this.size + 1) * 2 > this.mask + 1 && this.mask + 1 < this.maxSlots) this.grow();
     const f = this.find(d, i);
     if (f >= 0) return false;
     const s = -1 - f;
@@ -93,9 +110,9 @@ export class SeenCache {
   }
 
   add(d: Uint32Array, i: number): void {
-    if (this.young === undefined) this.young = new DigestSet(this.half);
+    if (this.young === undefined) this.young = new DigestSet(this.half, true);
     if (this.young.size >= this.half) {
-      const recycled = this.old ?? new DigestSet(this.half);
+      const recycled = this.old ?? new DigestSet(this.half, true);
       recycled.clear();
       this.old = this.young;
       this.young = recycled;

@@ -6,3 +6,4 @@ export { addMembers, type AddBatchResult, type AddMembersOptions } from './layou
 export { Journal } from './journal.js';
 export { StoreBatchError, MemoryStore, type DedupStore } from './store.js';
 export { RedisStore, createRedisClient } from './redis-store.js';
+export { LmdbStore } from './lmdb-store.js';

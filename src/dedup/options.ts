@@ -1,7 +1,8 @@
 // Options of the dedup service, validated once. Names match the public API exactly
 // (`dedup.layout`, `dedup.buckets`, ...); errors name the option as the user wrote it.
 import type { RedisOptions } from 'ioredis';
-import { checkInt, checkOneOf, invalidType, HashGateTypeError, ErrorCodes } from '../errors.js';
+import { checkInt, checkOneOf, invalidType, HashGateRangeError, HashGateTypeError, ErrorCodes } from '../errors.js';
+import { LMDB_MAX_MEMBER_BYTES } from './lmdb-store.js';
 import { checkTimeZone, type WindowSpec } from './window.js';
 import { MAX_KEY_BYTES } from '../util/limits.js';
 
@@ -62,6 +63,15 @@ export interface DedupOptions {
   hll?: boolean;
   /** Embedded store bound (keys over all windows). Default 50_000_000. */
   memoryMaxKeys?: number;
+  /**
+   * Directory of a durable embedded store (LMDB) instead of the in-memory table: survives
+   * restarts and is shared by the processes of one host. Not combinable with `redis`.
+   */
+  path?: string;
+  /** With `path`: answer only after each commit reached the disk (fsync). Default true. */
+  sync?: boolean;
+  /** With `path`: windows (per layout) the store can hold before old ones must be purged. Default 500. */
+  maxWindows?: number;
 }
 
 export const DEFAULTS = {
@@ -86,6 +96,8 @@ export const DEFAULTS = {
   lockTtlMs: 60_000,
   hll: true,
   memoryMaxKeys: 50_000_000,
+  sync: true,
+  maxWindows: 500,
   /** Keys per compact bucket the default sizing aims at (Redis' set-max-intset-entries is 512). */
   compactTargetLoad: 256,
 } as const;
@@ -112,12 +124,16 @@ export interface ResolvedDedupOptions {
   lockTtlMs: number;
   hll: boolean;
   memoryMaxKeys: number;
+  path: string | undefined;
+  sync: boolean;
+  maxWindows: number;
 }
 
 const KNOWN = new Set([
   'layout', 'buckets', 'expectedKeys', 'prefix', 'window', 'timeZone', 'onStoreError', 'journalDir', 'secret',
   'replayIntervalMs', 'cacheMaxEntries', 'cacheMaxBytes', 'maxKeyBytes', 'maxBatchKeys', 'commandTimeoutMs', 'connectTimeoutMs', 'lazyConnect',
   'journalSegmentBytes', 'journalMaxBytes', 'lockTtlMs', 'hll', 'memoryMaxKeys',
+  'path', 'sync', 'maxWindows',
 ]);
 
 const nextPow2 = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, n)));
@@ -183,6 +199,23 @@ export function parseDedupOptions(input: unknown, name = 'options.dedup'): Resol
   }
   const int = (k: keyof typeof DEFAULTS & string, min: number, max?: number): number =>
     opt(k, (n, v) => checkInt(n, v, min, max), DEFAULTS[k] as number);
+  const path = opt(
+    'path',
+    (n, v) => {
+      if (typeof v !== 'string' || v === '' || v.includes('\0')) throw invalidType(n, 'a directory path', v);
+      return v;
+    },
+    undefined as string | undefined,
+  );
+  for (const k of ['sync', 'maxWindows'] as const) {
+    if (o[k] !== undefined && path === undefined) {
+      throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `${name}.${k} needs ${name}.path (it configures the durable embedded store)`, { name: `${name}.${k}` });
+    }
+  }
+  const maxKeyBytes = int('maxKeyBytes', 1, 512 * 1024 * 1024);
+  if (path !== undefined && layout === 'sets' && maxKeyBytes > LMDB_MAX_MEMBER_BYTES) {
+    throw new HashGateRangeError(ErrorCodes.INVALID_OPTION, `${name}.maxKeyBytes must be <= ${LMDB_MAX_MEMBER_BYTES} with ${name}.path and layout 'sets' (LMDB stores raw keys as sorted duplicates), got ${maxKeyBytes}`, { name: `${name}.maxKeyBytes` });
+  }
   return {
     layout,
     buckets,
@@ -195,7 +228,7 @@ export function parseDedupOptions(input: unknown, name = 'options.dedup'): Resol
     replayIntervalMs: int('replayIntervalMs', 0, 2 ** 31 - 1),
     cacheMaxEntries: int('cacheMaxEntries', 0, 2 ** 28),
     cacheMaxBytes: int('cacheMaxBytes', 0),
-    maxKeyBytes: int('maxKeyBytes', 1, 512 * 1024 * 1024),
+    maxKeyBytes,
     maxBatchKeys: int('maxBatchKeys', 1, 10_000_000),
     commandTimeoutMs: int('commandTimeoutMs', 1),
     connectTimeoutMs: int('connectTimeoutMs', 1, 2 ** 31 - 1),
@@ -211,5 +244,11 @@ export function parseDedupOptions(input: unknown, name = 'options.dedup'): Resol
       return v;
     }, DEFAULTS.hll),
     memoryMaxKeys: int('memoryMaxKeys', 1),
+    path,
+    sync: opt('sync', (n, v) => {
+      if (typeof v !== 'boolean') throw invalidType(n, 'a boolean', v);
+      return v;
+    }, DEFAULTS.sync),
+    maxWindows: int('maxWindows', 1, 16_000),
   };
 }

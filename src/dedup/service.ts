@@ -37,6 +37,7 @@ import {
 import { parseDedupOptions, type DedupOptions, type RedisConfig, type ResolvedDedupOptions } from './options.js';
 import { emptyReport, replayJournal, type RecoverReport } from './recover.js';
 import { createRedisClient, RedisStore } from './redis-store.js';
+import { LmdbStore } from './lmdb-store.js';
 import { MemoryStore, StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
 import { noopMetrics } from '../metrics/noop.js';
 import { errorKind } from '../metrics/channels.js';
@@ -76,7 +77,7 @@ export interface FirstSeenOptions {
 export interface DedupStats {
   window: string;
   layout: 'compact' | 'sets';
-  store: 'memory' | 'redis';
+  store: DedupStore['kind'];
   buckets: number;
   /** Exact member count (sum of SCARD over the window's buckets). */
   exact: number;
@@ -187,7 +188,12 @@ export class DedupService {
     this.clock = new WindowClock(this.options.window, this.options.timeZone);
     const o = this.options;
     const r = options.redis;
-    if (r === undefined || r === null) {
+    if (o.path !== undefined) {
+      if (r !== undefined && r !== null) {
+        throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, 'dedup.path (the durable embedded store) and redis are exclusive: give one', { name: 'dedup.path' });
+      }
+      this.store = new LmdbStore({ path: o.path, sync: o.sync, maxWindows: o.maxWindows });
+    } else if (r === undefined || r === null) {
       this.store = new MemoryStore(o.memoryMaxKeys);
     } else if (r instanceof Redis || r instanceof Cluster) {
       this.store = new RedisStore(r, o.prefix, o.hll, false, o.connectTimeoutMs);

@@ -1,5 +1,5 @@
 // The storage behind DedupService: one interface, an embedded in-memory implementation (default
-// when no Redis is configured) and a Redis one (redis-store.ts).
+// when no Redis is configured), a durable embedded one (lmdb-store.ts) and a Redis one (redis-store.ts).
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { Layout } from './options.js';
 import type { Member } from './layout.js';
@@ -42,7 +42,7 @@ export class StoreBatchError extends HashGateError {
 }
 
 export interface DedupStore {
-  readonly kind: 'memory' | 'redis';
+  readonly kind: 'memory' | 'redis' | 'lmdb';
   /**
    * Bucket count recorded for the window (first writer wins), or `configured` if none yet. With
    * `record` false nothing is written: readers (stats) must never fix a window's bucketing.

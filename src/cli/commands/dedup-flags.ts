@@ -5,6 +5,7 @@ import { DEFAULTS, type DedupOptions, type RedisConfig } from '../../dedup/optio
 import { REDIS_HELP, defaultRedisUrl } from '../redis-url.js';
 
 export const STORE_FLAGS = {
+  store: { type: 'string' },
   redis: { type: 'string' },
   cluster: { type: 'string' },
   layout: { type: 'string' },
@@ -23,6 +24,7 @@ export const LOCK_FLAGS = { 'lock-ttl-ms': { type: 'string' } } as const;
 export const LOCK_HELP = `  --lock-ttl-ms MS          recover lock TTL (default ${DEFAULTS.lockTtlMs})`;
 
 export const STORE_HELP = `Store
+  --store PATH              the durable embedded store (LMDB directory, dedup.path) instead of Redis
 ${REDIS_HELP}
   --cluster HOST:PORT,...   Redis Cluster startup nodes instead of --redis
   --layout compact|sets     dedup layout (default ${DEFAULTS.layout})
@@ -45,10 +47,14 @@ function int(flag: string, v: string | boolean | undefined, min: number): number
   return n;
 }
 
-export function storeOptions(values: Record<string, string | boolean | undefined>): { redis: RedisConfig; dedup: DedupOptions } {
+export function storeOptions(values: Record<string, string | boolean | undefined>): { redis: RedisConfig | undefined; dedup: DedupOptions } {
   const str = (k: string): string | undefined => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
-  let redis: RedisConfig;
-  if (str('cluster') !== undefined) {
+  let redis: RedisConfig | undefined;
+  if (str('store') !== undefined) {
+    if (str('redis') !== undefined || str('cluster') !== undefined) throw usageError('give either --store or --redis/--cluster, not both');
+    if (str('store') === '') throw usageError('--store must be a directory path');
+    redis = undefined;
+  } else if (str('cluster') !== undefined) {
     if (str('redis') !== undefined) throw usageError('give either --redis or --cluster, not both');
     const nodes = str('cluster')!.split(',').map((hp) => {
       const m = /^\s*([^:\s]+):(\d+)\s*$/.exec(hp);
@@ -60,6 +66,7 @@ export function storeOptions(values: Record<string, string | boolean | undefined
     redis = str('redis') ?? defaultRedisUrl();
   }
   const dedup: DedupOptions = { replayIntervalMs: 0 };
+  if (str('store') !== undefined) dedup.path = str('store')!;
   const layout = str('layout');
   if (layout !== undefined) {
     if (layout !== 'compact' && layout !== 'sets') throw usageError(`--layout must be compact or sets, got ${JSON.stringify(layout)}`);

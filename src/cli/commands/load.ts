@@ -8,6 +8,7 @@ import { ErrorCodes, HashGateError, HashGateTypeError, HashGateRangeError } from
 import { DEFAULTS, load, type LoadOptions, type LoadSummary } from '../../loader/loader.js';
 import { createProgress } from '../../loader/progress.js';
 import { RedisLayoutSink, type LoaderLayout } from '../../loader/sink.js';
+import { LmdbLoadSink } from '../../loader/lmdb-sink.js';
 import type { WindowUnit } from '../../loader/window.js';
 import { redact } from '../../util/redact.js';
 import { REDIS_HELP, defaultRedisUrl } from '../redis-url.js';
@@ -25,6 +26,7 @@ export const HELP = `usage: hashgate load <file|dir|glob>... [flags]
 Loads pipe-delimited export files (e.g. Hive's 000000_0, 000001_0, ...) into the dedup store.
 
 Store
+  --store PATH              the durable embedded store (LMDB directory, dedup.path) instead of Redis
 ${REDIS_HELP}
   --cluster HOST:PORT,...   Redis Cluster startup nodes instead of --redis
   --layout sets|compact     Redis layout (default ${STORE_DEFAULTS.layout}; 'sets' = raw keys in
@@ -132,6 +134,7 @@ export async function run(argv: string[]): Promise<number> {
       allowPositionals: true,
       strict: true,
       options: {
+        store: { type: 'string' },
         redis: { type: 'string' },
         cluster: { type: 'string' },
         layout: { type: 'string' },
@@ -195,7 +198,8 @@ export async function run(argv: string[]): Promise<number> {
     const win = str('window');
     if (win !== undefined && (win === '' || /[:{}*?[\]\s]/.test(win))) throw usage(`--window must be a non-empty id without ':', braces, glob characters or spaces, got ${JSON.stringify(win)}`);
     if (str('redis') !== undefined && str('cluster') !== undefined) throw usage('--redis and --cluster are mutually exclusive');
-    if (values['dry-run'] !== true && str('redis') === undefined && str('cluster') === undefined) defaultRedisUrl();
+    if (str('store') !== undefined && (str('redis') !== undefined || str('cluster') !== undefined)) throw usage('--store and --redis/--cluster are mutually exclusive');
+    if (str('store') === '') throw usage('--store must be a directory path');
     const tz = str('time-zone');
     if (tz !== undefined) {
       try {
@@ -251,6 +255,8 @@ export async function run(argv: string[]): Promise<number> {
       if (v === undefined || v === '') throw usage(`--secret-env: environment variable ${se} is not set or empty`);
       opts.secret = new TextEncoder().encode(v);
     }
+    // checked last, so a bad flag is reported as itself even without a target
+    if (!opts.dryRun && str('redis') === undefined && str('cluster') === undefined && str('store') === undefined) defaultRedisUrl();
   } catch (err) {
     console.error(`hashgate load: ${redact((err as Error).message)}`);
     return 2;
@@ -268,10 +274,21 @@ export async function run(argv: string[]): Promise<number> {
   };
   process.on('SIGINT', onSigint);
   process.on('SIGTERM', onSigint);
-  let sink: RedisLayoutSink | undefined;
+  let sink: RedisLayoutSink | LmdbLoadSink | undefined;
   try {
     let buckets = bucketsFlag ?? (layout === 'sets' ? STORE_DEFAULTS.setsBuckets : STORE_DEFAULTS.compactBuckets);
-    if (!opts.dryRun) {
+    const storePath = str('store');
+    if (!opts.dryRun && storePath !== undefined) {
+      sink = new LmdbLoadSink({ path: storePath, layout, buckets });
+      if (opts.window !== undefined && bucketsFlag === undefined) {
+        const rec = sink.recordedBuckets(opts.window);
+        if (rec !== undefined && rec !== buckets) {
+          await sink.close();
+          buckets = rec;
+          sink = new LmdbLoadSink({ path: storePath, layout, buckets });
+        }
+      }
+    } else if (!opts.dryRun) {
       // no reconnect loop before the first connection: a wrong password or a dead host must end
       // the command with its error instead of retrying forever (disconnect() does not stop a
       // client that is already reconnecting)
@@ -315,7 +332,7 @@ export async function run(argv: string[]): Promise<number> {
       }
     }
     opts.buckets = buckets;
-    opts.extraFingerprint = { layout, prefix };
+    opts.extraFingerprint = storePath === undefined ? { layout, prefix } : { layout, store: storePath };
     const tty = values['no-progress'] ? false : values.progress === true || process.stderr.isTTY === true;
     const progress = createProgress({ tty, intervalMs: 10_000, quiet: values.quiet === true || (values['no-progress'] === true && values.json === true) });
 

@@ -1,5 +1,8 @@
 // `hashgate stats --window 2026`: exact (SCARD over the window's buckets) and approximate
 // (PFCOUNT) member counts of a dedup window; `--purge` deletes the window (SCAN + UNLINK).
+// With `--store PATH` the same for the durable embedded store (exact = approximate there).
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { DedupService } from '../../dedup/service.js';
 import { STORE_FLAGS, STORE_HELP, storeOptions } from './dedup-flags.js';
@@ -36,6 +39,9 @@ export async function run(argv: string[]): Promise<number> {
   }
   let svc: DedupService | undefined;
   try {
+    const path = opts.dedup.path;
+    // reading a store must not create an empty one where the user mistyped its path
+    if (path !== undefined && !existsSync(join(path, 'data.mdb'))) throw new Error(`--store: no store at ${path} (no data.mdb)`);
     svc = new DedupService({ redis: opts.redis, dedup: opts.dedup });
     const window = typeof values.window === 'string' ? values.window : svc.windowOf();
     if (values.purge) {
@@ -45,7 +51,7 @@ export async function run(argv: string[]): Promise<number> {
     }
     const st = await svc.stats(window);
     if (values.json) {
-      console.log(JSON.stringify({ window: st.window, layout: st.layout, buckets: st.buckets, exact: st.exact, approximate: st.approximate, journalBytes: st.journalBytes }));
+      console.log(JSON.stringify({ window: st.window, store: st.store, layout: st.layout, buckets: st.buckets, exact: st.exact, approximate: st.approximate, journalBytes: st.journalBytes }));
     } else {
       console.log(`window ${st.window} (${st.layout}, ${st.buckets} buckets): exact ${st.exact}, approximate ${st.approximate}; journal ${st.journalBytes} B pending`);
     }

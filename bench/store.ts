@@ -1,0 +1,259 @@
+// Durable embedded dedup store (dedup.path, LMDB): firstSeen throughput on 1M shape-A keys with
+// 50% duplicates (each distinct key twice, shuffled, batches of 10k) against the peer a user would
+// write instead (lmdb-js with one ifNoExists + put per raw key, which lmdb-js batches into one
+// transaction per event turn), checks of seen keys, bytes on disk per key, restart time
+// (open + first answer), and throughput / disk bytes per key vs key count (1M, 10M distinct).
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { open as lmdbOpen } from 'lmdb';
+import { Suite, prng, shapeAKey, size, type SuiteOptions, type SuiteResult, type SweepSeries } from './common.js';
+import { DedupService } from '../src/dedup/index.js';
+import { LmdbStore } from '../src/dedup/lmdb-store.js';
+
+const BATCH = 10_000;
+const at = new Date('2026-06-01T00:00:00Z');
+const keyOf = (i: number): string => shapeAKey(i, prng(i + 1));
+
+/** 2 * distinct positions, each distinct key twice, shuffled deterministically. */
+function workload(distinct: number): Uint32Array {
+  const seq = new Uint32Array(distinct * 2);
+  for (let i = 0; i < seq.length; i++) seq[i] = i % distinct;
+  const rnd = prng(42);
+  for (let i = seq.length - 1; i > 0; i--) {
+    const j = Math.floor(rnd() * (i + 1));
+    const t = seq[i]!;
+    seq[i] = seq[j]!;
+    seq[j] = t;
+  }
+  return seq;
+}
+
+/** The compact sizing rule (~256 keys per bucket), as dedup.expectedKeys would pick. */
+const bucketsFor = (n: number): number => 2 ** Math.max(6, Math.ceil(Math.log2(n / 256)));
+
+/** Bytes the data file occupies on disk (allocated blocks, not its apparent length). */
+const diskBytes = (dir: string): number => statSync(join(dir, 'data.mdb')).blocks * 512;
+
+/** Pages the window's B-tree uses (without LMDB's free pages awaiting reuse). */
+function livePageBytes(path: string): number {
+  const st = new LmdbStore({ path, sync: false, maxWindows: 8 });
+  const env = st.env;
+  const db = env.openDB({ name: 'c:2026', keyEncoding: 'uint32', encoding: 'binary', dupSort: true, ...{ dupFixed: true } });
+  const s = db.getStats() as { treeBranchPageCount: number; treeLeafPageCount: number; overflowPages: number; pageSize: number };
+  const bytes = (s.treeBranchPageCount + s.treeLeafPageCount + s.overflowPages) * s.pageSize;
+  void st.close();
+  return bytes;
+}
+
+export async function run(opts: SuiteOptions): Promise<SuiteResult> {
+  const s = new Suite('store', opts);
+  const root = mkdtempSync(join(tmpdir(), 'hashgate-bench-store-'));
+  let seq = 0;
+  const fresh = (): string => {
+    const d = join(root, `d${seq++}`);
+    rmSync(d, { recursive: true, force: true });
+    return d;
+  };
+  try {
+    const distinct = size(opts, 500_000, 10_000);
+    const order = workload(distinct);
+    const names = Array.from({ length: distinct }, (_, i) => keyOf(i));
+    const batches: string[][] = [];
+    for (let o = 0; o < order.length; o += BATCH) batches.push(Array.from(order.subarray(o, o + BATCH), (k) => names[k]!));
+    const name = `${order.length} keys, 50% duplicates, batches of ${BATCH}`;
+    s.note(`Workload: ${distinct} distinct shape-A keys (Chinese name + 18-digit ID), each twice, shuffled; every run starts from an empty directory under ${tmpdir()}.`);
+    s.note('sync = answers wait for the fsync of their commit (the default); nosync = answers after the commit reached the OS page cache (survives kill -9, not a power cut), like the lmdb-js peer whose promises resolve at commit.');
+
+    // --- firstSeen into an empty store ---------------------------------------------------------
+    let lastDir = '';
+    const hashgateRun = (sync: boolean) => async (): Promise<number> => {
+      lastDir = fresh();
+      const svc = new DedupService({ dedup: { path: lastDir, sync, buckets: bucketsFor(distinct) } });
+      let first = 0;
+      try {
+        for (const b of batches) {
+          const a = await svc.firstSeen(b, { at });
+          for (let i = 0; i < a.length; i++) first += a[i]!;
+        }
+      } finally {
+        await svc.close();
+      }
+      if (first !== distinct) throw new Error(`answered ${first} new of ${distinct} distinct keys`);
+      return order.length;
+    };
+    const rowSync = await s.sample({ name, impl: 'hashgate LMDB store (sync)', role: 'hashgate', unit: 'keys/s', runs: 3, fn: hashgateRun(true) });
+    const syncDir = lastDir;
+    if (rowSync.ok === false) throw new Error(`the hashgate LMDB run failed: ${rowSync.error}`);
+    const fileBytes = diskBytes(syncDir);
+    const liveBytes = livePageBytes(syncDir);
+    rowSync.extra = { diskBytesPerKey: Number((fileBytes / distinct).toFixed(1)), liveBytesPerKey: Number((liveBytes / distinct).toFixed(1)) };
+    await s.sample({ name, impl: 'hashgate LMDB store (nosync)', role: 'hashgate', unit: 'keys/s', runs: 3, fn: hashgateRun(false) });
+    await s.sample({
+      name,
+      impl: 'hashgate in-memory table (not durable)',
+      role: 'baseline',
+      unit: 'keys/s',
+      runs: 3,
+      fn: async () => {
+        const svc = new DedupService({ dedup: { buckets: bucketsFor(distinct) } });
+        let first = 0;
+        for (const b of batches) {
+          const a = await svc.firstSeen(b, { at });
+          for (let i = 0; i < a.length; i++) first += a[i]!;
+        }
+        await svc.close();
+        if (first !== distinct) throw new Error(`answered ${first} new of ${distinct} distinct keys`);
+        return order.length;
+      },
+    });
+    let peerDir = '';
+    const rowPeer = await s.sample({
+      name,
+      impl: 'lmdb-js ifNoExists+put per raw key',
+      role: 'peer',
+      unit: 'keys/s',
+      runs: 3,
+      fn: async () => {
+        peerDir = fresh();
+        const env = lmdbOpen({ path: peerDir, maxDbs: 4 });
+        const db = env.openDB<number, string>({ name: '2026' });
+        let first = 0;
+        for (const b of batches) {
+          const res = await Promise.all(b.map((k) => db.ifNoExists(k, () => void db.put(k, 1))));
+          for (const r of res) if (r) first++;
+        }
+        await env.close();
+        if (first !== distinct) throw new Error(`answered ${first} new of ${distinct} distinct keys`);
+        return order.length;
+      },
+    });
+    rowPeer.extra = { diskBytesPerKey: Number((diskBytes(peerDir) / distinct).toFixed(1)) };
+    s.target(`batch firstSeen into LMDB, ${order.length} keys (sync)`, '>=', 300_000, rowSync.opsPerSec, ' keys/s');
+    s.target(`bytes on disk per key, compact, ${distinct} keys (data.mdb blocks)`, '<=', 40, fileBytes / distinct, ' B',
+      `B-tree pages in use: ${(liveBytes / distinct).toFixed(1)} B/key; the rest are pages freed by copy-on-write, reused by later commits`);
+
+    // --- checks of seen keys --------------------------------------------------------------------
+    const checkName = `check ${distinct} seen keys, batches of ${BATCH}`;
+    const checkBatches: string[][] = [];
+    for (let o = 0; o < distinct; o += BATCH) checkBatches.push(names.slice(o, o + BATCH));
+    const checkRun = (cacheMaxEntries: number | undefined, warm: boolean) => {
+      let svc: DedupService | undefined;
+      return {
+        beforeEach: async () => {
+          await svc?.close();
+          svc = new DedupService({ dedup: { path: syncDir, ...(cacheMaxEntries === undefined ? {} : { cacheMaxEntries }) } });
+          if (warm) for (const b of checkBatches) await svc.firstSeen(b, { at });
+        },
+        fn: async () => {
+          let first = 0;
+          for (const b of checkBatches) {
+            const a = await svc!.firstSeen(b, { at });
+            for (let i = 0; i < a.length; i++) first += a[i]!;
+          }
+          if (first !== 0) throw new Error(`${first} seen keys answered as new`);
+          return distinct;
+        },
+        teardown: async () => {
+          await svc?.close();
+        },
+      };
+    };
+    const cold = await s.sample({ name: checkName, impl: 'hashgate LMDB store (fresh process state, seen-cache off)', role: 'hashgate', unit: 'keys/s', runs: 3, ...checkRun(0, false) });
+    const warm = await s.sample({ name: checkName, impl: 'hashgate LMDB store (warm seen-cache)', role: 'hashgate', unit: 'keys/s', runs: 3, ...checkRun(undefined, true) });
+    let penv: ReturnType<typeof lmdbOpen> | undefined;
+    await s.sample({
+      name: checkName,
+      impl: 'lmdb-js doesExist per raw key (read only, no add)',
+      role: 'peer',
+      unit: 'keys/s',
+      runs: 3,
+      beforeEach: () => {
+        penv ??= lmdbOpen({ path: peerDir, maxDbs: 4 });
+      },
+      fn: () => {
+        const db = penv!.openDB<number, string>({ name: '2026' });
+        let seen = 0;
+        for (const b of checkBatches) for (const k of b) if (db.doesExist(k)) seen++;
+        if (seen !== distinct) throw new Error(`${distinct - seen} stored keys not found`);
+        return distinct;
+      },
+      teardown: async () => {
+        await penv?.close();
+      },
+    });
+    s.target(`checks of seen keys, store only (seen-cache off)`, '>=', 1_000_000, cold.ok === false ? null : cold.opsPerSec, ' keys/s',
+      `with the in-process seen-cache warm: ${Math.round(warm.opsPerSec)} keys/s`);
+
+    // --- throughput and disk bytes/key vs key count, restart at the largest ---------------------
+    const sizes = opts.quick ? [20_000, 100_000] : [1_000_000, 10_000_000];
+    const tput: SweepSeries = { name: 'hashgate LMDB sync, keys/s (thousands)', points: [] };
+    const disk: SweepSeries = { name: 'data.mdb bytes/key', points: [] };
+    const live: SweepSeries = { name: 'B-tree pages in use, bytes/key', points: [] };
+    let restartMs: number | null = null;
+    let restartN = 0;
+    for (const n of sizes) {
+      const dir = fresh();
+      const buckets = bucketsFor(n);
+      let sec = 0;
+      await s.sample({
+        name: `load ${n} distinct keys, batches of ${BATCH}`,
+        impl: 'hashgate LMDB store (sync)',
+        role: 'hashgate',
+        unit: 'keys/s',
+        runs: 1,
+        warmup: 0,
+        fn: async () => {
+          const svc = new DedupService({ dedup: { path: dir, buckets, cacheMaxEntries: 0 } });
+          let first = 0;
+          const t0 = performance.now();
+          try {
+            for (let o = 0; o < n; o += BATCH) {
+              const b = new Array<string>(Math.min(BATCH, n - o));
+              for (let i = 0; i < b.length; i++) b[i] = keyOf(o + i);
+              const a = await svc.firstSeen(b, { at });
+              for (let i = 0; i < a.length; i++) first += a[i]!;
+            }
+          } finally {
+            await svc.close();
+          }
+          sec = (performance.now() - t0) / 1000;
+          if (first !== n) throw new Error(`answered ${first} new of ${n} distinct keys`);
+          return n;
+        },
+      });
+      const row = s.rows[s.rows.length - 1]!;
+      const fb = diskBytes(dir);
+      const lb = livePageBytes(dir);
+      row.extra = { diskBytesPerKey: Number((fb / n).toFixed(1)), liveBytesPerKey: Number((lb / n).toFixed(1)), buckets };
+      tput.points.push({ x: n, y: n / sec / 1000 });
+      disk.points.push({ x: n, y: fb / n });
+      live.points.push({ x: n, y: lb / n });
+      console.log(`[store] ${n} keys: ${(n / sec / 1000).toFixed(0)} k keys/s, ${(fb / n).toFixed(1)} B/key on disk, ${(lb / n).toFixed(1)} B/key in use`);
+
+      // restart: open the store and answer one seen key (median of 5 opens)
+      const times: number[] = [];
+      for (let r = 0; r < 5; r++) {
+        const t0 = performance.now();
+        const svc = new DedupService({ dedup: { path: dir, buckets } });
+        const a = await svc.firstSeen([keyOf(n >>> 1)], { at });
+        times.push(performance.now() - t0);
+        await svc.close();
+        if (a[0] !== 0) throw new Error('a stored key was answered as new after reopening');
+      }
+      times.sort((x, y) => x - y);
+      restartMs = times[2]!;
+      restartN = n;
+      row.extra.restartOpenFirstAnswerMs = Number(restartMs.toFixed(2));
+      rmSync(dir, { recursive: true, force: true });
+    }
+    s.sweep({ name: 'LMDB store vs key count', xLabel: 'distinct keys', yLabel: 'keys/s (thousands) | bytes per key', logX: true, series: [tput, disk, live] });
+    s.target(`restart: open + first answer with ${restartN} keys stored`, '<', 100, restartMs, ' ms');
+    const big = disk.points.at(-1);
+    if (big) s.target(`bytes on disk per key at ${big.x} keys`, '<=', 40, big.y, ' B');
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+  return s.finish();
+}

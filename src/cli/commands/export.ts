@@ -1,0 +1,178 @@
+// `hashgate export --store PATH`: moves a durable embedded store's windows to Redis (the same
+// bucket keys and members the Redis store writes, so a service switches stores without losing a
+// year), or writes a 'sets' window's raw keys as lines `hashgate load` reads back.
+import { createWriteStream, existsSync, fchmodSync, openSync, type WriteStream } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { Cluster, Redis } from 'ioredis';
+import { DEFAULTS } from '../../dedup/options.js';
+import { bucketKey, int64Decimal, writeGroups, type Member, type MemberGroup } from '../../dedup/layout.js';
+import { LmdbStore } from '../../dedup/lmdb-store.js';
+import { ErrorCodes, HashGateError } from '../../errors.js';
+import { usageError } from './dedup-flags.js';
+
+export const HELP = `usage: hashgate export --store PATH (--redis URL | --cluster HOST:PORT,... | --out FILE) [flags]
+
+Exports windows of the durable embedded store (dedup.path).
+
+  --store PATH              the store directory (required)
+  --window ID               only this window (default: every window in the store)
+  --layout compact|sets     only this layout (default: both)
+To Redis (both layouts; what HashGate.open({ redis }) then reads):
+  --redis URL               Redis URL
+  --cluster HOST:PORT,...   Redis Cluster startup nodes instead of --redis
+  --prefix P                key prefix (default ${DEFAULTS.prefix})
+  --no-hll                  do not PFADD members to the window's HyperLogLog
+To a file ('sets' layout only: compact stores digests, never raw keys):
+  --out FILE                one raw key per line (created 0600; '-' = stdout); load it back with
+                            hashgate load --window ID [--store PATH | --redis URL] FILE
+                            Keys holding CR, LF or the delimiter cannot round-trip and are counted
+                            as skipped (exit 3), never printed.
+  --delimiter C             the delimiter 'hashgate load' will split on (default '|')
+  --json                    print the summary as JSON
+Exit codes: 0 done, 1 error, 2 usage, 3 some keys skipped.`;
+
+const BATCH = 20_000;
+
+interface Summary {
+  windows: Array<{ window: string; layout: string; buckets: number; members: number; added?: number }>;
+  exported: number;
+  skipped: number;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        store: { type: 'string' },
+        window: { type: 'string' },
+        layout: { type: 'string' },
+        redis: { type: 'string' },
+        cluster: { type: 'string' },
+        prefix: { type: 'string' },
+        'no-hll': { type: 'boolean' },
+        out: { type: 'string' },
+        delimiter: { type: 'string' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }));
+    if (values.help) {
+      console.log(HELP);
+      return 0;
+    }
+    const targets = ['redis', 'cluster', 'out'].filter((k) => typeof values[k] === 'string');
+    if (typeof values.store !== 'string' || values.store === '') throw usageError('--store PATH is required');
+    if (targets.length !== 1) throw usageError('give exactly one of --redis, --cluster or --out');
+    if (values.layout !== undefined && values.layout !== 'compact' && values.layout !== 'sets') throw usageError(`--layout must be compact or sets, got ${JSON.stringify(values.layout)}`);
+    if (values.out !== undefined && values.layout === 'compact') throw usageError("--out needs the 'sets' layout: the compact layout stores 8-byte digests, not keys; export it with --redis");
+    if (values.delimiter !== undefined && Buffer.byteLength(values.delimiter as string) !== 1) throw usageError('--delimiter must be one byte');
+  } catch (err) {
+    console.error(`hashgate export: ${(err as Error).message}\n\n${HELP}`);
+    return 2;
+  }
+  const str = (k: string): string | undefined => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
+  let store: LmdbStore | undefined;
+  let redis: Redis | Cluster | undefined;
+  let out: WriteStream | undefined;
+  const summary: Summary = { windows: [], exported: 0, skipped: 0 };
+  try {
+    if (!existsSync(join(str('store')!, 'data.mdb'))) throw new HashGateError(ErrorCodes.INVALID_OPTION, `--store: no store at ${str('store')} (no data.mdb)`);
+    store = new LmdbStore({ path: str('store')!, sync: false, maxWindows: 500 });
+    let windows = store.windows();
+    if (str('window') !== undefined) windows = windows.filter((w) => w.window === str('window'));
+    if (str('layout') !== undefined) windows = windows.filter((w) => w.layout === str('layout'));
+    if (str('out') !== undefined && windows.some((w) => w.layout === 'compact')) {
+      console.error("hashgate export: --out writes raw keys, and compact windows hold only digests: add --layout sets, or export them with --redis");
+      return 2;
+    }
+    if (str('out') === undefined) {
+      const cl = str('cluster');
+      redis = cl
+        ? new Cluster(cl.split(',').map((hp) => {
+            const [host, port] = hp.trim().split(':');
+            return { host: host || '127.0.0.1', port: Number(port ?? 6379) };
+          }), { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1, commandTimeout: 30_000 } })
+        : new Redis(str('redis')!, { maxRetriesPerRequest: 1, commandTimeout: 30_000, lazyConnect: true });
+      redis.on('error', () => undefined);
+      try {
+        await redis.connect();
+      } catch (cause) {
+        throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `cannot connect to ${cl ?? str('redis')}: ${(cause as Error).message}`, { cause });
+      }
+    } else {
+      if (str('out') !== '-') {
+        const fd = openSync(str('out')!, 'w', 0o600);
+        fchmodSync(fd, 0o600); // an existing file keeps its mode on open, and raw keys go in
+        out = createWriteStream('', { fd });
+      }
+    }
+    const prefix = str('prefix') ?? DEFAULTS.prefix;
+    const delim = Buffer.from(str('delimiter') ?? '|')[0]!;
+    for (const w of windows) {
+      const row = { window: w.window, layout: w.layout, buckets: w.buckets, members: 0, ...(redis ? { added: 0 } : {}) };
+      summary.windows.push(row);
+      const spec = { layout: w.layout, prefix, buckets: w.buckets };
+      if (redis !== undefined) {
+        // a window keeps one bucketing: refuse to merge into a Redis window recorded differently
+        await redis.hsetnx(`${prefix}:${w.window}:meta`, `${w.layout}.buckets`, String(w.buckets));
+        const rec = Number(await redis.hget(`${prefix}:${w.window}:meta`, `${w.layout}.buckets`));
+        if (rec !== w.buckets) {
+          throw new HashGateError(ErrorCodes.INVALID_OPTION, `window ${w.window} in Redis (prefix ${prefix}) already uses ${rec} ${w.layout} buckets, the store ${w.buckets}; export to another --prefix`);
+        }
+      }
+      for (const batch of store.members(w.window, w.layout, BATCH)) {
+        row.members += batch.length;
+        if (redis !== undefined) {
+          const groups: MemberGroup[] = [];
+          let g: MemberGroup | undefined;
+          for (const { bucket, member } of batch) {
+            if (g === undefined || g.key !== bucketKey(spec, w.window, bucket)) groups.push((g = { key: bucketKey(spec, w.window, bucket), members: [] }));
+            const m: Member = w.layout === 'compact' ? int64Decimal(member.readUInt32LE(0), member.readInt32LE(4)) : member;
+            g.members.push(m);
+          }
+          row.added! += await writeGroups(redis, redis instanceof Cluster, w.window, groups, spec, values['no-hll'] !== true);
+          summary.exported += batch.length;
+        } else {
+          const parts: Buffer[] = [];
+          for (const { member } of batch) {
+            if (member.includes(10) || member.includes(13) || member.includes(delim)) {
+              summary.skipped++;
+              continue;
+            }
+            parts.push(member, NL);
+            summary.exported++;
+          }
+          const chunk = Buffer.concat(parts);
+          if (out === undefined) await writeOut(process.stdout, chunk);
+          else await writeOut(out, chunk);
+        }
+      }
+    }
+    if (out !== undefined) await new Promise<void>((res, rej) => out!.end((err?: Error | null) => (err ? rej(err) : res())));
+    const text = summary.windows.map((w) => `window ${w.window} (${w.layout}, ${w.buckets} buckets): ${w.members} members${w.added === undefined ? '' : `, ${w.added} new in Redis`}`).join('\n');
+    // with --out - the keys own stdout, so the summary goes to stderr
+    if (values.json) (str('out') === '-' ? console.error : console.log)(JSON.stringify(summary));
+    else console.error(`${text || 'no window matched'}\nexported ${summary.exported}, skipped ${summary.skipped}`);
+    return summary.skipped > 0 ? 3 : 0;
+  } catch (err) {
+    console.error(`hashgate export: ${(err as Error).message}`);
+    return 1;
+  } finally {
+    await store?.close().catch(() => undefined);
+    if (redis !== undefined) await redis.quit().catch(() => redis!.disconnect());
+  }
+}
+
+const NL = Buffer.from('\n');
+
+function writeOut(s: NodeJS.WritableStream, chunk: Buffer): Promise<void> {
+  return new Promise((res, rej) => {
+    if (s.write(chunk, (err) => (err ? rej(err) : undefined))) res();
+    else s.once('drain', res);
+  });
+}
