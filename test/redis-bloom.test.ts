@@ -8,11 +8,6 @@ import { RedisBloom, ErrorCodes, redissonShape, javaDoubleToString, encodeRediss
 import { highway128 } from '../src/hash/highway.js';
 import { redissonIndexesInto, redissonConfigKey, redissonKeysShareSlot, redissonIndexBlob, redissonKeyIndexes, redissonContainsAll } from '../src/bloom/redisson.js';
 import { highwayKernel } from '../src/hash/highway-kernel.js';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { redissonHarness, type RedissonHarness } from './helpers/redisson.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
 
@@ -346,20 +341,10 @@ describe('RedisBloom batching and options', () => {
 });
 
 describe('wasm HighwayHash kernel', () => {
-  it('the committed wasm/highway.wasm is what wasm/assembly/highway.ts builds to', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'hg-highway-'));
-    try {
-      const out = join(dir, 'highway.wasm');
-      execFileSync(process.execPath, [fileURLToPath(new URL('../wasm/build-highway.mjs', import.meta.url)), '--out', out], { stdio: 'pipe' });
-      expect(readFileSync(out).equals(readFileSync(fileURLToPath(new URL('../wasm/highway.wasm', import.meta.url))))).toBe(true);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }, 120_000);
-
   it('gives the same hashes and indexes as the plain-JS reference', () => {
+    // the exports of the one kernel (wasm/hashgate.wasm, whose bytes test/wasm-kernel.test.ts checks)
     const kern = highwayKernel();
-    expect(kern).not.toBeNull();
+    expect(kern.reserved).toBe(65536);
     const keys = [...FIXED, ...sample(utf16(120), 2000, 5)];
     for (const [k, size] of [[7, 9585058], [1, 3], [13, REDISSON_MAX_BITS], [4, 0x200001]] as const) {
       const blob = redissonIndexBlob(keys, 0, keys.length, k, size);

@@ -1,13 +1,15 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { createKernelMemory, instantiateKernel, kernelModule, kernelPath, KERNEL_RESERVED_BYTES } from '../src/hash/kernel.js';
 import { refMurmur3x64_128Bytes, refMurmur3x86_32 } from '../src/hash/reference.js';
-import { hashBatch, packKeys } from '../src/hash/index.js';
+import { hashBatch, packKeys, xxh64 } from '../src/hash/index.js';
+import { BloomFilter } from '../src/bloom/index.js';
+import { kernelFor } from '../src/bloom/kernel.js';
 
 const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
 
@@ -21,6 +23,8 @@ describe('wasm kernel (raw exports)', () => {
       'RESERVED_BYTES', 'mmH1', 'mmH2', 'mm3x64_128', 'mm128One', 'mm128OneRef', 'mm32One', 'mm86_128One',
       'mm128BucketOne', 'mm128JumpOne', 'mm128Batch', 'mm32Batch', 'mm86_128Batch', 'mm128BucketBatch', 'mm128JumpBatch',
       'xxh64Batch', 'xxh64One',
+      'BLOOM_ABI', 'bloomAddOne', 'bloomCheckOne', 'bloomAddBatch', 'bloomCheckBatch', 'bloomPopcount',
+      'HIGHWAY_ABI', 'highway128', 'redissonIndexes', 'redissonContains',
     ]) expect(names).toContain(n);
     const mem = createKernelMemory(2);
     expect(mem.buffer).toBeInstanceOf(SharedArrayBuffer);
@@ -99,4 +103,143 @@ describe('wasm kernel (raw exports)', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('is the only binary: the Bloom filter runs its exports on the filter memory', () => {
+    const wasmDir = fileURLToPath(new URL('../wasm/', import.meta.url));
+    expect(readdirSync(wasmDir).filter((f) => f.endsWith('.wasm'))).toEqual(['hashgate.wasm']);
+    const f = BloomFilter.create({ expectedItems: 1000, fpp: 0.01 });
+    expect(f.engine).toBe('wasm');
+    const k = kernelFor(f.memory);
+    expect(kernelFor(f.memory)).toBe(k); // one instance per (thread, memory)
+    // Raw Bloom export on the key staged by hand agrees with the filter's own answer.
+    const key = new TextEncoder().encode('王伟');
+    new Uint8Array(f.memory.buffer).set(key, 200);
+    expect(k.bloomCheckOne(f.bitsOffset, f.bitSize, f.hashFunctions, 0, 200, key.length)).toBe(0);
+    expect(k.bloomAddOne(f.bitsOffset, f.bitSize, f.hashFunctions, 0, 200, key.length)).toBeGreaterThan(0);
+    expect(f.mightContain('王伟')).toBe(true);
+    expect(f.countBits()).toBe(k.bloomPopcount(f.bitsOffset, f.bitSize / 64));
+  });
+
+  it('xxh64One returns the digest xxh64() and the batch path give', () => {
+    const mem = createKernelMemory(2);
+    const k = instantiateKernel(mem);
+    const d = new TextEncoder().encode('用户-xxh64-'.repeat(7));
+    new Uint8Array(mem.buffer).set(d, 70_000);
+    const v = BigInt.asUintN(64, k.xxh64One(70_000, d.length, 0x89abcdef, 0x01234567));
+    expect(v).toBe(xxh64(d, 0x0123456789abcdefn));
+    expect(new DataView(hashBatch([d], { algorithm: 'xxh64', seed: 5 }).buffer).getBigUint64(0, true)).toBe(xxh64(d, 5));
+  });
 });
+
+/**
+ * The fallback rule, on a built copy of the package whose wasm/ is missing, corrupt or stale:
+ * importing works (loading is lazy), then every call that needs what the binary cannot give
+ * throws HG_ERR_WASM naming the file, and a later call throws again rather than answering
+ * differently. Nothing silently switches engine.
+ */
+describe('without a usable kernel binary', () => {
+  const repo = fileURLToPath(new URL('..', import.meta.url));
+  const probe = `
+    const hg = await import(process.argv[1]);
+    const res = {};
+    const tryIt = (name, f) => { try { f(); res[name] = 'ok'; } catch (e) { res[name] = e.code + ' ' + e.name + ': ' + e.message; } };
+    tryIt('murmur3_128', () => hg.murmur3_128('a'));
+    tryIt('xxh64', () => hg.xxh64('a'));
+    tryIt('hashBatch', () => hg.hashBatch(['a', 'b'], { algorithm: 'xxh64' }));
+    tryIt('bloom', () => hg.BloomFilter.create({ expectedItems: 1000, fpp: 0.01 }));
+    tryIt('bloomJs', () => hg.BloomFilter.create({ expectedItems: 1000, fpp: 0.01, engine: 'js' }).add('a'));
+    tryIt('again', () => hg.murmur3_32('a'));
+    console.log(JSON.stringify(res));`;
+
+  function runWith(wasm: Buffer | undefined): Record<string, string> {
+    if (!existsSync(join(repo, 'dist/src/index.js'))) {
+      expect(spawnSync('npm', ['run', 'build', '--silent'], { cwd: repo, encoding: 'utf8' }).status).toBe(0);
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'hg-nowasm-'));
+    try {
+      cpSync(join(repo, 'dist/src'), join(dir, 'dist/src'), { recursive: true });
+      writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'hg-nowasm', type: 'module' }));
+      symlinkSync(join(repo, 'node_modules'), join(dir, 'node_modules'), 'dir');
+      if (wasm !== undefined) {
+        mkdirSync(join(dir, 'wasm'));
+        writeFileSync(join(dir, 'wasm/hashgate.wasm'), wasm);
+      }
+      const entry = pathToFileURL(join(dir, 'dist/src/index.js')).href;
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', probe, entry], { encoding: 'utf8', timeout: 60_000 });
+      expect(r.stderr).toBe('');
+      expect(r.status).toBe(0);
+      return JSON.parse(r.stdout) as Record<string, string>;
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  it('missing: every kernel user throws HG_ERR_WASM, none falls back', () => {
+    const res = runWith(undefined);
+    expect(Object.keys(res)).toEqual(['murmur3_128', 'xxh64', 'hashBatch', 'bloom', 'bloomJs', 'again']);
+    for (const [name, v] of Object.entries(res)) {
+      expect(v, name).toMatch(/^HG_ERR_WASM HashGateError: hashgate\.wasm not found next to .*npm run build:wasm/);
+    }
+  });
+
+  it('stale (Bloom ABI changed): hashing works, a wasm Bloom filter is refused with HG_ERR_WASM', () => {
+    const res = runWith(withBloomAbi(readFileSync(kernelPath()), 3));
+    expect(res).toMatchObject({ murmur3_128: 'ok', xxh64: 'ok', hashBatch: 'ok', bloomJs: 'ok', again: 'ok' });
+    expect(res.bloom).toMatch(/^HG_ERR_WASM HashGateError: hashgate\.wasm has Bloom kernel ABI 3, this code needs 2: rebuild it/);
+  });
+
+  it('corrupt: the same rule, with the compile error in the message', () => {
+    const res = runWith(Buffer.from('\0asm this is not a module'));
+    for (const [name, v] of Object.entries(res)) {
+      expect(v, name).toMatch(/^HG_ERR_WASM HashGateError: cannot compile hashgate\.wasm: /);
+    }
+  });
+});
+
+/** A copy of the kernel binary whose exported BLOOM_ABI global starts at `abi` (0..63). */
+function withBloomAbi(wasm: Buffer, abi: number): Buffer {
+  const out = Buffer.from(wasm);
+  let p = 8;
+  const leb = (): number => {
+    let v = 0;
+    let shift = 0;
+    let b: number;
+    do {
+      b = out[p++]!;
+      v += (b & 0x7f) * 2 ** shift;
+      shift += 7;
+    } while (b & 0x80);
+    return v;
+  };
+  let globalIndex = -1;
+  const globalsAt: number[] = [];
+  while (p < out.length) {
+    const id = out[p++]!;
+    const size = leb();
+    const end = p + size;
+    if (id === 6) {
+      for (let n = leb(), i = 0; i < n; i++) {
+        p += 2; // value type, mutability
+        globalsAt.push(p);
+        while (out[p] !== 0x0b) {
+          const op = out[p++]!;
+          if (op === 0x41 || op === 0x42 || op === 0x23) leb();
+        }
+        p++;
+      }
+    } else if (id === 7) {
+      for (let n = leb(), i = 0; i < n; i++) {
+        const len = leb();
+        const name = out.toString('utf8', p, p + len);
+        p += len + 1;
+        const index = leb();
+        if (name === 'BLOOM_ABI') globalIndex = index;
+      }
+    }
+    p = end;
+  }
+  const at = globalsAt[globalIndex];
+  if (at === undefined || out[at] !== 0x41 || out[at + 2] !== 0x0b) throw new Error('BLOOM_ABI is not an i32.const global');
+  out[at + 1] = abi;
+  return out;
+}

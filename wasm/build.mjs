@@ -1,11 +1,11 @@
-// Builds wasm/hashgate.wasm (committed) from wasm/assembly/. Run with `npm run build:wasm`.
+// Builds wasm/hashgate.wasm (committed), the one WebAssembly kernel: MurmurHash3, XXH64 and the
+// Bloom filter kernels, from wasm/assembly/index.ts. Run with `npm run build:wasm`.
 // Flags: stub runtime (no GC, we never allocate), imported shared memory so worker threads can
-// instantiate the same Module on one WebAssembly.Memory, statics kept inside the first 64 KiB page.
+// instantiate the same Module on one WebAssembly.Memory (a filter's bits or a hashing arena),
+// statics kept inside the first 64 KiB page (KERNEL_RESERVED_BYTES), which every JS layout skips.
 import asc from 'assemblyscript/asc';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
-import { existsSync } from 'node:fs';
-import { pathToFileURL } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
 // `--out FILE` builds elsewhere (test/wasm-kernel.test.ts checks the committed binary is current).
@@ -35,11 +35,3 @@ if (error) {
   process.exit(1);
 }
 console.log(`built ${out}`);
-
-// One script builds every committed binary: wasm/hashgate.wasm compiles bloom.ts too, and the
-// Bloom suite's standalone wasm/bloom.wasm comes from build-bloom.mjs.
-const bloom = join(here, 'build-bloom.mjs');
-if (outAt < 0 && existsSync(bloom)) await import(pathToFileURL(bloom).href);
-// RedisBloom's HighwayHash kernel, wasm/highway.wasm.
-const highway = join(here, 'build-highway.mjs');
-if (outAt < 0 && existsSync(highway)) await import(pathToFileURL(highway).href);

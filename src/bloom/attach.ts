@@ -78,6 +78,8 @@ export function attach(memory: WebAssembly.Memory, useKernel: boolean): Attachme
     cache.set(key, hit);
     return hit;
   }
+  // Before claiming a slot: a kernel that cannot load (HG_ERR_WASM) must not hold one.
+  const kernel = useKernel ? kernelFor(memory) : null;
   const h = header(memory);
   const me = threadId + 1;
   let slot = -1;
@@ -103,7 +105,7 @@ export function attach(memory: WebAssembly.Memory, useKernel: boolean): Attachme
   const a: Attachment = {
     id,
     memory,
-    kernel: useKernel ? kernelFor(memory) : null,
+    kernel,
     slot,
     scratch: {
       u8: new Uint8Array(memory.buffer),

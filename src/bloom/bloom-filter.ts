@@ -48,7 +48,10 @@ export interface BloomFilterOptions {
   fpp: number;
   /** murmur3_128 seed (Guava int semantics). Guava's BloomFilter always uses 0. */
   seed?: number;
-  /** 'js' forces the plain-JS reference engine (tests, debugging); default uses wasm. */
+  /**
+   * 'js' computes probe indexes and sets bits in plain JS: a reference for tests and debugging,
+   * not a way around the kernel (keys are still hashed by it). Default 'wasm'.
+   */
   engine?: 'wasm' | 'js';
 }
 
@@ -172,7 +175,7 @@ export class BloomFilter {
     };
   }
 
-  /** 'wasm' when the kernel runs the batches, 'js' on the reference fallback. */
+  /** 'wasm' when the kernel runs the batches, 'js' for a filter created with engine: 'js'. */
   get engine(): 'wasm' | 'js' {
     return this.#kernel === null ? 'js' : 'wasm';
   }
@@ -338,7 +341,7 @@ export class BloomFilter {
     return 1;
   }
 
-  /** Reference path: keys too long for the scratch region, or no wasm binary. */
+  /** Reference path: keys too long for the scratch region, or engine 'js'. */
   #oneSlow(bytes: Uint8Array, add: boolean): number {
     const idx = this.#idx;
     probeIndexes(murmur3_128(bytes, this.seed), this.hashFunctions, this.bitSize, idx);

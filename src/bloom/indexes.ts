@@ -1,7 +1,7 @@
 // Guava MURMUR128_MITZ_64 probe indexes in plain JS, without BigInt: 64-bit lanes kept as two
 // u32 halves, `(combined & Long.MAX_VALUE) % m` evaluated in three exact double-precision steps
 // (hi % m, then 16 bits at a time; every intermediate stays below 2^53 for m <= 2^37).
-// Used by the counting filter and the no-wasm fallback.
+// Used by the counting filter and by BloomFilter's `engine: 'js'` reference path.
 
 /** `digest` = Guava asBytes() of murmur3_128 (h1 LE, h2 LE). Writes k indexes into `out`. */
 export function probeIndexes(digest: Uint8Array, k: number, m: number, out: Float64Array): void {

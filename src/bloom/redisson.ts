@@ -2,7 +2,6 @@
 // with StringCodec, or ByteArrayCodec for raw bytes): key names, sizing, the config strings Java
 // writes, the string encoding Netty applies, and the bit-index sequence. No I/O here.
 import { outOfRange } from '../errors.js';
-import { endianness } from 'node:os';
 import { highway128Into } from '../hash/highway.js';
 import { highwayKernel } from '../hash/highway-kernel.js';
 
@@ -177,28 +176,15 @@ export function redissonKeyIndexes(key: string | Uint8Array, scratch: Buffer, k:
   redissonIndexesInto(HASH, 0, k, size, out, at);
 }
 
-const LITTLE_ENDIAN = endianness() === 'LE';
-let jsScratch = Buffer.allocUnsafe(1024);
 let view: Buffer | undefined;
 
 /**
  * The bit indexes of keys[from, from + n) as one buffer of little-endian u32 (k per key, in key
  * order): what RedisBloom's scripts read. Keys are encoded straight into the wasm kernel's memory
- * and hashed there in one call; without the kernel, the plain-JS hash does the same.
+ * and hashed there in one call (a missing kernel is HG_ERR_WASM, as everywhere).
  */
 export function redissonIndexBlob(keys: ReadonlyArray<string | Uint8Array>, from: number, n: number, k: number, size: number): Buffer {
   const kern = highwayKernel();
-  if (kern === null) {
-    const idx = new Uint32Array(n * k);
-    for (let j = 0; j < n; j++) {
-      const key = keys[from + j]!;
-      if (typeof key === 'string' && key.length * 3 > jsScratch.length) jsScratch = Buffer.allocUnsafe(key.length * 3 + 64);
-      redissonKeyIndexes(key, jsScratch, k, size, idx, j * k);
-    }
-    const blob = Buffer.from(idx.buffer, idx.byteOffset, idx.byteLength);
-    if (!LITTLE_ENDIAN) blob.swap32();
-    return blob;
-  }
   let bytes = 0;
   for (let j = 0; j < n; j++) {
     const key = keys[from + j]!;
@@ -230,30 +216,11 @@ export function redissonIndexBlob(keys: ReadonlyArray<string | Uint8Array>, from
 /**
  * One byte per key: 1 when all its bits are set in `bitmap` (Redis bit order; bytes past its end
  * read as 0). The wasm kernel copies the bitmap into its memory once and tests keys chunk by chunk
- * where they are hashed; without it, the JS path does the same.
+ * where they are hashed.
  */
 export function redissonContainsAll(keys: ReadonlyArray<string | Uint8Array>, k: number, size: number, bitmap: Uint8Array, chunk = 8192): Uint8Array {
   const out = new Uint8Array(keys.length);
   const kern = highwayKernel();
-  if (kern === null) {
-    const len = bitmap.length;
-    for (let from = 0; from < keys.length; from += chunk) {
-      const n = Math.min(chunk, keys.length - from);
-      const blob = redissonIndexBlob(keys, from, n, k, size);
-      for (let j = 0; j < n; j++) {
-        let ok = 1;
-        for (let i = 0; i < k; i++) {
-          const ix = blob.readUInt32LE((j * k + i) * 4);
-          if (ix >>> 3 >= len || (bitmap[ix >>> 3]! & (0x80 >>> (ix & 7))) === 0) {
-            ok = 0;
-            break;
-          }
-        }
-        out[from + j] = ok;
-      }
-    }
-    return out;
-  }
   const bitsAt = kern.reserved;
   const base = (bitsAt + bitmap.length + 7) & ~7;
   for (let from = 0; from < keys.length; from += chunk) {

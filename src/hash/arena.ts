@@ -201,8 +201,7 @@ export class HashArena {
   xxh64(input: string | Uint8Array, seedLo: number, seedHi: number, name = 'input'): bigint {
     const a = this.pick(input);
     const len = a.putOne(input, name);
-    a.kernel.xxh64One(a.bytesPtr, len, seedLo, seedHi, a.scratch);
-    return a.buf.readBigUInt64LE(a.scratch);
+    return BigInt.asUintN(64, a.kernel.xxh64One(a.bytesPtr, len, seedLo, seedHi));
   }
 
   bucket(input: string | Uint8Array, buckets: number, seed: number, name = 'key'): number {

@@ -1,49 +1,45 @@
-// Loads wasm/highway.wasm (Redisson-variant HighwayHash and Bloom indexes on native 64-bit lanes)
-// once per thread. Null when the binary is missing or stale: callers then use the plain-JS
-// version in highway.ts, which gives the same results, slower.
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+// RedisBloom's HighwayHash exports of the one hashgate kernel (wasm/hashgate.wasm, compiled once
+// per thread by src/hash/kernel.ts), instantiated on a memory private to this thread: the
+// HighwayHash exports keep a key's last bytes in memory [0, 64), so threads must not share it.
+// Same rule as hashing and Bloom filters: a missing, uncompilable or stale binary throws
+// HashGateError HG_ERR_WASM; there is no silent JS fallback (src/hash/highway.ts is the reference
+// the tests hold the kernel to).
+import { ErrorCodes, HashGateError } from '../errors.js';
+import { KERNEL_RESERVED_BYTES, createKernelMemory, instantiateKernel } from './kernel.js';
 
 /** Must equal HIGHWAY_ABI in wasm/assembly/highway.ts. */
 const HIGHWAY_ABI = 2;
 
 export interface HighwayKernel {
   memory: WebAssembly.Memory;
-  /** First byte callers may use; below it is the kernel's scratch. */
+  /** First byte callers may use; below it are the kernel's scratch and statics. */
   reserved: number;
   highway128(p: number, len: number, out: number): void;
   redissonIndexes(bytes: number, offsets: number, count: number, k: number, size: number, out: number): void;
   redissonContains(bytes: number, offsets: number, count: number, k: number, size: number, bits: number, bitsLen: number, out: number): void;
 }
 
-let cached: HighwayKernel | null | undefined;
+let cached: HighwayKernel | undefined;
 
-export function highwayKernel(): HighwayKernel | null {
+/** This thread's HighwayHash kernel, instantiated on first use. */
+export function highwayKernel(): HighwayKernel {
   if (cached !== undefined) return cached;
-  cached = null;
-  if (process.env.HASHGATE_HIGHWAY_JS === '1') return cached;
-  const here = dirname(fileURLToPath(import.meta.url));
-  for (const rel of ['../../wasm', '../../../wasm']) {
-    const p = join(here, rel, 'highway.wasm');
-    if (!existsSync(p)) continue;
-    const inst = new WebAssembly.Instance(new WebAssembly.Module(readFileSync(p)), {
-      env: {
-        abort: () => {
-          throw new Error('highway kernel abort');
-        },
-      },
-    });
-    const e = inst.exports as Record<string, unknown>;
-    if ((e.HIGHWAY_ABI as WebAssembly.Global | undefined)?.value !== HIGHWAY_ABI) continue;
-    cached = {
-      memory: e.memory as WebAssembly.Memory,
-      reserved: (e.RESERVED as WebAssembly.Global).value as number,
-      highway128: e.highway128 as HighwayKernel['highway128'],
-      redissonIndexes: e.redissonIndexes as HighwayKernel['redissonIndexes'],
-      redissonContains: e.redissonContains as HighwayKernel['redissonContains'],
-    };
-    break;
+  const memory = createKernelMemory(2);
+  const e = instantiateKernel(memory);
+  const abi = e.HIGHWAY_ABI as WebAssembly.Global | undefined;
+  if (abi?.value !== HIGHWAY_ABI) {
+    throw new HashGateError(
+      ErrorCodes.WASM,
+      `hashgate.wasm has HighwayHash kernel ABI ${String(abi?.value)}, this code needs ${HIGHWAY_ABI}: rebuild it with \`npm run build:wasm\``,
+      { details: { abi: abi?.value, want: HIGHWAY_ABI } },
+    );
   }
+  cached = {
+    memory,
+    reserved: KERNEL_RESERVED_BYTES,
+    highway128: e.highway128 as HighwayKernel['highway128'],
+    redissonIndexes: e.redissonIndexes as HighwayKernel['redissonIndexes'],
+    redissonContains: e.redissonContains as HighwayKernel['redissonContains'],
+  };
   return cached;
 }

@@ -7,7 +7,6 @@
 //
 // Strings are encoded as UTF-8 the WHATWG way: a lone surrogate becomes U+FFFD (EF BF BD), while
 // Java's String.getBytes(UTF_8) writes '?' for it. Well-formed strings hash identically.
-import xxhash from 'xxhash-wasm';
 import { checkInt, checkOneOf, checkUint32, invalidType, outOfRange } from '../errors.js';
 import { BatchKind, arena } from './arena.js';
 import { checkPackedKeys } from './packed.js';
@@ -30,7 +29,6 @@ export type { KernelExports } from './kernel.js';
 export { HashArena, ARENA_DEFAULTS } from './arena.js';
 export type { HashArenaOptions } from './arena.js';
 
-const xx = await xxhash();
 const encoder = new TextEncoder();
 
 export function toBytes(input: string | Uint8Array, name = 'input'): Uint8Array {
@@ -75,23 +73,16 @@ export function murmur3_64(input: string | Uint8Array, seed = 0): bigint {
   return arena().murmur64(input, seed);
 }
 
-function xxSeed(seed: number | bigint): bigint {
-  if (typeof seed === 'bigint') {
-    if (seed < 0n || seed > 0xffff_ffff_ffff_ffffn) throw outOfRange('seed', 'in [0, 2^64-1]', seed);
-    return seed;
-  }
-  return BigInt(checkUint32('seed', seed));
-}
-
 /**
- * XXH64 (via xxhash-wasm) of the UTF-8 bytes. `seed` is a uint32 number or a uint64 bigint.
- * hashBatch({ algorithm: 'xxh64' }) computes the same values in the hashgate kernel.
+ * XXH64 of the UTF-8 bytes, in the hashgate kernel (the same code hashBatch({ algorithm: 'xxh64' })
+ * runs per batch). `seed` is a uint32 number or a uint64 bigint.
  */
 export function xxh64(input: string | Uint8Array, seed: number | bigint = 0): bigint {
-  const s = xxSeed(seed);
-  if (typeof input === 'string') return xx.h64(input, s);
-  if (input instanceof Uint8Array) return xx.h64Raw(input, s);
-  throw invalidType('input', 'a string or Uint8Array', input);
+  if (typeof seed === 'bigint') {
+    if (seed < 0n || seed > 0xffff_ffff_ffff_ffffn) throw outOfRange('seed', 'in [0, 2^64-1]', seed);
+    return arena().xxh64(input, Number(seed & 0xffff_ffffn), Number(seed >> 32n));
+  }
+  return arena().xxh64(input, checkUint32('seed', seed), 0);
 }
 
 /**

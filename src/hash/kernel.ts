@@ -1,7 +1,12 @@
-// Loads the MurmurHash3 WebAssembly kernel (wasm/hashgate.wasm, built by `npm run build:wasm`).
-// The Module is compiled once per thread and cached; every instance imports a *shared*
-// WebAssembly.Memory so a worker can instantiate the same Module on the memory the main thread
-// created (postMessage the Memory, then `instantiateKernel(memory)` in the worker).
+// Loads hashgate's one WebAssembly kernel (wasm/hashgate.wasm: MurmurHash3, XXH64 and the Bloom
+// filter kernels, built by `npm run build:wasm`). The Module is compiled lazily, on the first call
+// that needs it (importing hashgate loads nothing), once per thread, and cached. Every instance
+// imports a *shared* WebAssembly.Memory so a worker can instantiate the same Module on the memory
+// the main thread created (postMessage the Memory, then `instantiateKernel(memory)` there).
+//
+// Fallback rule, the same for hashing and Bloom filters: none. A missing or uncompilable binary
+// throws HashGateError HG_ERR_WASM from the first call that needs the kernel (and again on every
+// later one; nothing is cached on failure), never a silently slower or different answer.
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ErrorCodes, HashGateError } from '../errors.js';
@@ -40,8 +45,12 @@ export interface KernelExports {
   mm128JumpBatch(bytes: number, offsets: number, count: number, seed: number, buckets: number, out: number): void;
   /** XXH64, 8 bytes LE per key; the 64-bit seed as two u32 halves. */
   xxh64Batch(bytes: number, offsets: number, count: number, seedLo: number, seedHi: number, out: number): void;
-  xxh64One(ptr: number, len: number, seedLo: number, seedHi: number, out: number): void;
-  /** Any further exports (the Bloom kernel in wasm/assembly/bloom.ts lives in the same module). */
+  /** XXH64 of one key as a signed 64-bit BigInt (BigInt.asUintN(64, v) for the unsigned value). */
+  xxh64One(ptr: number, len: number, seedLo: number, seedHi: number): bigint;
+  /**
+   * The Bloom filter exports (bloomAddOne, bloomCheckBatch, ..., BLOOM_ABI) of the same module,
+   * typed where they are used: src/bloom/kernel.ts.
+   */
   readonly [name: string]: unknown;
 }
 
@@ -54,7 +63,7 @@ export function kernelPath(): string {
     const p = fileURLToPath(new URL(rel, import.meta.url));
     if (existsSync(p)) return p;
   }
-  throw new HashGateError(ErrorCodes.WASM, `hashgate.wasm not found next to ${fileURLToPath(import.meta.url)}`, {
+  throw new HashGateError(ErrorCodes.WASM, `hashgate.wasm not found next to ${fileURLToPath(import.meta.url)} (the package ships it in wasm/; a checkout rebuilds it with \`npm run build:wasm\`)`, {
     details: { tried: CANDIDATES },
   });
 }

@@ -1,5 +1,5 @@
 // Plain-JS MurmurHash3 (BigInt for the 64-bit lanes). Deliberately simple and slow: it is the
-// oracle the WASM kernel is tested against and the fallback used before the kernel is loaded.
+// oracle the WASM kernel is tested against; nothing in src/ calls it (the kernel is required).
 // Follows Austin Appleby's MurmurHash3.cpp; 128-bit output in Guava's asBytes() order.
 
 const M64 = (1n << 64n) - 1n;

@@ -1,10 +1,11 @@
 // HighwayHash in Redisson's variant (fixed key, early 128-bit finalisation) and Redisson's Bloom
-// index sequence, for wasm/highway.wasm (built by wasm/build-highway.mjs). Native 64-bit lanes:
-// measured ~10x the plain-JS version in src/hash/highway.ts, which stays as the readable
-// reference and the fallback.
+// index sequence, part of wasm/hashgate.wasm. Native 64-bit lanes: measured ~10x the plain-JS
+// version in src/hash/highway.ts, which stays as the readable reference tests compare against.
 //
-// Memory (exported, owned by the JS side): [0, 32) scratch packet for a key's last bytes; callers
-// place keys, offsets and the index output above RESERVED.
+// Memory: bytes [0, RESERVED) of the imported memory (below the kernel's statics, which start at
+// 4096) are the scratch packet for a key's last bytes, so two threads must not run these exports
+// on the same memory at once; src/hash/highway-kernel.ts gives each thread a private memory.
+// Callers place keys, offsets and the index output at or above KERNEL_RESERVED_BYTES (64 KiB).
 
 export const HIGHWAY_ABI: i32 = 2;
 export const RESERVED: i32 = 64;
