@@ -68,10 +68,15 @@ export function windowId(at: Date | number, window: WindowSpec = 'year', timeZon
     return id;
   }
   const { year, month, day } = localDate(ms, timeZone);
+  return formatWindowId(year, month, day, window);
+}
+
+/** The id of the `kind` window holding a local calendar date: '2026', '2026-03' or '2026-03-07'. */
+export function formatWindowId(year: number, month: number, day: number, kind: WindowKind): string {
   const y = String(year).padStart(4, '0');
-  if (window === 'year') return y;
+  if (kind === 'year') return y;
   const m = month < 10 ? `0${month}` : String(month);
-  if (window === 'month') return `${y}-${m}`;
+  if (kind === 'month') return `${y}-${m}`;
   return `${y}-${m}-${day < 10 ? `0${day}` : String(day)}`;
 }
 

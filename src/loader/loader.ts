@@ -5,7 +5,7 @@
 import { open, rm, type FileHandle } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { ErrorCodes, HashGateError } from '../errors.js';
-import { digestKeys } from '../dedup/layout.js';
+import { bucketsOfDigests, digestKeys } from '../dedup/layout.js';
 import { BatchBuffer, BufferPool, viewOf } from './buffers.js';
 import { fingerprintDiff, readCheckpoint, writeCheckpoint, type CheckpointData, type FileProgress } from './checkpoint.js';
 import { RegionHasher } from './hasher.js';
@@ -18,7 +18,8 @@ import { redact } from '../util/redact.js';
 import type { ProgressReporter, ProgressSnapshot } from './progress.js';
 import { FileChunkReader, isOversize } from './reader.js';
 import { isTransient, type LoadSink, type SinkBatch } from './sink.js';
-import { makeWindowCoder, windowIdFromCode, zonedDate, windowId, type WindowUnit } from './window.js';
+import { makeWindowCoder, windowIdFromCode } from './window.js';
+import { windowId, type WindowKind } from '../dedup/window.js';
 
 export const DEFAULTS = {
   delimiter: '|',
@@ -27,7 +28,7 @@ export const DEFAULTS = {
   concurrency: 16,
   layout: 'sets' as 'sets' | 'compact',
   prefix: 'hashgate',
-  windowUnit: 'year' as WindowUnit,
+  windowUnit: 'year' as WindowKind,
   timeZone: 'Asia/Shanghai',
   dateFormat: 'yyyyMMdd',
   maxLineBytes: 4096,
@@ -69,7 +70,7 @@ export interface LoadOptions {
   window?: string;
   windowField?: number;
   dateFormat?: string;
-  windowUnit?: WindowUnit;
+  windowUnit?: WindowKind;
   timeZone?: string;
   buckets?: number;
   batch?: number;
@@ -265,24 +266,11 @@ class Batcher {
   }
 }
 
-const TWO32 = 4294967296;
 const EMPTY = Buffer.alloc(0);
 
 /** Fixed cost of one live batch buffer (objects, row arrays, initial byte buffers), counted
  *  against maxBufferedBytes so many windows x buckets of near-empty buffers stay bounded too. */
 const BUFFER_OVERHEAD = 1024;
-
-/** Compact-layout bucket: digest bytes 8..15 as unsigned 64-bit LE mod n (src/dedup/layout.ts). */
-export function compactBuckets(d: Uint8Array, count: number, n: number, out: Uint32Array): Uint32Array {
-  const m = TWO32 % n;
-  for (let i = 0; i < count; i++) {
-    const o = (i << 4) + 8;
-    const lo = (d[o]! | (d[o + 1]! << 8) | (d[o + 2]! << 16) | (d[o + 3]! << 24)) >>> 0;
-    const hi = (d[o + 4]! | (d[o + 5]! << 8) | (d[o + 6]! << 16) | (d[o + 7]! << 24)) >>> 0;
-    out[i] = n <= 2 ** 21 ? ((((hi % n) * m) % n) + (lo % n)) % n : Number(((BigInt(hi) << 32n) | BigInt(lo)) % BigInt(n));
-  }
-  return out;
-}
 
 export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<LoadSummary> {
   const now = deps.now ?? Date.now;
@@ -316,7 +304,7 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   const sink = deps.sink;
   if (!o.dryRun && !sink) throw new HashGateError(ErrorCodes.INVALID_ARG, 'load needs a sink unless dryRun is set');
   const fixedWindow =
-    options.window ?? (o.windowField < 0 ? windowId(...zonedDate(now(), o.timeZone), o.windowUnit) : undefined);
+    options.window ?? (o.windowField < 0 ? windowId(now(), o.windowUnit, o.timeZone) : undefined);
 
   const failedPath = options.failedFile ? resolve(options.failedFile) : undefined;
   const rejectsPath = options.rejectsFile ? resolve(options.rejectsFile) : undefined;
@@ -720,7 +708,7 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
           if (compact) {
             // compact layout: members are digest bytes 0..7, buckets come from bytes 8..15
             kb = options.secret ? digestKeys({ bytes: hasher.keyBytes, offsets: hasher.keyOffsets, count: n }, options.secret) : hasher.digests(n);
-            buckets = compactBuckets(kb, n, o.buckets, compactBucketOut);
+            buckets = bucketsOfDigests(kb.subarray(0, n << 4), 'compact', o.buckets, compactBucketOut);
             ko = digestOffsets;
           } else buckets = hasher.buckets(n, o.buckets);
           const seg = addSegment(fi, r.offset + r.start, lineNo, r.offset + r.end, lineNo + parser.lines, o.dryRun ? 0 : n, false);
