@@ -73,3 +73,39 @@ export function makeWindowCoder(spec: WindowFieldSpec): WindowCoder {
 export function windowIdFromCode(code: number, unit: WindowKind): string {
   return formatWindowId(Math.floor(code / 10000), Math.floor(code / 100) % 100, code % 100, unit);
 }
+
+/** Window index of a row: the table of windows a load has met, in the order it met them. */
+export class WindowTable {
+  /** Window ids by index: the fixed window, or the ones found in the rows. */
+  readonly ids: string[];
+  private readonly byCode = new Map<number, number>();
+
+  constructor(
+    /** Reads a row's date field; undefined: every row is in the fixed window 0. */
+    readonly coder: WindowCoder | undefined,
+    fixed: string | undefined,
+    private readonly unit: WindowKind,
+    private readonly max: number,
+    /** Told the new window count, so per-window buffers can grow. */
+    private readonly onNew: (windows: number) => void,
+  ) {
+    this.ids = fixed !== undefined ? [fixed] : [];
+  }
+
+  /** Window index of the date in buf[start, end): -1 when it is not a date, -2 when it would be
+   *  a window past the cap. */
+  indexOf(buf: Uint8Array, start: number, end: number): number {
+    if (!this.coder) return 0;
+    const code = this.coder(buf, start, end);
+    if (code < 0) return -1;
+    let w = this.byCode.get(code);
+    if (w === undefined) {
+      if (this.ids.length >= this.max) return -2;
+      w = this.ids.length;
+      this.ids.push(windowIdFromCode(code, this.unit));
+      this.byCode.set(code, w);
+      this.onNew(this.ids.length);
+    }
+    return w;
+  }
+}

@@ -333,7 +333,7 @@ export async function run(argv: string[]): Promise<number> {
     opts.buckets = buckets;
     opts.extraFingerprint = storePath === undefined ? { layout, prefix } : { layout, store: storePath };
     const tty = values['no-progress'] ? false : values.progress === true || process.stderr.isTTY === true;
-    const progress = createProgress({ tty, intervalMs: 10_000, quiet: values.quiet === true || (values['no-progress'] === true && values.json === true) });
+    const progress = createProgress({ tty, intervalMs: DEFAULTS.progressIntervalMs, quiet: values.quiet === true || (values['no-progress'] === true && values.json === true) });
 
     let bloom: BloomFilter | undefined;
     const bloomOut = str('bloom');
