@@ -198,7 +198,6 @@ export async function run(argv: string[]): Promise<number> {
     const win = str('window');
     if (win !== undefined && (win === '' || /[:{}*?[\]\s]/.test(win))) throw usage(`--window must be a non-empty id without ':', braces, glob characters or spaces, got ${JSON.stringify(win)}`);
     if (str('redis') !== undefined && str('cluster') !== undefined) throw usage('--redis and --cluster are mutually exclusive');
-    if (values['dry-run'] !== true && str('redis') === undefined && str('cluster') === undefined && str('store') === undefined) defaultRedisUrl();
     if (str('store') !== undefined && (str('redis') !== undefined || str('cluster') !== undefined)) throw usage('--store and --redis/--cluster are mutually exclusive');
     if (str('store') === '') throw usage('--store must be a directory path');
     const tz = str('time-zone');
@@ -249,6 +248,8 @@ export async function run(argv: string[]): Promise<number> {
       threads: int('--threads', str('threads'), 0, 256),
     };
     if (opts.dryRun && opts.resume) throw usage('--resume has no meaning with --dry-run');
+    // after the flags: a mistyped flag is the more useful message than the missing store
+    if (!opts.dryRun && str('redis') === undefined && str('cluster') === undefined && str('store') === undefined) defaultRedisUrl();
     const se = str('secret-env');
     if (se !== undefined) {
       if (layout !== 'compact') throw usage(`--secret-env needs --layout compact (the 'sets' layout stores raw keys)`);
