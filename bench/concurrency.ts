@@ -21,6 +21,7 @@ import { Suite, makeKeys, spread, type BenchRow, type SuiteOptions, type SuiteRe
 import { startBenchRedis } from './redis-server.js';
 import { HashGate } from '../src/gate.js';
 import { HotColdStore } from '../src/tiering/index.js';
+import { FingerprintIndex } from '../src/index/index.js';
 import { isMainModule } from '../src/util/main-module.js';
 
 interface Drive {
@@ -372,6 +373,55 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         };
         const lruLookups = [lookupHashgate(true), lruPeer];
         await grid('lookup LRU hits', lruLookups);
+
+        // ---- index.match on Redis: one device query per call (canvas = the key, plus a ua term)
+        if (wanted('index match Redis')) {
+          await admin.flushall();
+          const ua = (k: string): string => `u${k.charCodeAt(k.length - 1) % 4}`;
+          const writer = new FingerprintIndex({ redis: admin, bloom: false });
+          for (let i = 0; i < all.length; i += 1000) await Promise.all(all.slice(i, i + 1000).map((k) => writer.put(k, { canvas: k, ua: ua(k) })));
+          await writer.close();
+          const matchHashgate: Impl = {
+            impl: 'hashgate FingerprintIndex',
+            role: 'hashgate',
+            setup: async () => {
+              const r = peer();
+              // bloom false: this instance wrote nothing, so its local gate would know no value
+              const idx = new FingerprintIndex({ redis: r, bloom: false });
+              let found = 0;
+              return {
+                call: (b) =>
+                  idx.match({ canvas: b[0]!, ua: ua(b[0]!) }).then((ids) => {
+                    if (ids.length === 1 && ids[0] === b[0]) found++;
+                  }),
+                verify: (n) => (found === n ? true : `${found} queries found their device of ${n}`),
+                close: async () => {
+                  await idx.close();
+                  r.disconnect();
+                },
+              };
+            },
+          };
+          const sinterPeer: Impl = {
+            impl: 'ioredis autopipelined SINTER',
+            role: 'peer',
+            setup: async () => {
+              const r = peer();
+              let found = 0;
+              return {
+                call: (b) =>
+                  r.sinter(`idx:canvas:${b[0]!}`, `idx:ua:${ua(b[0]!)}`).then((ids) => {
+                    if (ids.length === 1 && ids[0] === b[0]) found++;
+                  }),
+                verify: (n) => (found === n ? true : `${found} queries found their device of ${n}`),
+                close: async () => r.disconnect(),
+              };
+            },
+          };
+          const matchImpls = [matchHashgate, sinterPeer];
+          for (const c of CALLERS) for (const im of matchImpls) await point('index match Redis', im, c, 1, `${c}x1`);
+          sweepPoints('index match Redis', matchImpls, 'index match Redis');
+        }
       } finally {
         admin.disconnect();
         await srv.stop();
@@ -399,6 +449,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     'a synchronous Set answers every caller in the same turn; listed for scale');
   s.target('sequential single-key firstSeen embedded p50', '<=', 10, p(row('firstSeen embedded', 1, 1, 'hashgate embedded'), 'p50Us'), ' us');
   s.target('sequential single-key firstSeen Redis compact p50 / one SADD round trip p50', '<=', 1.2, div(p(row('firstSeen Redis', 1, 1, 'hashgate compact'), 'p50Us'), p(row('firstSeen Redis', 1, 1, SADD), 'p50Us')), 'x');
+  s.target('256 callers x 1 query index.match Redis vs autopipelined SINTER', '>=', 1, ratio('index match Redis', 256, 1, 'hashgate FingerprintIndex', 'ioredis autopipelined SINTER'), 'x');
   s.note(`Every caller awaits its call before the next (a request handler); keys are Chinese name + 18-digit ID, all new for firstSeen and all present for lookups. ${perRun(256)} keys per timed pass (${perRun(1)} for 1 caller), after an untimed warm-up of ${warmKeys.length}; each row is the median of ${passes} passes on fresh instances (min..max shown), latency percentiles from that pass.`);
   s.note('hashgate merges the calls that reach a store in one event-loop turn into one batch (coalesce: { maxKeys: 128, maxDelayMs: 0 }): one Redis script or MGET per turn instead of one command per key.');
   s.note(`1-min load average ${load0.toFixed(1)} at start, ${loadavg()[0]!.toFixed(1)} at end (2-core box shared with other jobs: absolute numbers are noisy, ratios within one run less so).`);

@@ -25,6 +25,10 @@ export const ErrorCodes = {
   PARSE: 'HG_ERR_PARSE',
   TIMEOUT: 'HG_ERR_TIMEOUT',
   MISSING_DEPENDENCY: 'HG_ERR_MISSING_DEPENDENCY',
+  /** A Redis-held Bloom filter's stored size or hash count differs from the one this client uses. */
+  BLOOM_CONFIG_CHANGED: 'HG_ERR_BLOOM_CONFIG_CHANGED',
+  /** A Redis-held Bloom filter has no config hash (never initialised, or deleted). */
+  BLOOM_NOT_INITIALIZED: 'HG_ERR_BLOOM_NOT_INITIALIZED',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];

@@ -265,7 +265,15 @@ export class HashGate {
 
     try {
       const ix = options.index;
-      this.index = ix === undefined ? undefined : withOptionPath('options.index', () => new FingerprintIndex(ix === true ? {} : ix));
+      this.index =
+        ix === undefined
+          ? undefined
+          : withOptionPath('options.index', () => {
+              if (ix !== true && (ix === null || typeof ix !== 'object')) return new FingerprintIndex(ix); // its own type error
+              const io: FingerprintIndexOptions = ix === true ? {} : { ...ix };
+              if (io.coalesce === undefined) io.coalesce = this.options.coalesce;
+              return new FingerprintIndex(io);
+            });
       const ids = options.ids;
       this.ids = ids === undefined ? undefined : withOptionPath('options.ids', () => new IdRegistry(ids === true ? {} : { now: options.now ?? Date.now, ...ids }));
     } catch (err) {

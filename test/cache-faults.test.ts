@@ -157,4 +157,35 @@ describe.skipIf(!has)('TieredCache faults on a real redis-server', () => {
     expect(cold.counters.keysRead).toBe(reads + 1); // asked again: it was not cached as absent
     await cache.close();
   });
+  it('a stalled Redis (SIGSTOP) is bounded by one timer per load, owned client or not, and reported as HG_ERR_TIMEOUT', async () => {
+    await admin.flushall();
+    await admin.set('hg:v:t:stall', wrapEnvelope(encodeValue({ s: 1 }), Date.now()));
+    // owned client: its commandTimeout is the bound; a user client without one: the cache's own timer
+    const user = new Redis(srv.url, { maxRetriesPerRequest: 0 });
+    user.on('error', () => undefined);
+    const caches = [
+      new TieredCache({ redis: { url: srv.url, timeoutMs: 300 }, breaker: { failures: 1000 } }),
+      new TieredCache({ redis: { client: user, timeoutMs: 300 }, breaker: { failures: 1000 } }),
+    ];
+    for (const c of caches) await c.ready(10_000);
+    await user.ping();
+    process.kill(srv.pid!, 'SIGSTOP');
+    try {
+      for (const cache of caches) {
+        const t0 = Date.now();
+        const r = await cache.lookupDetailed('t', ['stall']);
+        const took = Date.now() - t0;
+        expect(r.values).toEqual([undefined]);
+        expect(r.degraded).toBe(true);
+        expect(r.errors[0]).toMatchObject({ tier: 'redis', code: 'HG_ERR_TIMEOUT' });
+        expect(took).toBeLessThan(SLOW);
+      }
+    } finally {
+      process.kill(srv.pid!, 'SIGCONT');
+    }
+    // not cached as absent: once Redis answers again the value is found
+    for (const cache of caches) expect(await cache.lookup('t', ['stall'])).toEqual([{ s: 1 }]);
+    for (const cache of caches) await cache.close();
+    user.disconnect();
+  });
 });

@@ -26,7 +26,7 @@ const has = requireRedisOrSkip('README code blocks');
 const EXPECTED_STDOUT: Record<number, string[]> = {
   0: ['[ 1, 1, 0 ]', '[ 1, 0 ]', '029bbd41b3a7d8cb191dae486a901e5b'],
   1: ['029bbd41b3a7d8cb191dae486a901e5b', expect.stringMatching(/^\d{1,3}$/) as unknown as string, '32'],
-  2: ['up'],
+  3: ['up'],
 };
 
 describe.skipIf(!has)('README code blocks', () => {

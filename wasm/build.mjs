@@ -40,3 +40,6 @@ console.log(`built ${out}`);
 // Bloom suite's standalone wasm/bloom.wasm comes from build-bloom.mjs.
 const bloom = join(here, 'build-bloom.mjs');
 if (outAt < 0 && existsSync(bloom)) await import(pathToFileURL(bloom).href);
+// RedisBloom's HighwayHash kernel, wasm/highway.wasm.
+const highway = join(here, 'build-highway.mjs');
+if (outAt < 0 && existsSync(highway)) await import(pathToFileURL(highway).href);

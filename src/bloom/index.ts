@@ -19,3 +19,13 @@ export { SwappableBloom, rebuild, buildBloom, REBUILD_DEFAULTS } from './rebuild
 export type { RebuildOptions, RebuildSource } from './rebuild.js';
 export { ReplicatedGate, isSharedGate } from './shared-gate.js';
 export type { SharedGate, ReplicatedGateOptions } from './shared-gate.js';
+export { RedisBloom, REDIS_BLOOM_DEFAULTS } from './redis-bloom.js';
+export type { RedisBloomOptions, RedisBloomConfig, RedisBloomKey } from './redis-bloom.js';
+export { redissonShape, redissonConfigKey, javaDoubleToString, encodeRedissonString, REDISSON_MAX_BITS } from './redisson.js';
+export type { RedissonShape } from './redisson.js';
+export { RedisBloomReplica, REDIS_BLOOM_REPLICA_DEFAULTS } from './redis-replica.js';
+export type { RedisBloomReplicaOptions, RedisBloomReplicaStats } from './redis-replica.js';
+export { rebuildRedisBloom } from './redis-rebuild.js';
+export type { RedisBloomRebuildOptions, RedisBloomRebuildResult } from './redis-rebuild.js';
+export { redisBloomMetrics } from './redis-bloom-metrics.js';
+export type { RedisBloomMetrics } from './redis-bloom-metrics.js';

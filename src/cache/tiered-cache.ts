@@ -174,6 +174,9 @@ function gapOf(gap: Uint8Array | undefined, from: number, to: number): Uint8Arra
   return gap.slice(from, to);
 }
 
+/** ioredis rejects a command its commandTimeout expired with exactly this message (no code). */
+const IOREDIS_COMMAND_TIMEOUT = 'Command timed out';
+
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   p.catch(noop);
   let timer: NodeJS.Timeout | undefined;
@@ -230,6 +233,11 @@ export class TieredCache {
   readonly #redisTtlMs: number;
   readonly #redisTimeoutMs: number;
   readonly #redisBatch: number;
+  /**
+   * Whether MGET needs our own timer: not when the client's commandTimeout already bounds every
+   * command by at most redis.timeoutMs (a second timer per load costs CPU on every small call).
+   */
+  readonly #mgetTimer: boolean;
   readonly #cold: ColdStore | undefined;
   readonly #coldTimeoutMs: number;
   readonly #coldBatch: number;
@@ -275,7 +283,7 @@ export class TieredCache {
     if (opts === null || typeof opts !== 'object') throw invalidType('options', 'an object', opts);
     // every key of TieredCacheOptions (and of its nested objects) must be listed here
     checkKnownKeys('options', opts, ['local', 'negativeTtlMs', 'redis', 'cold', 'coldOptions', 'bloom', 'breaker', 'maxKeysPerLookup', 'onTierError', 'now', 'coalesce', 'bus']);
-    checkKnownKeys('local', opts.local, ['maxEntries', 'maxBytes', 'ttlMs', 'maxTables']);
+    checkKnownKeys('local', opts.local, ['maxEntries', 'maxBytes', 'ttlMs', 'maxTables', 'path', 'persistTtlMs', 'persistMaxEntries']);
     checkKnownKeys('redis', opts.redis, ['client', 'url', 'ttlSeconds', 'prefix', 'timeoutMs', 'batchSize']);
     checkKnownKeys('coldOptions', opts.coldOptions, ['timeoutMs', 'batchSize']);
     checkKnownKeys('breaker', opts.breaker, ['failures', 'cooldownMs']);
@@ -316,6 +324,8 @@ export class TieredCache {
         throw invalidType('redis.client', 'an ioredis client (or redis.url a string)', r.client);
       }
       this.#connecting = this.#firstConnect(this.#redis);
+      const ct = (this.#redis.options as { commandTimeout?: number } | undefined)?.commandTimeout;
+      this.#mgetTimer = !(typeof ct === 'number' && ct > 0 && ct <= this.#redisTimeoutMs);
     } else {
       this.#redis = undefined;
       this.#ownsRedis = false;
@@ -323,6 +333,7 @@ export class TieredCache {
       this.#redisTtlMs = D.redis.ttlSeconds * 1000;
       this.#redisTimeoutMs = D.redis.timeoutMs;
       this.#redisBatch = D.redis.batchSize;
+      this.#mgetTimer = false;
     }
 
     if (opts.cold !== undefined && (typeof opts.cold?.mget !== 'function' || typeof opts.cold?.mput !== 'function')) {
@@ -390,7 +401,15 @@ export class TieredCache {
   }
 
   lookup(table: string, keys: readonly string[]): Promise<(CacheValue | undefined)[]> {
-    return this.#lookup(table, keys, undefined);
+    // Not async: a lookup answered wholly by the local tier resolves at once, without the
+    // async machinery a function with awaits costs on every call (most service lookups are hits).
+    let r: Slot[] | Promise<Slot[]>;
+    try {
+      r = this.#lookup(table, keys, undefined);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return Array.isArray(r) ? Promise.resolve(r) : r;
   }
 
   async lookupDetailed(table: string, keys: readonly string[]): Promise<LookupResult> {
@@ -502,7 +521,8 @@ export class TieredCache {
     return b;
   }
 
-  async #lookup(table: string, keys: readonly string[], report: CallReport | undefined): Promise<Slot[]> {
+  /** The answer, when the local tier (and Bloom gate) answered every key; else the pending load. Throws on bad input. */
+  #lookup(table: string, keys: readonly string[], report: CallReport | undefined): Slot[] | Promise<Slot[]> {
     if (this.#closed) throw new HashGateError(ErrorCodes.CLOSED, 'TieredCache is closed');
     let ts = this.#tables.get(table);
     if (ts === undefined) {
@@ -561,7 +581,11 @@ export class TieredCache {
     this.#negativeHits += negHits;
     this.#localMisses += n - rejected - hits - negHits;
     if (missIdx === undefined) return out;
+    return this.#lookupMisses(table, ts, keys, out, missIdx, report);
+  }
 
+  /** Loads the keys the local tier did not answer (claims, merged loads, followers). */
+  async #lookupMisses(table: string, ts: TableState, keys: readonly string[], out: Slot[], missIdx: number[], report: CallReport | undefined): Promise<Slot[]> {
     // Claim every key nobody is loading yet before the first await, so lookups that start while
     // this one is in flight (or duplicates later in this batch) wait on this load instead of
     // starting their own.
@@ -702,7 +726,9 @@ export class TieredCache {
             // a Cluster bounds each slot's MGET itself, so a dead master fails only its keys
             const res = isCluster(redis)
               ? await mgetBuffers(redis, rkeys, this.#redisTimeoutMs)
-              : await withTimeout(mgetBuffers(redis, rkeys, this.#redisTimeoutMs), this.#redisTimeoutMs, 'redis MGET');
+              : this.#mgetTimer
+                ? await withTimeout(mgetBuffers(redis, rkeys, this.#redisTimeoutMs), this.#redisTimeoutMs, 'redis MGET')
+                : await mgetBuffers(redis, rkeys, this.#redisTimeoutMs);
             bufs = res.values;
             partial = res.error;
           } catch (e) {
@@ -908,7 +934,9 @@ export class TieredCache {
     const code =
       typeof (e as { code?: unknown })?.code === 'string'
         ? (e as { code: string }).code
-        : tier === 'redis'
+        : e instanceof Error && e.message === IOREDIS_COMMAND_TIMEOUT
+          ? ErrorCodes.TIMEOUT // the client's commandTimeout bounded the MGET: same code as our own timer
+          : tier === 'redis'
           ? ErrorCodes.STORE_UNAVAILABLE
           : ErrorCodes.HBASE_UNAVAILABLE;
     const err: TierError = { tier, code, message: e instanceof Error ? e.message : String(e), at };

@@ -16,6 +16,7 @@ const COMMANDS: Record<string, string> = {
   recover: 'replay the fail-open journal into Redis',
   migrate: 'move near-expiry hot keys from Redis to HBase',
   metrics: 'serve Prometheus metrics over HTTP',
+  bloom: 'rebuild a shared Redis-held Bloom filter (Redisson layout) and swap it in atomically',
 };
 
 function usage(): string {

@@ -170,6 +170,8 @@ export class DedupService {
   private drained: (() => void) | undefined;
   private replaySoon: NodeJS.Timeout | undefined;
   private readonly coalescer: Coalescer<PendingCall> | undefined;
+  /** The embedded store when the layout is compact: batches go to it synchronously. */
+  private readonly memCompact: MemoryStore | undefined;
   /** Tail of the runs waiting for a bucket count (keeps batches in call order). */
   private bucketsGate: Promise<number | undefined> | undefined;
   readonly counters: DedupCounters = {
@@ -202,9 +204,12 @@ export class DedupService {
     } else {
       throw invalidType('options.redis', "a redis:// URL, ioredis options or { cluster: nodes }", r);
     }
+    this.memCompact = this.store instanceof MemoryStore && o.layout === 'compact' ? this.store : undefined;
     // Two tables of 2 slots per entry at 17 B per slot: ~68 B per cached entry.
     const maxEntries = Math.min(o.cacheMaxEntries, Math.floor(o.cacheMaxBytes / 68));
-    this.cache = maxEntries > 0 ? new SeenCache(maxEntries) : undefined;
+    // The embedded compact table answers a repeat as fast as the cache would (both are one
+    // typed-array probe), so there a cache would only add a second probe and its memory.
+    this.cache = maxEntries > 0 && this.memCompact === undefined ? new SeenCache(maxEntries) : undefined;
     if (this.store instanceof RedisStore) {
       this.journal = new Journal(o.journalDir, o.journalSegmentBytes, o.journalMaxBytes);
       // Back from an outage: replay what was journaled while serving, not an hour later.
@@ -414,6 +419,15 @@ export class DedupService {
     if (p === 0) return undefined;
 
     const all = bucketsOfDigests(digests, o.layout, buckets);
+    const mem = this.memCompact;
+    if (mem !== undefined && bucketsKnown) {
+      const added = mem.addCompactNow(window, d32, pend, p, all, out, base);
+      this.counters.batches++;
+      this.counters.storeKeys += p;
+      this.counters.firstSeen += added;
+      if (cache !== undefined && this.cacheWindow === window) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
+      return undefined;
+    }
     const pb = new Uint32Array(p);
     for (let j = 0; j < p; j++) pb[j] = all[pend[j]!]!;
     const order = orderByBucket(pb, p);

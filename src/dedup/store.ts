@@ -119,6 +119,32 @@ export class MemoryStore implements DedupStore {
     }
   }
 
+  /**
+   * The compact layout without the grouping by bucket a remote store needs: adds digest
+   * `pend[j]` of `d32` (4 words per digest) with bucket `buckets[pend[j]]` for j < p, writing
+   * 1 (was absent) or 0 to out[base + pend[j]]; returns how many were absent. Synchronous: the
+   * embedded small-call path then needs no promise, sort or bucket-key string per batch. The
+   * caller passes distinct digests, so the order they are added in cannot change an answer.
+   */
+  addCompactNow(window: string, d32: Uint32Array, pend: Uint32Array, p: number, buckets: Uint32Array, out: Uint8Array, base: number): number {
+    if (this.total + p > this.maxKeys) {
+      throw new HashGateError(ErrorCodes.CAPACITY, `embedded dedup store is full (dedup.memoryMaxKeys = ${this.maxKeys})`, {
+        details: { maxKeys: this.maxKeys },
+      });
+    }
+    let t = this.tables.get(window);
+    if (t === undefined) this.tables.set(window, (t = new DigestTable()));
+    let added = 0;
+    for (let j = 0; j < p; j++) {
+      const i = pend[j]!;
+      const a = t.add(d32[i << 2]!, d32[(i << 2) + 1]!, buckets[i]!) ? 1 : 0;
+      out[base + i] = a;
+      added += a;
+    }
+    this.total += added;
+    return added;
+  }
+
   async count(window: string): Promise<{ exact: number; approximate: number }> {
     let n = this.tables.get(window)?.size ?? 0;
     for (const s of this.sets.get(window)?.values() ?? []) n += s.size;

@@ -8,6 +8,7 @@ import { RedisIndexBackend } from './redis.js';
 import { createValueGate, type ValueGate } from './value-gate.js';
 import type { Attributes, IndexBackend, QueryOptions } from './types.js';
 import { isSharedGate, type SharedGate } from '../bloom/shared-gate.js';
+import { parseCoalesceOptions, type CoalesceOptions } from '../util/coalescer.js';
 
 export const DEFAULTS = {
   keyPrefix: 'idx',
@@ -55,6 +56,13 @@ export interface FingerprintIndexOptions {
    * instance pass it everywhere, so several writers need no per-process rebuildGate().
    */
   sharedGate?: SharedGate;
+  /**
+   * Redis: concurrent match/any calls merged into one script call per shard (`maxKeys` = query
+   * terms per merged call, default 128), answered per caller exactly as if run one after
+   * another; a put/remove first sends the queries issued before it. false: one script call per
+   * query. Inside a HashGate the gate's `coalesce` option applies unless this one is set.
+   */
+  coalesce?: CoalesceOptions | false;
 }
 
 export interface IndexStats {
@@ -98,7 +106,8 @@ export class FingerprintIndex {
 
   constructor(options: FingerprintIndexOptions = {}) {
     if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options);
-    checkKnownKeys('index', options, ['redis', 'backend', 'keyPrefix', 'shards', 'maxValueLength', 'defaultLimit', 'sinterThreshold', 'directQueries', 'bloom', 'gate', 'sharedGate']);
+    checkKnownKeys('index', options, ['redis', 'backend', 'keyPrefix', 'shards', 'maxValueLength', 'defaultLimit', 'sinterThreshold', 'directQueries', 'bloom', 'gate', 'sharedGate', 'coalesce']);
+    const coalesce = parseCoalesceOptions(options.coalesce, 'index.coalesce');
     if (options.bloom) checkKnownKeys('index.bloom', options.bloom, ['expectedItems', 'fpp']);
     const keyPrefix = options.keyPrefix ?? DEFAULTS.keyPrefix;
     if (typeof keyPrefix !== 'string' || !/^[A-Za-z0-9_.:-]{1,64}$/.test(keyPrefix)) {
@@ -114,7 +123,7 @@ export class FingerprintIndex {
       const cluster = (options.redis as Cluster).isCluster === true;
       const shards = checkInt('index.shards', options.shards ?? (cluster ? DEFAULTS.clusterShards : DEFAULTS.shards), 1, 16384);
       const sinterThreshold = checkInt('index.sinterThreshold', options.sinterThreshold ?? DEFAULTS.sinterThreshold, 0);
-      this.backend = new RedisIndexBackend({ client: options.redis, keyPrefix, shards, maxValueLength, sinterThreshold, directQueries });
+      this.backend = new RedisIndexBackend({ client: options.redis, keyPrefix, shards, maxValueLength, sinterThreshold, directQueries, coalesce });
     } else {
       this.backend = new MemoryIndexBackend();
     }

@@ -196,3 +196,57 @@ for j = 1, #sets do
 end
 return out
 `;
+
+/**
+ * Many queries in one script call: the service pattern sends hundreds of one-device queries at
+ * once, and one EVALSHA for all of them costs Redis and the client one command instead of one
+ * each. KEYS[1] = any key of the shard (routing only); ARGV: q, then per query: kind ('m' match,
+ * 'a' any), len, and the len arguments MATCH/ANY take. Returns one reply per query, in order.
+ * The bodies are MATCH's and ANY's, reading their arguments at an offset instead of from 1.
+ */
+const atOffset = (script: string): string => script.slice(RESOLVE.length).replace(/ARGV\[/g, 'ARGV[o + ');
+export const QUERY_MANY = `${RESOLVE}
+local function matchWalk(o)
+${atOffset(MATCH)}
+end
+-- The common service query names one selective value: as soon as one set is known to be at most
+-- 'small', SINTER (which itself starts from the smallest set) is the answer, so the other sets'
+-- SCARD and the sort are skipped; otherwise the full script decides.
+local function match1(o)
+  local limit, n, small = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
+  local ks = {}
+  local smallFound = false
+  for j = 1, n do
+    local p = o + 4 + (j - 1) * 3
+    local k = ARGV[p]
+    if ARGV[p + 2] == '1' then
+      k = resolve(k, ARGV[p + 1], false)
+      if not k then return {} end
+    end
+    ks[j] = k
+    if not smallFound then
+      local c = redis.call('SCARD', k)
+      if c == 0 then return {} end
+      if c <= small then smallFound = true end
+    end
+  end
+  if not smallFound then return matchWalk(o) end
+  local all = redis.call('SINTER', unpack(ks))
+  if #all <= limit then return all end
+  local out = {}
+  for j = 1, limit do out[j] = all[j] end
+  return out
+end
+local function any1(o)
+${atOffset(ANY)}
+end
+local q = tonumber(ARGV[1])
+local res = {}
+local p = 2
+for i = 1, q do
+  local len = tonumber(ARGV[p + 1])
+  if ARGV[p] == 'm' then res[i] = match1(p + 1) else res[i] = any1(p + 1) end
+  p = p + 2 + len
+end
+return res
+`;

@@ -12,7 +12,8 @@ import type { Cluster, Redis } from 'ioredis';
 import { murmur3_128Hex, murmur3_32 } from '../hash/index.js';
 import { HashGateError, ErrorCodes } from '../errors.js';
 import type { IndexBackend } from './types.js';
-import { ANY, MATCH, PUT, REMOVE } from './redis-scripts.js';
+import { ANY, MATCH, PUT, QUERY_MANY, REMOVE } from './redis-scripts.js';
+import { Coalescer, type ResolvedCoalesce } from '../util/coalescer.js';
 
 export interface RedisIndexBackendOptions {
   client: Redis | Cluster;
@@ -29,6 +30,22 @@ export interface RedisIndexBackendOptions {
    * selective attribute. Default false.
    */
   directQueries?: boolean;
+  /**
+   * Merge concurrent match/any calls into one script call per shard (`maxKeys` bounds the query
+   * terms per merged call); false sends one script call per query. Writes (put/remove) first
+   * send what is queued, so every query sees exactly the writes issued before it.
+   */
+  coalesce?: ResolvedCoalesce | false;
+}
+
+type Suffixes = ReadonlyArray<readonly [string, '0' | '1', string]>;
+
+interface PendingQuery {
+  kind: 'match' | 'any';
+  suffixes: Suffixes;
+  limit: number;
+  resolve: (ids: string[]) => void;
+  reject: (e: unknown) => void;
 }
 
 type Scripted = {
@@ -36,6 +53,7 @@ type Scripted = {
   hgIdxRemove(...args: (string | number)[]): Promise<number>;
   hgIdxMatch(...args: (string | number)[]): Promise<string[]>;
   hgIdxAny(...args: (string | number)[]): Promise<string[]>;
+  hgIdxQueryMany(...args: (string | number)[]): Promise<string[][]>;
 };
 
 const isCluster = (c: Redis | Cluster): c is Cluster => (c as Cluster).isCluster === true;
@@ -48,6 +66,7 @@ export class RedisIndexBackend implements IndexBackend {
   private readonly maxValueLength: number;
   private readonly small: string;
   private readonly direct: boolean;
+  private readonly co: Coalescer<PendingQuery> | undefined;
 
   constructor(opts: RedisIndexBackendOptions) {
     this.client = opts.client;
@@ -65,7 +84,11 @@ export class RedisIndexBackend implements IndexBackend {
       c.defineCommand('hgIdxMatch', { lua: MATCH, numberOfKeys: 1 });
       c.defineCommand('hgIdxAny', { lua: ANY, numberOfKeys: 1 });
     }
+    if (!(c as { hgIdxQueryMany?: unknown }).hgIdxQueryMany) c.defineCommand('hgIdxQueryMany', { lua: QUERY_MANY, numberOfKeys: 1 });
     this.s = this.client as unknown as Scripted;
+    // directQueries sends plain commands that autopipelining already batches: nothing to merge
+    const co = opts.coalesce ?? false;
+    this.co = co === false || this.direct ? undefined : new Coalescer<PendingQuery>(co, (items) => this.runMerged(items));
   }
 
   private shardOf(deviceId: string): string {
@@ -86,6 +109,7 @@ export class RedisIndexBackend implements IndexBackend {
   }
 
   async put(deviceId: string, attrs: ReadonlyArray<readonly [string, string]>, mode: 'replace' | 'merge'): Promise<void> {
+    this.co?.flush(); // queries issued before this write must not see it
     const sp = this.shardOf(deviceId);
     const args: string[] = [`${sp}:~dev:${deviceId}`, deviceId, mode, String(attrs.length)];
     for (const [a, v] of attrs) {
@@ -100,6 +124,7 @@ export class RedisIndexBackend implements IndexBackend {
   }
 
   async remove(deviceId: string): Promise<boolean> {
+    this.co?.flush(); // queries issued before this write must not see it
     try {
       return (await this.s.hgIdxRemove(`${this.shardOf(deviceId)}:~dev:${deviceId}`, deviceId)) === 1;
     } catch (e) {
@@ -125,8 +150,73 @@ export class RedisIndexBackend implements IndexBackend {
     return any ? out : undefined;
   }
 
-  private async query(kind: 'match' | 'any', terms: ReadonlyArray<readonly [string, string]>, limit: number): Promise<string[]> {
+  private query(kind: 'match' | 'any', terms: ReadonlyArray<readonly [string, string]>, limit: number): Promise<string[]> {
     const suffixes = terms.map(([a, v]) => [...this.termSuffix(a, v), v] as const);
+    const co = this.co;
+    if (co === undefined || !co.accepts(suffixes.length)) {
+      co?.flush(); // a big query goes alone, after what is queued
+      return this.queryNow(kind, suffixes, limit);
+    }
+    return new Promise<string[]>((resolve, reject) => co.add({ kind, suffixes, limit, resolve, reject }, suffixes.length));
+  }
+
+  /** One script call per shard for every queued query; each caller gets its own reply. */
+  private runMerged(items: PendingQuery[]): void {
+    const co = this.co!;
+    if (items.length === 1) {
+      const it = items[0]!;
+      this.queryNow(it.kind, it.suffixes, it.limit).then(
+        (ids) => {
+          co.done();
+          it.resolve(ids);
+        },
+        (e: unknown) => {
+          co.done();
+          it.reject(e);
+        },
+      );
+      return;
+    }
+    const shards = this.shardPrefixes;
+    const calls: Array<Promise<string[][]>> = new Array(shards.length);
+    for (let s = 0; s < shards.length; s++) {
+      const sp = shards[s]!;
+      const args: string[] = [`${sp}:~dev:`, String(items.length)];
+      for (const it of items) {
+        args.push(it.kind === 'match' ? 'm' : 'a', String(3 + 3 * it.suffixes.length), String(it.limit), String(it.suffixes.length), this.small);
+        // the raw value only matters for a hashed key's collision check: not sent otherwise
+        for (const [suffix, hashed, v] of it.suffixes) args.push(sp + suffix, hashed === '1' ? v : '', hashed);
+      }
+      calls[s] = this.s.hgIdxQueryMany(...args);
+    }
+    Promise.all(calls).then(
+      (parts) => {
+        co.done();
+        for (let i = 0; i < items.length; i++) {
+          const it = items[i]!;
+          if (parts.length === 1) {
+            it.resolve(parts[0]![i]!);
+            continue;
+          }
+          // shards in order, cut at the limit: what the one-query path answers
+          const out: string[] = [];
+          for (const p of parts) {
+            for (const id of p[i]!) {
+              if (out.length >= it.limit) break;
+              out.push(id);
+            }
+          }
+          it.resolve(out);
+        }
+      },
+      (e: unknown) => {
+        co.done();
+        for (const it of items) it.reject(this.wrap(e, it.kind));
+      },
+    );
+  }
+
+  private async queryNow(kind: 'match' | 'any', suffixes: Suffixes, limit: number): Promise<string[]> {
     try {
       if (this.shardPrefixes.length === 1) return await this.queryShard(kind, this.shardPrefixes[0] as string, suffixes, limit);
       const parts = await Promise.all(this.shardPrefixes.map((sp) => this.queryShard(kind, sp, suffixes, limit)));
@@ -205,6 +295,7 @@ export class RedisIndexBackend implements IndexBackend {
   }
 
   async close(): Promise<void> {
-    // the client belongs to the caller
+    // the client belongs to the caller; queued queries still get their answers
+    await this.co?.drain();
   }
 }

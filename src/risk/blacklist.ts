@@ -1,12 +1,21 @@
-// Blacklist on HBase: row key `userType_blacklistType_userId`, family `base`
-// (status) and `detail` (reason, updateTime). A Bloom filter of every blacklisted row key is built
-// from a table scan at start(), kept current on import, and rebuilt periodically (removals only
-// leave false positives until then). A check whose key misses the filter is answered "not
-// blacklisted" without any HBase call; the rest go to HBase in one batched mget.
+// Blacklist on HBase: row key `userType_blacklistType_userId`, family `base` (status) and `detail`
+// (reason, updateTime). A Bloom filter of every blacklisted row key answers "not blacklisted"
+// without any HBase call for keys that miss it; the rest go to HBase in one batched mget.
+//
+// The filter is either per process (built from a table scan at start(), kept current by this
+// process's imports, rebuilt periodically: an import on another instance stays invisible here
+// until then) or shared (`filter: RedisBloom`, a Redis-held filter every instance and Redisson
+// reads: an import on any instance is visible to all as soon as its addAll returns). Keys enter
+// the filter before their HBase write, so a concurrent check never misses a key HBase has. When
+// the shared filter cannot answer, every key goes to HBase: an unreachable filter never reads as
+// "not blacklisted".
+// With a `bus`, a per-process filter also learns other instances' imports at once (they publish
+// their row keys), and rebuilds from the table after a bus outage, when messages may be lost.
 //
 // Create the table with: HBaseDdl create blacklist -f base:bloom=ROW -f detail:bloom=ROW [-s ...]
 import { HashGateError, ErrorCodes, checkInt, checkNumber, invalidType } from '../errors.js';
 import { BloomFilter, SwappableBloom } from '../bloom/index.js';
+import type { RedisBloom } from '../bloom/redis-bloom.js';
 import type { HBaseStore } from '../stores/hbase.js';
 import type { BusListener, InvalidationBus } from '../cache/bus.js';
 
@@ -55,6 +64,13 @@ export interface BlacklistOptions {
   fpp?: number;
   batch?: number;
   rebuildIntervalMs?: number;
+  /**
+   * Shared Redis-held filter used instead of the per-process one (open it with expectedItems/fpp
+   * so start() can create it). start() fills it from a table scan unless a completed scan of this
+   * table is recorded next to it. No periodic rebuild (rebuildIntervalMs is ignored): swap a new
+   * generation in with `hashgate bloom rebuild` to drop removed keys.
+   */
+  filter?: RedisBloom;
   now?: () => number;
   /**
    * Fleet-wide changes: imports and removals are published (table + row keys); keys other
@@ -74,6 +90,8 @@ export interface BlacklistStats {
   falsePositives: number;
   rebuilds: number;
   lastRebuildKeys: number;
+  /** checks whose shared filter call failed, so every key went to HBase */
+  filterErrors: number;
 }
 
 const SEP = '_';
@@ -105,7 +123,9 @@ export class Blacklist {
   readonly #batch: number;
   readonly #rebuildIntervalMs: number;
   readonly #now: () => number;
+  readonly #shared: RedisBloom | undefined;
   #bloom: SwappableBloom | undefined;
+  #started = false;
   #timer: NodeJS.Timeout | undefined;
   readonly #bus: InvalidationBus | undefined;
   #busOff: (() => void) | undefined;
@@ -118,7 +138,7 @@ export class Blacklist {
       this.rebuild().catch(() => undefined); // a failed rebuild keeps the current filter
     },
   };
-  #stats: BlacklistStats = { checks: 0, bloomNegatives: 0, hbaseLookups: 0, falsePositives: 0, rebuilds: 0, lastRebuildKeys: 0 };
+  #stats: BlacklistStats = { checks: 0, bloomNegatives: 0, hbaseLookups: 0, falsePositives: 0, rebuilds: 0, lastRebuildKeys: 0, filterErrors: 0 };
 
   constructor(options: BlacklistOptions) {
     if (typeof options !== 'object' || options === null || typeof options.store?.mget !== 'function') {
@@ -133,11 +153,39 @@ export class Blacklist {
     this.#now = options.now ?? Date.now;
     if (options.bus !== undefined && typeof options.bus?.publish !== 'function') throw invalidType('options.bus', 'an InvalidationBus', options.bus);
     this.#bus = options.bus;
+    if (options.filter !== undefined && (typeof options.filter !== 'object' || typeof options.filter?.containsAll !== 'function')) {
+      throw invalidType('options.filter', 'a RedisBloom', options.filter);
+    }
+    this.#shared = options.filter;
   }
 
   /** Builds the Bloom filter from a full scan and starts the periodic rebuild. */
   async start(): Promise<void> {
-    if (this.#bloom) return;
+    if (this.#started) return;
+    if (this.#shared) {
+      const shared = this.#shared;
+      const created = shared.size === 0 ? await shared.tryInit() : false;
+      if (!created && shared.size === 0) await shared.reload();
+      // A filter someone else created (another instance still scanning, Redisson, an older
+      // deployment) may lack rows already in the table: scan unless a completed scan of this
+      // table is recorded. Adds are idempotent, so instances starting together may all scan.
+      if (created || (await shared.getFlag('filledFrom')) !== this.table) {
+        let batch: string[] = [];
+        let n = 0;
+        for await (const key of this.#scanKeys(() => n++)) {
+          batch.push(key);
+          if (batch.length >= 4096) {
+            await shared.addAll(batch);
+            batch = [];
+          }
+        }
+        if (batch.length > 0) await shared.addAll(batch);
+        await shared.setFlag('filledFrom', this.table);
+        this.#stats.lastRebuildKeys = n;
+      }
+      this.#started = true;
+      return;
+    }
     // listen before the scan: an import elsewhere during it reaches the filter either way
     const early: string[][] = [];
     let missed = false;
@@ -154,6 +202,7 @@ export class Blacklist {
       off?.();
     }
     for (const k of early) f.addAll(k);
+    this.#started = true;
     this.#bloom = new SwappableBloom(f);
     this.#busOff = this.#bus?.subscribe(this.#busListener);
     if (missed) this.rebuild().catch(() => undefined);
@@ -178,6 +227,10 @@ export class Blacklist {
 
   /** Rebuilds the filter from the table (drops removed keys); checks keep running meanwhile. */
   async rebuild(): Promise<void> {
+    this.#requireStarted();
+    if (this.#shared) {
+      throw new HashGateError(ErrorCodes.INVALID_ARG, 'Blacklist.rebuild() rebuilds a per-process filter; a shared filter is rebuilt fleet-wide with `hashgate bloom rebuild`');
+    }
     const bloom = this.#requireBloom();
     let count = 0;
     await bloom.rebuild(this.#scanKeys(() => count++), { expectedItems: this.#expectedItems, fpp: this.#fpp });
@@ -187,7 +240,7 @@ export class Blacklist {
 
   /** Writes entries in batches of `batch` rows; keys enter the Bloom filter before their write. */
   async importBlacklist(entries: readonly BlacklistEntry[], options: { batch?: number } = {}): Promise<{ imported: number; batches: number }> {
-    const bloom = this.#requireBloom();
+    this.#requireStarted();
     if (!Array.isArray(entries)) throw invalidType('entries', 'an array', entries);
     const batch = checkInt('options.batch', options.batch ?? this.#batch, 1, 100_000);
     const rows = entries.map((e, i) => {
@@ -203,7 +256,8 @@ export class Blacklist {
     for (let i = 0; i < rows.length; i += batch) {
       const part = rows.slice(i, i + batch);
       // filter first: a concurrent check must never miss a key that is already in HBase
-      bloom.addAll(part.map((r) => r.row));
+      if (this.#shared) await this.#shared.addAll(part.map((r) => r.row));
+      else this.#requireBloom().addAll(part.map((r) => r.row));
       await this.#store.mput(this.table, part);
       this.#bus?.publish(this.table, part.map((r) => r.row), this.#busListener);
       batches++;
@@ -230,13 +284,24 @@ export class Blacklist {
 
   /** The stored record per key (null when absent), through the same Bloom gate. */
   async lookup(keys: readonly BlacklistKey[]): Promise<(BlacklistRecord | null)[]> {
-    const bloom = this.#requireBloom();
+    this.#requireStarted();
     if (!Array.isArray(keys)) throw invalidType('keys', 'an array', keys);
     const rows = keys.map((k, i) => blacklistRowKey(k, `keys[${i}]`));
     this.#stats.checks += rows.length;
     const out: (BlacklistRecord | null)[] = new Array(rows.length).fill(null);
     if (rows.length === 0) return out;
-    const maybe = bloom.mightContainAll(rows);
+    let maybe: ArrayLike<number | boolean>;
+    if (this.#shared) {
+      try {
+        maybe = await this.#shared.containsAll(rows);
+      } catch {
+        // unknown is not absent: without the filter's answer HBase decides for every key
+        this.#stats.filterErrors++;
+        maybe = new Uint8Array(rows.length).fill(1);
+      }
+    } else {
+      maybe = this.#requireBloom().mightContainAll(rows);
+    }
     const idx: number[] = [];
     for (let i = 0; i < rows.length; i++) if (maybe[i]) idx.push(i);
     this.#stats.bloomNegatives += rows.length - idx.length;
@@ -261,6 +326,10 @@ export class Blacklist {
       });
     }
     return out;
+  }
+
+  #requireStarted(): void {
+    if (!this.#started) throw new HashGateError(ErrorCodes.INVALID_ARG, 'Blacklist.start() must resolve before use');
   }
 
   #requireBloom(): SwappableBloom {

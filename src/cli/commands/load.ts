@@ -257,6 +257,8 @@ export async function run(argv: string[]): Promise<number> {
       if (v === undefined || v === '') throw usage(`--secret-env: environment variable ${se} is not set or empty`);
       opts.secret = new TextEncoder().encode(v);
     }
+    // checked last, so a bad flag is reported as itself even without a target
+    if (!opts.dryRun && str('redis') === undefined && str('cluster') === undefined && str('store') === undefined) defaultRedisUrl();
   } catch (err) {
     console.error(`hashgate load: ${redact((err as Error).message)}`);
     return 2;

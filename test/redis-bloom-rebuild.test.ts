@@ -1,0 +1,141 @@
+// `hashgate bloom rebuild` and rebuildRedisBloom: a new generation built from files or Redis sets
+// replaces the live filter atomically under the same name (Redisson reads it), drops removed keys,
+// keeps adds published during the build, and only one rebuild runs at a time.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { RedisBloom, RedisBloomReplica, rebuildRedisBloom, ErrorCodes } from 'hashgate';
+import { redissonHarness, type RedissonHarness } from './helpers/redisson.js';
+import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
+import { ensureHBase, hbaseConfigured } from './helpers/hbase.js';
+
+const HBASE = hbaseConfigured('bloom rebuild from HBase');
+
+const HAVE = requireRedisOrSkip('bloom rebuild');
+const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
+let server: RedisServer;
+let redis: Redis;
+let java: RedissonHarness | null = null;
+let dir = '';
+
+beforeAll(async () => {
+  if (!HAVE) return;
+  server = await startRedis();
+  redis = new Redis(server.port, '127.0.0.1');
+  java = await redissonHarness();
+  dir = mkdtempSync(join(tmpdir(), 'hg-rebuild-'));
+}, 600_000);
+afterAll(async () => {
+  redis?.disconnect();
+  await server?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const cli = (args: string[]) =>
+  new Promise<{ code: number; out: string; err: string }>((resolve) => {
+    execFile(process.execPath, [CLI, ...args], (e, out, err) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out, err }));
+  });
+
+describe.skipIf(!HAVE)('bloom rebuild', () => {
+  it('CLI: swaps in a generation built from a file and a Redis set; removed keys go, Redisson reads the new one', async () => {
+    const live = await RedisBloom.open({ redis, name: 'guard', expectedItems: 5000, fpp: 0.001 });
+    await live.tryInit();
+    const keep = Array.from({ length: 2000 }, (_, i) => `keep-${i}-中文`);
+    const removed = Array.from({ length: 200 }, (_, i) => `removed-${i}`);
+    await live.addAll([...keep, ...removed]);
+    const file = join(dir, 'keys.txt');
+    writeFileSync(file, keep.slice(0, 1500).join('\n') + '\n');
+    await redis.sadd('window:day1', ...keep.slice(1500));
+    const r = await cli(['bloom', 'rebuild', '--redis', server.url, '--name', 'guard', '--file', file, '--set', 'window:day1', '--json']);
+    expect(r.code, r.err).toBe(0);
+    const res = JSON.parse(r.out);
+    expect(res.keys).toBe(2000);
+    expect(Array.from(await live.containsAll(keep)).every((b) => b === 1)).toBe(true); // same shape: no reload needed
+    const stillThere = Array.from(await live.containsAll(removed)).filter((b) => b === 1).length;
+    expect(stillThere).toBeLessThan(10); // only false positives remain (fpp 0.001)
+    expect(await redis.exists('{guard}:hg:next', '{guard}:hg:next:config', '{guard}:hg:rebuild-lock')).toBe(0);
+    if (java) {
+      const addr = `127.0.0.1:${server.port}`;
+      expect(await java.keys(['contains', addr, 'guard'], keep.slice(0, 300))).toBe('1'.repeat(300));
+      expect((await java.run(['config', addr, 'guard'])).out.trim()).toBe(`${live.size} ${live.hashIterations} 5000 0.001`);
+    }
+  }, 120_000);
+
+  it('only one rebuild runs: a held lock exits 3 and changes nothing', async () => {
+    await redis.set('{guard}:hg:rebuild-lock', 'someone-else', 'PX', 60_000);
+    const before = await redis.getBuffer('guard');
+    const file = join(dir, 'other.txt');
+    writeFileSync(file, 'x\n');
+    const r = await cli(['bloom', 'rebuild', '--redis', server.url, '--name', 'guard', '--file', file]);
+    expect(r.code).toBe(3);
+    expect(r.err).toContain('holds');
+    expect(await redis.getBuffer('guard')).toEqual(before);
+    await redis.del('{guard}:hg:rebuild-lock');
+    expect((await cli(['bloom', 'rebuild', '--redis', server.url])).code).toBe(2);
+    expect((await cli(['bloom', 'rebuild', '--redis', server.url, '--name', 'guard', '--file', file, '--fpp', '2'])).code).toBe(2);
+  }, 60_000);
+
+  it('adds published during the build are replayed into the new generation; replicas reload', async () => {
+    const writer = await RedisBloom.open({ redis, name: 'live2', expectedItems: 10_000, fpp: 0.01, publish: true });
+    await writer.tryInit();
+    await writer.addAll(['old-1', 'old-2']);
+    const replica = await RedisBloomReplica.open({ redis, name: 'live2', resyncIntervalMs: 0, blockMs: 50 });
+    async function* source() {
+      yield 'src-1';
+      // a live add lands while the new generation is being built
+      await writer.addAll(['during-build']);
+      yield 'src-2';
+    }
+    const r = await rebuildRedisBloom({ redis, name: 'live2', keys: source() });
+    expect(r.replayed).toBe(1);
+    expect(Array.from(await writer.containsAll(['src-1', 'src-2', 'during-build']))).toEqual([1, 1, 1]);
+    const end = Date.now() + 5_000;
+    while (!replica.contains('src-1') && Date.now() < end) await new Promise((res) => setTimeout(res, 20));
+    // the replica replaced its bits: the new generation's keys are in, the dropped ones are out
+    expect(Array.from(replica.containsAll(['src-1', 'src-2', 'during-build', 'old-1', 'old-2']))).toEqual([1, 1, 1, 0, 0]);
+    expect(replica.stats().resyncs).toBeGreaterThanOrEqual(1);
+    await replica.close();
+    await expect(rebuildRedisBloom({ redis, name: 'no-config', keys: ['a'] })).rejects.toBeInstanceOf(TypeError);
+    expect(await redis.exists('{no-config}:hg:rebuild-lock')).toBe(0);
+  }, 60_000);
+
+  it('a lost lock aborts the swap', async () => {
+    const f = await RedisBloom.open({ redis, name: 'lost', expectedItems: 100, fpp: 0.01 });
+    await f.tryInit();
+    await f.addAll(['keep-me']);
+    async function* source() {
+      yield 'a';
+      await redis.set('{lost}:hg:rebuild-lock', 'thief');
+      yield 'b';
+    }
+    await expect(rebuildRedisBloom({ redis, name: 'lost', keys: source() })).rejects.toMatchObject({ code: ErrorCodes.LOCK_HELD });
+    expect(await f.contains('keep-me')).toBe(true);
+    expect(await redis.get('{lost}:hg:rebuild-lock')).toBe('thief');
+  }, 30_000);
+
+  it.skipIf(!HBASE)('CLI: rebuilds from an HBase table scan (the blacklist table)', async () => {
+    const hb = await ensureHBase();
+    try {
+      const table = await hb.createTable('blrebuild', ['base:bloom=ROW', 'detail']);
+      const store = hb.store();
+      const rows = Array.from({ length: 300 }, (_, i) => `CARD_0_用户${i}`);
+      await store.mput(table, rows.map((row) => ({ row, values: { 'base:status': '1' } })));
+      await store.mput(table, [{ row: 'CARD_0_detail-only', values: { 'detail:reason': 'x' } }]);
+      const f = await RedisBloom.open({ redis, name: 'risk:blacklist', expectedItems: 1000, fpp: 0.001 });
+      await f.tryInit();
+      await f.addAll(['CARD_0_removed']);
+      const r = await cli(['bloom', 'rebuild', '--redis', server.url, '--name', 'risk:blacklist', '--hbase-table', table, '--hbase', hb.zookeeper, '--hbase-column', 'base:status', '--json']);
+      expect(r.code, r.err).toBe(0);
+      expect(JSON.parse(r.out).keys).toBe(300);
+      expect(Array.from(await f.containsAll(rows)).every((b) => b === 1)).toBe(true);
+      expect(Array.from(await f.containsAll(['CARD_0_removed', 'CARD_0_detail-only']))).toEqual([0, 0]);
+      expect((await cli(['bloom', 'rebuild', '--redis', server.url, '--name', 'x', '--hbase-table', table])).code).toBe(process.env.HBASE_ZK ? 1 : 2);
+    } finally {
+      await hb.release();
+    }
+  }, 300_000);
+});
