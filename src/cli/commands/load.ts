@@ -248,8 +248,6 @@ export async function run(argv: string[]): Promise<number> {
       threads: int('--threads', str('threads'), 0, 256),
     };
     if (opts.dryRun && opts.resume) throw usage('--resume has no meaning with --dry-run');
-    // after the flags: a mistyped flag is the more useful message than the missing store
-    if (!opts.dryRun && str('redis') === undefined && str('cluster') === undefined && str('store') === undefined) defaultRedisUrl();
     const se = str('secret-env');
     if (se !== undefined) {
       if (layout !== 'compact') throw usage(`--secret-env needs --layout compact (the 'sets' layout stores raw keys)`);
