@@ -1,5 +1,5 @@
-// An output file the loader appends raw rows to (failed rows, rejects): opened on first use,
-// owner-only, one write at a time in call order.
+// An output file of raw rows (failed rows, rejects) that the loader appends to.
+// Opened on first use, owner-only, one write at a time in call order.
 import { open, type FileHandle } from 'node:fs/promises';
 
 export class AppendFile {

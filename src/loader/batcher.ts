@@ -1,6 +1,6 @@
-// Appends a parsed region's rows to their (window, bucket group) batch buffers: the loader's per-row
-// hot loop, kept in a class of its own so its state lives in fields rather than in the async load's
-// generator context and closures.
+// Appends a parsed region's rows to their (window, bucket group) batch buffers.
+// This is the loader's per-row hot loop, kept in a class of its own so its state lives in fields
+// rather than in the async load's generator context and closures.
 import { BatchBuffer, BufferPool, viewOf } from './buffers.js';
 
 /** Fixed cost of one live batch buffer (objects, row arrays, initial byte buffers), counted

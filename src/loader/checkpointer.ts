@@ -1,7 +1,8 @@
-// Decides what the checkpoint may cover and saves it: per file, the offset up to which every row was
-// acknowledged by the store or written to the failed file. Each parsed region is a segment with a
-// count of rows still in flight; segments settle in any order, and a file's offset only moves over
-// a run of settled segments from its start, so a crash never skips an unacknowledged row.
+// The load's checkpoint: what it may cover, resuming from it, and saving it.
+// Per file it records the offset up to which every row was acknowledged by the store or written to
+// the failed file. Each parsed region is a segment with a count of rows still in flight; segments
+// settle in any order, and a file's offset only moves over a run of settled segments from its
+// start, so a crash never skips an unacknowledged row.
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { AppendFile } from './append-file.js';
 import { fingerprintDiff, readCheckpoint, writeCheckpoint, type CheckpointData, type FileProgress } from './checkpoint.js';

@@ -1,6 +1,7 @@
-// Sends full batch buffers to the sink: a bounded number in flight (back-pressure on the reader),
-// retries with jittered backoff for errors that heal by themselves, the failed file for batches that
-// still fail, and early flushes that bound buffered bytes and let the checkpoint move.
+// Sends full batch buffers to the sink, with retry, the failed file and back-pressure.
+// A bounded number of batches is in flight (the reader waits), errors that heal by themselves are
+// retried with jittered backoff, batches that still fail go to the failed file, and early flushes
+// bound buffered bytes and keep the checkpoint moving.
 import { ErrorCodes, HashGateError } from '../errors.js';
 import { redact } from '../util/redact.js';
 import type { AppendFile } from './append-file.js';

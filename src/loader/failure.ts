@@ -1,5 +1,6 @@
-// The first error that ends a load. Batches, checkpoint saves and rejects writes run detached from
-// the read loop, so whichever part fails records it here and the loop stops at its next check.
+// Holds the first error that ends a load.
+// Batches, checkpoint saves and rejects writes run detached from the read loop, so whichever part
+// fails records it here and the loop stops at its next check.
 export class LoadFailure {
   error: unknown = undefined;
   failed = false;

@@ -1,8 +1,8 @@
-// The bulk loader: files -> byte regions -> packed keys in kernel memory -> buckets -> per-bucket
-// batches -> store. load() wires the parts together: the scan reads, the batcher buffers, the
-// dispatcher sends (retries, failed file, back-pressure), the reject writer lists bad lines, the
-// checkpointer records only rows the store acknowledged or that went to the failed file, and the
-// summary reports.
+// The bulk loader's entry point: load() wires the parts of a load together and runs them.
+// files -> byte regions -> packed keys in kernel memory -> buckets -> per-bucket batches -> store:
+// the scan reads, the batcher buffers, the dispatcher sends (retries, failed file, back-pressure),
+// the reject writer lists bad lines, the checkpointer records only rows the store acknowledged or
+// that went to the failed file, and the summary reports.
 import { rm } from 'node:fs/promises';
 import { windowId } from '../dedup/window.js';
 import { AppendFile } from './append-file.js';

@@ -1,5 +1,6 @@
-// The bulk loader's options and defaults, in one place, resolved once per load. The store's layout,
-// prefix and bucket counts are not here: they are the dedup store's (the CLI takes them from there).
+// The bulk loader's options and their defaults, resolved once per load.
+// The store's layout, prefix and bucket counts are not here: they are the dedup store's (the CLI
+// takes them from there), so a load and HashGate.open never disagree.
 import { resolve } from 'node:path';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import { checkTimeZone, type WindowKind } from '../dedup/window.js';

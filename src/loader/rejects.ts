@@ -1,5 +1,5 @@
-// Counts rejected lines by reason, lists them in the rejects file (file, line, reason, the line's
-// head) without listing a line twice across resumes, and says whether the reject ratio failed the load.
+// Rejected lines: counted by reason, listed in the rejects file, and the reject-ratio verdict.
+// A line is listed once (file, line, reason, the line's head), also across resumes.
 import type { AppendFile } from './append-file.js';
 import type { Checkpointer } from './checkpointer.js';
 import type { LoadFailure } from './failure.js';

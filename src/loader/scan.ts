@@ -1,6 +1,6 @@
-// Reads the inputs region by region: parses lines, lists rejects, hashes and buckets the keys in
-// kernel memory, finds each row's window and hands the rows to the batcher (a dry run only counts
-// them, on worker threads when it can), recording a checkpoint segment per region.
+// Reads the inputs region by region and hands each row on (or, on a dry run, only counts it).
+// Per region: parse lines, list rejects, hash and bucket the keys in kernel memory, find each
+// row's window, record a checkpoint segment. A dry run may do this on worker threads.
 import { digestKeys, bucketsOfDigests } from '../dedup/layout.js';
 import type { Batcher } from './batcher.js';
 import type { Checkpointer } from './checkpointer.js';

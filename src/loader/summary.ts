@@ -1,5 +1,5 @@
-// What a load reports: the progress snapshots while it runs and the summary at the end, built from
-// the counters of the parts that did the work.
+// Builds what a load reports: progress snapshots while it runs and the summary at the end.
+// Both are read from the counters of the parts that did the work.
 import type { Dispatcher } from './dispatcher.js';
 import type { ProgressSnapshot } from './progress.js';
 import type { RejectWriter } from './rejects.js';
