@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { ChunkParser } from '../src/loader/parse.js';
 import { RegionHasher } from '../src/loader/hasher.js';
 import { bucketOf, murmur3_128 } from '../src/hash/index.js';
-import { compactBuckets, load } from '../src/loader/loader.js';
+import { load } from '../src/loader/loader.js';
+import { bucketsOfDigests } from '../src/dedup/layout.js';
 import { encodeMembers, writeInt64Le, type LoadSink, type SinkBatch } from '../src/loader/sink.js';
 import { makeWindowCoder } from '../src/loader/window.js';
 import { FileChunkReader, isOversize } from '../src/loader/reader.js';
@@ -69,7 +70,7 @@ describe('loader bucket assignment (property)', () => {
       fc.property(fc.string({ minLength: 1, maxLength: 30 }), fc.integer({ min: 1, max: 1 << 22 }), (k, n) => {
         const d = murmur3_128(k);
         const dv = new DataView(d.buffer, d.byteOffset, 16);
-        const out = compactBuckets(d, 1, n, new Uint32Array(1));
+        const out = bucketsOfDigests(d, 'compact', n, new Uint32Array(1));
         expect(out[0]).toBe(Number(dv.getBigUint64(8, true) % BigInt(n)));
         const buf = Buffer.alloc(32);
         const end = writeInt64Le(buf, 0, d, 0);

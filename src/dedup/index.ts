@@ -2,7 +2,6 @@ export { DedupService, type DedupServiceOptions, type FirstSeenOptions, type Ded
 export { DEFAULTS, parseDedupOptions, type DedupOptions, type ResolvedDedupOptions, type Layout, type OnStoreError, type RedisConfig } from './options.js';
 export { windowId, WindowClock, type WindowSpec, type WindowKind, type WindowFn } from './window.js';
 export * as layout from './layout.js';
-export { addMembers, type AddBatchResult, type AddMembersOptions } from './layout.js';
 export { Journal } from './journal.js';
 export { StoreBatchError, MemoryStore, type DedupStore } from './store.js';
 export { RedisStore, createRedisClient } from './redis-store.js';

@@ -229,7 +229,7 @@ export class DedupService {
     return this.journal?.pendingBytes() ?? 0;
   }
 
-  /** The ioredis client, when the store is Redis (for the bulk loader's addMembers). */
+  /** The ioredis client, when the store is Redis (e.g. to hand a bulk load's RedisLayoutSink the same connection). */
   get redis(): RedisClient | undefined {
     return this.store instanceof RedisStore ? this.store.redis : undefined;
   }

@@ -11,7 +11,7 @@ export type WindowSpec = WindowKind | WindowFn;
 
 const formatters = new Map<string, Intl.DateTimeFormat>();
 
-function formatterFor(timeZone: string): Intl.DateTimeFormat {
+function formatterFor(timeZone: string, name = 'dedup.timeZone'): Intl.DateTimeFormat {
   let f = formatters.get(timeZone);
   if (f === undefined) {
     try {
@@ -23,8 +23,8 @@ function formatterFor(timeZone: string): Intl.DateTimeFormat {
         hourCycle: 'h23',
       });
     } catch (cause) {
-      throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `dedup.timeZone must be an IANA time zone, got ${JSON.stringify(timeZone)}`, {
-        name: 'dedup.timeZone',
+      throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `${name} must be an IANA time zone, got ${JSON.stringify(timeZone)}`, {
+        name,
         cause,
       });
     }
@@ -36,7 +36,7 @@ function formatterFor(timeZone: string): Intl.DateTimeFormat {
 /** Throws if `timeZone` is not a zone this runtime knows. */
 export function checkTimeZone(timeZone: unknown, name = 'dedup.timeZone'): string {
   if (typeof timeZone !== 'string' || timeZone === '') throw invalidType(name, 'an IANA time zone name', timeZone);
-  formatterFor(timeZone);
+  formatterFor(timeZone, name);
   return timeZone;
 }
 
@@ -68,10 +68,15 @@ export function windowId(at: Date | number, window: WindowSpec = 'year', timeZon
     return id;
   }
   const { year, month, day } = localDate(ms, timeZone);
+  return formatWindowId(year, month, day, window);
+}
+
+/** The id of the `kind` window holding a local calendar date: '2026', '2026-03' or '2026-03-07'. */
+export function formatWindowId(year: number, month: number, day: number, kind: WindowKind): string {
   const y = String(year).padStart(4, '0');
-  if (window === 'year') return y;
+  if (kind === 'year') return y;
   const m = month < 10 ? `0${month}` : String(month);
-  if (window === 'month') return `${y}-${m}`;
+  if (kind === 'month') return `${y}-${m}`;
   return `${y}-${m}-${day < 10 ? `0${day}` : String(day)}`;
 }
 

@@ -153,3 +153,51 @@ export function sampleFieldCount(heads: readonly Uint8Array[], delimiter: number
   for (const [nf, n] of counts) if (n > bestN || (n === bestN && nf < best)) (best = nf), (bestN = n);
   return { fieldCount: bestN * 2 > sampled ? best : 0, sampled, share: sampled === 0 ? 0 : bestN / sampled };
 }
+
+/** Inspections a load runs at once: thousands of part files must not exhaust file descriptors. */
+const INSPECT_CONCURRENCY = 16;
+const EMPTY = new Uint8Array(0);
+
+export interface InspectedInputs {
+  identities: FileIdentity[];
+  sizes: number[];
+  bytesTotal: number;
+  /** The given field count, or the sampled majority. */
+  fieldCount: number;
+}
+
+/**
+ * Inspects every input (identity for --resume, text check) before anything is loaded and, when
+ * `fieldCount` is 0, samples the majority field count; no clear majority is an error.
+ */
+export async function inspectInputs(files: readonly string[], delimiter: number, fieldCount: number): Promise<InspectedInputs> {
+  const inspected = new Array<InspectedFile>(files.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(INSPECT_CONCURRENCY, files.length) }, async () => {
+      while (next < files.length) {
+        const i = next++;
+        const f = await inspectFile(files[i]!, delimiter);
+        // the field-count sample reads the heads of the first files only: memory stays ~1 MiB
+        if (i >= INSPECT_CONCURRENCY) f.headBytes = EMPTY;
+        inspected[i] = f;
+      }
+    }),
+  );
+  const sizes = inspected.map((f) => f.identity.size);
+  if (fieldCount === 0) {
+    const smp = sampleFieldCount(
+      inspected.map((f) => f.headBytes),
+      delimiter,
+    );
+    if (smp.sampled > 0 && smp.fieldCount === 0) {
+      throw new HashGateError(
+        ErrorCodes.PARSE,
+        `no field count is shared by most sampled lines (${smp.sampled} lines, the commonest count on ${Math.round(smp.share * 100)}%); give --field-count`,
+        { details: { reason: 'field-count', sampled: smp.sampled } },
+      );
+    }
+    fieldCount = smp.fieldCount;
+  }
+  return { identities: inspected.map((f) => f.identity), sizes, bytesTotal: sizes.reduce((a, b) => a + b, 0), fieldCount };
+}

@@ -62,46 +62,6 @@ function writeInt(buf: Buffer, p: number, v: number): number {
   return p + s.length;
 }
 
-/** RESP for `SADD key m1 m2 ...` built in one allocation. */
-export function encodeSadd(key: string, batch: SinkBatch): Buffer {
-  const keyBuf = Buffer.from(key);
-  const n = batch.count;
-  const ko = batch.keyOffsets;
-  const bytes = ko[n]! - ko[0]!;
-  // per member: '$' + up to 10 digits + CRLF + data + CRLF
-  const size = 64 + keyBuf.length + bytes + n * 15;
-  const out = Buffer.allocUnsafe(size);
-  let p = 0;
-  out[p++] = 42; // '*'
-  p = writeInt(out, p, n + 2);
-  out[p++] = CRLF_0;
-  out[p++] = CRLF_1;
-  p += out.write('$4\r\nSADD\r\n$', p, 'latin1');
-  p = writeInt(out, p, keyBuf.length);
-  out[p++] = CRLF_0;
-  out[p++] = CRLF_1;
-  p += keyBuf.copy(out, p);
-  out[p++] = CRLF_0;
-  out[p++] = CRLF_1;
-  const src = batch.keys;
-  for (let i = 0; i < n; i++) {
-    const s = ko[i]!;
-    const e = ko[i + 1]!;
-    out[p++] = 36; // '$'
-    p = writeInt(out, p, e - s);
-    out[p++] = CRLF_0;
-    out[p++] = CRLF_1;
-    if (e - s < 48) for (let j = s; j < e; j++) out[p++] = src[j]!;
-    else {
-      out.set(src.subarray(s, e), p);
-      p += e - s;
-    }
-    out[p++] = CRLF_0;
-    out[p++] = CRLF_1;
-  }
-  return out.subarray(0, p);
-}
-
 /**
  * Signed 64-bit decimal of 8 little-endian bytes at src[p] (the compact layout's member), written
  * at out[q]; returns the new position. BigInt's own toString beats hand-rolled limb division 2x.
@@ -343,32 +303,6 @@ export class RedisLayoutSink implements LoadSink {
 
   async close(): Promise<void> {
     if (this.opts.ownsClient === false) return;
-    try {
-      await this.redis.quit();
-    } catch {
-      this.redis.disconnect();
-    }
-  }
-}
-
-/** The `sets` layout (raw members) without HLL or meta bookkeeping (plain SADD per batch). */
-export class RedisSetsSink implements LoadSink {
-  readonly name = 'redis-sets';
-  constructor(private readonly redis: Redis | Cluster, private readonly prefix: string, private readonly ownsClient = true) {}
-
-  keyOf(window: string, bucket: number): string {
-    return `${this.prefix}:${window}:${bucket}`;
-  }
-
-  async add(batch: SinkBatch): Promise<number> {
-    const key = this.keyOf(batch.window, batch.bucket);
-    const cmd = new RawCommand('sadd', key, encodeSadd(key, batch));
-    const r = await (this.redis as Redis).sendCommand(cmd);
-    return typeof r === 'number' ? r : Number(r);
-  }
-
-  async close(): Promise<void> {
-    if (!this.ownsClient) return;
     try {
       await this.redis.quit();
     } catch {

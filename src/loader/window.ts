@@ -2,28 +2,11 @@
 // (no string per row) using the positions of yyyy/MM/dd in the format, or epoch seconds/millis
 // converted in the configured IANA time zone.
 import { HashGateTypeError, ErrorCodes } from '../errors.js';
-
-export type WindowUnit = 'year' | 'month' | 'day';
-
-/** Window ids as the dedup store writes them (src/dedup/window.ts): '2026', '2026-01', '2026-01-31'. */
-export function windowId(year: number, month: number, day: number, unit: WindowUnit): string {
-  const y = String(year).padStart(4, '0');
-  if (unit === 'year') return y;
-  const m = String(month).padStart(2, '0');
-  if (unit === 'month') return `${y}-${m}`;
-  return `${y}-${m}-${String(day).padStart(2, '0')}`;
-}
-
-/** Calendar date of `ms` in `timeZone`. */
-export function zonedDate(ms: number, timeZone: string): [number, number, number] {
-  const parts = new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).formatToParts(ms);
-  const get = (t: string): number => Number(parts.find((p) => p.type === t)?.value);
-  return [get('year'), get('month'), get('day')];
-}
+import { formatWindowId, localDate, type WindowKind } from '../dedup/window.js';
 
 export interface WindowFieldSpec {
   format: string;
-  unit: WindowUnit;
+  unit: WindowKind;
   timeZone: string;
 }
 
@@ -51,7 +34,6 @@ export function makeWindowCoder(spec: WindowFieldSpec): WindowCoder {
     const SLOT = 900_000;
     let slot = -1;
     let last = -1;
-    const fmt = new Intl.DateTimeFormat('en-CA', { timeZone: spec.timeZone, year: 'numeric', month: '2-digit', day: '2-digit' });
     return (buf, start, end) => {
       if (end - start < 1 || end - start > 16) return -1;
       const v = digitsAt(buf, start, end - start);
@@ -59,11 +41,7 @@ export function makeWindowCoder(spec: WindowFieldSpec): WindowCoder {
       const ms = v * scale;
       const s = Math.floor(ms / SLOT);
       if (s === slot) return last;
-      const parts = fmt.formatToParts(ms);
-      const get = (t: string): number => Number(parts.find((p) => p.type === t)?.value);
-      const y = get('year');
-      const m = get('month');
-      const d = get('day');
+      const { year: y, month: m, day: d } = localDate(ms, spec.timeZone);
       slot = s;
       last = code(y, m, d);
       return last;
@@ -91,6 +69,43 @@ export function makeWindowCoder(spec: WindowFieldSpec): WindowCoder {
   };
 }
 
-export function windowIdFromCode(code: number, unit: WindowUnit): string {
-  return windowId(Math.floor(code / 10000), Math.floor(code / 100) % 100, code % 100, unit);
+/** The window id of a code from a WindowCoder: the dedup store's id of that date's window. */
+export function windowIdFromCode(code: number, unit: WindowKind): string {
+  return formatWindowId(Math.floor(code / 10000), Math.floor(code / 100) % 100, code % 100, unit);
+}
+
+/** Window index of a row: the table of windows a load has met, in the order it met them. */
+export class WindowTable {
+  /** Window ids by index: the fixed window, or the ones found in the rows. */
+  readonly ids: string[];
+  private readonly byCode = new Map<number, number>();
+
+  constructor(
+    /** Reads a row's date field; undefined: every row is in the fixed window 0. */
+    readonly coder: WindowCoder | undefined,
+    fixed: string | undefined,
+    private readonly unit: WindowKind,
+    private readonly max: number,
+    /** Told the new window count, so per-window buffers can grow. */
+    private readonly onNew: (windows: number) => void,
+  ) {
+    this.ids = fixed !== undefined ? [fixed] : [];
+  }
+
+  /** Window index of the date in buf[start, end): -1 when it is not a date, -2 when it would be
+   *  a window past the cap. */
+  indexOf(buf: Uint8Array, start: number, end: number): number {
+    if (!this.coder) return 0;
+    const code = this.coder(buf, start, end);
+    if (code < 0) return -1;
+    let w = this.byCode.get(code);
+    if (w === undefined) {
+      if (this.ids.length >= this.max) return -2;
+      w = this.ids.length;
+      this.ids.push(windowIdFromCode(code, this.unit));
+      this.byCode.set(code, w);
+      this.onNew(this.ids.length);
+    }
+    return w;
+  }
 }

@@ -3,11 +3,13 @@
 // (only that node's buckets fail: they are journaled and replayed).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster, Redis } from 'ioredis';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { requireClusterOrSkip, startRedisCluster, type RedisClusterHandle } from '../helpers/redis-cluster.js';
-import { DedupService, addMembers } from '../../src/dedup/index.js';
+import { DedupService } from '../../src/dedup/index.js';
+import { load } from '../../src/loader/loader.js';
+import { RedisLayoutSink } from '../../src/loader/sink.js';
 
 const has = requireClusterOrSkip('dedup cluster');
 const NOW = Date.parse('2026-06-01T00:00:00Z');
@@ -57,16 +59,22 @@ describe.skipIf(!has)('dedup on Redis Cluster', () => {
     });
   }
 
-  it('addMembers groups by node and firstSeen reads what it wrote', async () => {
+  it('the bulk loader writes bucket sets on every node and firstSeen reads what it wrote', async () => {
+    const file = join(dir, 'bulk.txt');
+    writeFileSync(file, Array.from({ length: 3000 }, (_, i) => `bulk${i}\n`).join(''));
     const c = new Cluster(cl.nodes);
-    const keys = Array.from({ length: 3000 }, (_, i) => `bulk${i}`);
-    const res = await addMembers(c, '2026', keys, { layout: 'compact', prefix: 'cl-bulk', buckets: 32 });
-    expect(res.every((r) => r.ok)).toBe(true);
-    expect(res.reduce((a, r) => a + r.added, 0)).toBe(3000);
-    const svc = new DedupService({ redis: c, dedup: { prefix: 'cl-bulk', buckets: 32, journalDir: dir, replayIntervalMs: 0 }, now: () => NOW });
+    const sink = new RedisLayoutSink(c, { layout: 'compact', prefix: 'cl-bulk', buckets: 32 });
+    try {
+      const sum = await load({ inputs: [file], window: '2026', buckets: 32, checkpointFile: join(dir, 'bulk.cp') }, { sink });
+      expect(sum).toMatchObject({ ok: true, loaded: 3000, failed: 0, newMembers: 3000 });
+      const perNode = await Promise.all(c.nodes('master').map((node) => node.keys('cl-bulk:2026:c:[0-9]*')));
+      expect(perNode.every((keys) => keys.length > 0)).toBe(true);
+    } finally {
+      await sink.close();
+    }
+    const svc = new DedupService({ redis: { cluster: cl.nodes }, dedup: { prefix: 'cl-bulk', buckets: 32, journalDir: dir, replayIntervalMs: 0 }, now: () => NOW });
     expect([...(await svc.firstSeen(['bulk0', 'bulk2999', 'nope']))]).toEqual([0, 0, 1]);
     await svc.close();
-    c.disconnect();
   });
 
   it('a master killed mid-run: only its buckets are journaled (fail-open); recover() completes the window', async () => {

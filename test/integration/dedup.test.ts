@@ -2,11 +2,13 @@
 // stats/purge, fail-open journal + recover, fail-closed, torn journal tail, lock, bad input.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { mkdtempSync, readdirSync, rmSync, statSync, truncateSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
-import { DedupService, addMembers, type DedupOptions } from '../../src/dedup/index.js';
+import { DedupService, type DedupOptions } from '../../src/dedup/index.js';
+import { load } from '../../src/loader/loader.js';
+import { RedisLayoutSink } from '../../src/loader/sink.js';
 import { bucketOf, packKeys } from '../../src/hash/index.js';
 import { ErrorCodes } from '../../src/errors.js';
 
@@ -80,15 +82,21 @@ describe.skipIf(!has)('dedup on Redis', () => {
     await t.close();
   });
 
-  it('addMembers (bulk loader path) writes the same keys/members firstSeen reads, idempotently', async () => {
+  it('the bulk loader (load into a RedisLayoutSink) writes the same keys/members firstSeen reads, idempotently', async () => {
     for (const layout of ['compact', 'sets'] as const) {
       n++;
-      const keys = Array.from({ length: 3000 }, (_, i) => `loaded-${i}`);
-      const res = await addMembers(r, '2026', keys, { layout, prefix: `t${n}`, buckets: 32, batchKeys: 1000 });
-      expect(res.map((x) => [x.start, x.end, x.ok])).toEqual([[0, 1000, true], [1000, 2000, true], [2000, 3000, true]]);
-      expect(res.reduce((a, x) => a + x.added, 0)).toBe(3000);
-      const again = await addMembers(r, '2026', keys, { layout, prefix: `t${n}`, buckets: 32 });
-      expect(again[0]!.added).toBe(0);
+      const file = join(dir, `loaded-${n}.txt`);
+      writeFileSync(file, Array.from({ length: 3000 }, (_, i) => `loaded-${i}\n`).join(''));
+      const loadOnce = async () => {
+        const sink = new RedisLayoutSink(new Redis(srv.url), { layout, prefix: `t${n}`, buckets: 32 });
+        try {
+          return await load({ inputs: [file], window: '2026', buckets: 32, batch: 1000, checkpointFile: join(dir, `loaded-${n}.cp`) }, { sink });
+        } finally {
+          await sink.close();
+        }
+      };
+      expect(await loadOnce()).toMatchObject({ ok: true, rows: 3000, loaded: 3000, failed: 0, newMembers: 3000 });
+      expect(await loadOnce()).toMatchObject({ ok: true, loaded: 3000, newMembers: 0 });
       const s = open({ layout, buckets: 32 });
       expect([...(await s.firstSeen(['loaded-7', 'loaded-2999', 'fresh']))]).toEqual([0, 0, 1]);
       await s.close();

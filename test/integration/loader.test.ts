@@ -9,7 +9,7 @@ import { run as runLoad } from '../../src/cli/commands/load.js';
 import { bucketKey, encodeKeys, hllKey, metaField, metaKey } from '../../src/dedup/layout.js';
 import { BloomFilter } from '../../src/bloom/index.js';
 import { load } from '../../src/loader/loader.js';
-import { RedisSetsSink } from '../../src/loader/sink.js';
+import { RedisLayoutSink } from '../../src/loader/sink.js';
 import { bucketOf } from '../../src/hash/index.js';
 
 const HAVE = requireRedisOrSkip('loader integration');
@@ -46,7 +46,7 @@ describe.skipIf(!HAVE)('loader -> real redis-server (sets layout)', () => {
     });
     const rejectsFile = join(dir, 'rejects.tsv');
     const failedFile = join(dir, 'failed.txt');
-    const sink = new RedisSetsSink(new Redis(srv.url), 't1');
+    const sink = new RedisLayoutSink(new Redis(srv.url), { layout: 'sets', prefix: 't1', buckets: 1000 });
     const sum = await load(
       {
         inputs: [join(dir, 'export')],

@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Cluster, Redis } from 'ioredis';
 import { DEFAULTS } from '../../dedup/options.js';
-import { bucketKey, int64Decimal, writeGroups, type Member, type MemberGroup } from '../../dedup/layout.js';
 import { LmdbStore } from '../../dedup/lmdb-store.js';
+import { RedisLayoutSink, type SinkBatch } from '../../loader/sink.js';
 import { ErrorCodes, HashGateError } from '../../errors.js';
 import { usageError } from './dedup-flags.js';
 
@@ -33,6 +33,20 @@ To a file ('sets' layout only: compact stores digests, never raw keys):
 Exit codes: 0 done, 1 error, 2 usage, 3 some keys skipped.`;
 
 const BATCH = 20_000;
+
+/** A batch of stored members (raw keys, or the compact layout's 8 digest bytes) as a sink batch. */
+function packMembers(window: string, rows: readonly { bucket: number; member: Buffer }[]): SinkBatch {
+  const n = rows.length;
+  const keyOffsets = new Uint32Array(n + 1);
+  const rowBuckets = new Uint32Array(n);
+  for (let i = 0; i < n; i++) keyOffsets[i + 1] = keyOffsets[i]! + rows[i]!.member.length;
+  const keys = Buffer.allocUnsafe(keyOffsets[n]!);
+  for (let i = 0; i < n; i++) {
+    rows[i]!.member.copy(keys, keyOffsets[i]!);
+    rowBuckets[i] = rows[i]!.bucket;
+  }
+  return { window, bucket: rowBuckets[0] ?? 0, rowBuckets, count: n, keys, keyOffsets };
+}
 
 interface Summary {
   windows: Array<{ window: string; layout: string; buckets: number; members: number; added?: number }>;
@@ -116,7 +130,7 @@ export async function run(argv: string[]): Promise<number> {
     for (const w of windows) {
       const row = { window: w.window, layout: w.layout, buckets: w.buckets, members: 0, ...(redis ? { added: 0 } : {}) };
       summary.windows.push(row);
-      const spec = { layout: w.layout, prefix, buckets: w.buckets };
+      const sink = redis && new RedisLayoutSink(redis, { layout: w.layout, prefix, buckets: w.buckets, hll: values['no-hll'] !== true, ownsClient: false });
       if (redis !== undefined) {
         // a window keeps one bucketing: refuse to merge into a Redis window recorded differently
         await redis.hsetnx(`${prefix}:${w.window}:meta`, `${w.layout}.buckets`, String(w.buckets));
@@ -127,15 +141,11 @@ export async function run(argv: string[]): Promise<number> {
       }
       for (const batch of store.members(w.window, w.layout, BATCH)) {
         row.members += batch.length;
-        if (redis !== undefined) {
-          const groups: MemberGroup[] = [];
-          let g: MemberGroup | undefined;
-          for (const { bucket, member } of batch) {
-            if (g === undefined || g.key !== bucketKey(spec, w.window, bucket)) groups.push((g = { key: bucketKey(spec, w.window, bucket), members: [] }));
-            const m: Member = w.layout === 'compact' ? int64Decimal(member.readUInt32LE(0), member.readInt32LE(4)) : member;
-            g.members.push(m);
-          }
-          row.added! += await writeGroups(redis, redis instanceof Cluster, w.window, groups, spec, values['no-hll'] !== true);
+        if (sink !== undefined) {
+          if (batch.length === 0) continue;
+          // the loader's sink writes what a load would: one SADD per bucket, PFADD, same members
+          const added = await sink.add(packMembers(w.window, batch));
+          row.added! += added;
           summary.exported += batch.length;
         } else {
           const parts: Buffer[] = [];

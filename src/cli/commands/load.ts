@@ -9,7 +9,7 @@ import { DEFAULTS, load, type LoadOptions, type LoadSummary } from '../../loader
 import { createProgress } from '../../loader/progress.js';
 import { RedisLayoutSink, type LoaderLayout } from '../../loader/sink.js';
 import { LmdbLoadSink } from '../../loader/lmdb-sink.js';
-import type { WindowUnit } from '../../loader/window.js';
+import type { WindowKind } from '../../dedup/window.js';
 import { redact } from '../../util/redact.js';
 import { REDIS_HELP, defaultRedisUrl } from '../redis-url.js';
 
@@ -192,7 +192,7 @@ export async function run(argv: string[]): Promise<number> {
     if (positionals.length === 0) throw usage('no input: give files, directories or globs (hashgate load --help)');
     layout = (str('layout') ?? STORE_DEFAULTS.layout) as LoaderLayout;
     if (layout !== 'sets' && layout !== 'compact') throw usage(`--layout must be 'sets' or 'compact', got ${JSON.stringify(layout)}`);
-    const unit = (str('window-unit') ?? 'year') as WindowUnit;
+    const unit = (str('window-unit') ?? 'year') as WindowKind;
     if (!['year', 'month', 'day'].includes(unit)) throw usage(`--window-unit must be year, month or day, got ${JSON.stringify(unit)}`);
     if (str('window') !== undefined && str('window-from-field') !== undefined) throw usage('--window and --window-from-field are mutually exclusive');
     const win = str('window');
@@ -334,7 +334,7 @@ export async function run(argv: string[]): Promise<number> {
     opts.buckets = buckets;
     opts.extraFingerprint = storePath === undefined ? { layout, prefix } : { layout, store: storePath };
     const tty = values['no-progress'] ? false : values.progress === true || process.stderr.isTTY === true;
-    const progress = createProgress({ tty, intervalMs: 10_000, quiet: values.quiet === true || (values['no-progress'] === true && values.json === true) });
+    const progress = createProgress({ tty, intervalMs: DEFAULTS.progressIntervalMs, quiet: values.quiet === true || (values['no-progress'] === true && values.json === true) });
 
     let bloom: BloomFilter | undefined;
     const bloomOut = str('bloom');
