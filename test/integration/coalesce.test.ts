@@ -99,6 +99,36 @@ describe.skipIf(!has)('coalescing on Redis', () => {
     }
   }
 
+  for (const layout of ['compact', 'sets'] as const) {
+    it(`${layout}: a closed loop of callers keeps several batches in flight and still answers in call order`, async () => {
+      const svc = open({ layout, cacheMaxEntries: 0 }, { maxKeys: 8, maxDelayMs: 0 });
+      const co = (svc as unknown as { coalescer: { inFlight: number } }).coalescer;
+      const order: string[][] = [];
+      const got: number[][] = [];
+      let maxInFlight = 0;
+      let seed = 7;
+      const pick = (): string => `k${(seed = (seed * 1103515245 + 12345) % 2 ** 31) % 40}`;
+      const loop = async (): Promise<void> => {
+        for (let i = 0; i < 15; i++) {
+          const keys = i % 3 === 0 ? [pick(), pick()] : [pick()];
+          const at = order.length;
+          order.push(keys);
+          const a = await svc.firstSeen(keys);
+          got[at] = [...a];
+          if (co.inFlight > maxInFlight) maxInFlight = co.inFlight;
+        }
+      };
+      await Promise.all(Array.from({ length: 48 }, loop));
+      // the sequential model over the calls in the order they were made
+      const seen = new Set<string>();
+      const want = order.map((keys) => keys.map((k) => (seen.has(k) ? 0 : (seen.add(k), 1))));
+      expect(got).toEqual(want);
+      expect(maxInFlight).toBeGreaterThan(1); // the property really had batches overlapping
+      expect(svc.counters.batches).toBeLessThan(svc.counters.calls / 4);
+      await svc.close();
+    });
+  }
+
   it('a batch that meets an empty script cache is not overtaken by a later batch', async () => {
     const svc = open({}, false);
     await r.script('FLUSH');
