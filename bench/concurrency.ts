@@ -144,9 +144,12 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   // Development aid: HASHGATE_BENCH_GROUPS=embedded,lru runs only the groups whose name matches.
   const only = process.env.HASHGATE_BENCH_GROUPS?.split(',');
   const wanted = (group: string): boolean => only === undefined || only.some((w) => group.toLowerCase().includes(w.toLowerCase()));
+  // Development aid: HASHGATE_BENCH_POINTS=256x1,1x1 times only these callers x keys-per-call points.
+  const points = process.env.HASHGATE_BENCH_POINTS?.split(',');
+  const wantedPoint = (c: number, k: number): boolean => points === undefined || points.includes(`${c}x${k}`);
   const grid = async (group: string, impls: Impl[]): Promise<void> => {
     if (!wanted(group)) return;
-    for (const c of CALLERS) for (const k of KPC) for (const im of impls) await point(group, im, c, k, `${c}x${k}`);
+    for (const c of CALLERS) for (const k of KPC) if (wantedPoint(c, k)) for (const im of impls) await point(group, im, c, k, `${c}x${k}`);
   };
 
   try {
@@ -276,6 +279,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         const fsImpls = [hashgateRedis('compact'), hashgateRedis('sets'), saddPeer, luaPeer];
         for (const c of wanted('firstSeen Redis') ? CALLERS : []) {
           for (const k of KPC) {
+            if (!wantedPoint(c, k)) continue;
             for (const im of fsImpls) await point('firstSeen Redis', im, c, k, `${c}x${k}`);
             await admin.flushall();
           }

@@ -229,6 +229,7 @@ describe('TieredCache (memory cold tier)', () => {
     await cold.mput('t', [{ key: 'r', value: rec({ v: 'old' }), ts: 1 }]);
     const c = new TieredCache({ cold });
     const pending = c.lookup('t', ['r']);
+    await null; // the load starts once this synchronous run ends (merged with the lookups of the run)
     await cold.mput('t', [{ key: 'r', value: rec({ v: 'new' }), ts: 2 }]);
     c.invalidate('t', ['r']); // the write lands while the load is in flight
     expect(await pending).toEqual([{ v: 'old' }]);

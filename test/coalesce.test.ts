@@ -40,20 +40,43 @@ describe('coalesce option', () => {
 });
 
 describe('Coalescer', () => {
-  it('flushes a lone call at once, merges the rest of the turn, bounds batches by maxKeys', async () => {
+  it('idle: flushes from a microtask (no turn waited); busy: merges the rest of the turn; bounds batches by maxKeys', async () => {
     const batches: number[][] = [];
     const co: Coalescer<number> = new Coalescer<number>({ maxKeys: 5, maxDelayMs: 0 }, (items) => {
       batches.push(items);
       setImmediate(co.done);
     });
-    co.add(1, 1); // idle: flushed now
-    expect(batches).toEqual([[1]]);
-    for (let i = 2; i <= 8; i++) co.add(i, 1);
-    expect(batches).toEqual([[1], [2, 3, 4, 5, 6]]); // 5 keys reached: flushed without waiting
+    co.add(1, 1); // idle: flushed once this synchronous run ends
+    co.add(2, 1);
+    expect(batches).toEqual([]);
+    await Promise.resolve();
+    expect(batches).toEqual([[1, 2]]);
+    for (let i = 3; i <= 9; i++) co.add(i, 1);
+    expect(batches).toEqual([[1, 2], [3, 4, 5, 6, 7]]); // 5 keys reached: flushed without waiting
     await new Promise((r) => setImmediate(r));
-    expect(batches).toEqual([[1], [2, 3, 4, 5, 6], [7, 8]]);
+    expect(batches).toEqual([[1, 2], [3, 4, 5, 6, 7], [8, 9]]);
     await co.drain();
     expect(co.inFlight).toBe(0);
+  });
+
+  it('callers woken by one reply re-merge: a closed loop keeps full batches (no one-key batch split off)', async () => {
+    const sizes: number[] = [];
+    const co: Coalescer<() => void> = new Coalescer<() => void>({ maxKeys: 8, maxDelayMs: 0 }, (items) => {
+      sizes.push(items.length);
+      // a store reply: done first, then every caller of the batch is woken (like a socket read)
+      setImmediate(() => {
+        co.done();
+        for (const wake of items) wake();
+      });
+    });
+    const call = (): Promise<void> => new Promise<void>((resolve) => co.add(resolve, 1));
+    const loop = async (): Promise<void> => {
+      for (let i = 0; i < 20; i++) await call();
+    };
+    await Promise.all(Array.from({ length: 16 }, loop));
+    // 16 callers x 20 calls, maxKeys 8: every batch full, never the first woken caller alone
+    expect(sizes.length).toBe(40);
+    expect(sizes.every((n) => n === 8)).toBe(true);
   });
 
   it('maxDelayMs holds even a lone call for the delay', async () => {
@@ -152,9 +175,9 @@ describe('merged firstSeen == sequential model (embedded store)', () => {
     expect([...a]).toEqual([1, 1]);
     expect([...b]).toEqual([0, 0, 1]);
     expect([...c]).toEqual([0]);
-    // the first call went alone (store idle), the two others were merged
+    // all three were made in one synchronous run: one batch
     expect(gate.dedup.counters.calls).toBe(3);
-    expect(gate.dedup.counters.batches).toBe(2);
+    expect(gate.dedup.counters.batches).toBe(1);
     await gate.close();
   });
 
@@ -173,10 +196,12 @@ describe('merged firstSeen == sequential model (embedded store)', () => {
   it('a store error rejects every caller of the merged batch', async () => {
     const svc = new DedupService({ dedup: { memoryMaxKeys: 3 } });
     await svc.firstSeen(['warm']);
-    const r = await Promise.allSettled([svc.firstSeen(['a']), svc.firstSeen(['b', 'c']), svc.firstSeen(['d'])]);
-    // 'a' went alone and fits; b, c, d were merged and do not fit: both callers see CAPACITY
-    expect(r.map((x) => x.status)).toEqual(['fulfilled', 'rejected', 'rejected']);
-    for (const x of r.slice(1)) expect((x as PromiseRejectedResult).reason.code).toBe(ErrorCodes.CAPACITY);
+    const a = await svc.firstSeen(['a']);
+    expect([...a]).toEqual([1]);
+    const r = await Promise.allSettled([svc.firstSeen(['b']), svc.firstSeen(['c', 'd'])]);
+    // b, c, d were merged and do not fit: every caller of that batch sees CAPACITY
+    expect(r.map((x) => x.status)).toEqual(['rejected', 'rejected']);
+    for (const x of r) expect((x as PromiseRejectedResult).reason.code).toBe(ErrorCodes.CAPACITY);
     await svc.close();
   });
 
@@ -193,8 +218,8 @@ describe('merged firstSeen == sequential model (embedded store)', () => {
     const keys = Array.from({ length: 256 }, (_, i) => `k${i % 200}`);
     const got = await Promise.all(keys.map((k) => gate.firstSeen([k])));
     expect(got.map((a) => a[0])).toEqual(keys.map((_, i) => (i < 200 ? 1 : 0)));
-    // one alone (store idle), then batches of at most maxKeys (128)
-    expect(gate.dedup.counters.batches).toBeLessThanOrEqual(1 + Math.ceil(255 / 128));
+    // batches of at most maxKeys (128), none split off for the first caller
+    expect(gate.dedup.counters.batches).toBe(Math.ceil(256 / 128));
     await gate.close();
   });
 });
@@ -213,8 +238,8 @@ describe('merged lookups', () => {
     const calls = [['p1', 'n1'], ['p2'], ['p1', 'p3'], ['n2']];
     const got = await Promise.all(calls.map((c) => cache.lookup('t', c)));
     expect(got).toEqual([[{ k: 'p1' }, undefined], [{ k: 'p2' }], [{ k: 'p1' }, { k: 'p3' }], [undefined]]);
-    // the first lookup loaded alone (idle), the other three in one merged load; p1 was shared
-    expect(loads).toEqual([['p1', 'n1'], ['p2', 'p3', 'n2']]);
+    // the four lookups of one synchronous run share one load; p1 is loaded once
+    expect(loads).toEqual([['p1', 'n1', 'p2', 'p3', 'n2']]);
     await cache.close();
   });
 });

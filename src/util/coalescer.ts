@@ -3,8 +3,12 @@
 // Why: a service makes hundreds of one-key calls at once; each paying its own store round trip,
 // hashing setup and result plumbing is what made the small-call path 10x slower than a batch.
 // Items queue in call order and are handed to `flush` together:
-//   - when the store is idle (nothing queued, nothing in flight) and maxDelayMs is 0, a call is
-//     flushed at once, so a lone sequential call pays no added wait;
+//   - when the store is idle (nothing queued, nothing in flight) and maxDelayMs is 0, the queue
+//     is flushed from a microtask: a lone sequential call pays no added wait (no event-loop turn),
+//     yet every caller woken by the same reply joins it. Flushing the first caller at once, as
+//     this did before, split a closed loop of callers for good: the first one woken after the
+//     store went idle became a one-key batch of its own every round (at 256 one-key callers a
+//     third of all batches carried one key, each costing a write and a reply like a full one);
 //   - otherwise items wait for the end of the current event-loop turn (setImmediate: every I/O
 //     callback and microtask of this turn can still join) or maxDelayMs, whichever is set;
 //   - a queue reaching maxKeys is flushed immediately (bounded batch, bounded memory).
@@ -65,9 +69,15 @@ export class Coalescer<T> {
   private keys = 0;
   private inflight = 0;
   private scheduled: NodeJS.Immediate | NodeJS.Timeout | undefined;
+  /** A microtask flush is queued (an idle store's first call); it cannot be cancelled, only skipped. */
+  private micro = false;
   private readonly run = (): void => {
     this.scheduled = undefined;
     this.flush();
+  };
+  private readonly runMicro = (): void => {
+    this.micro = false;
+    if (this.scheduled === undefined) this.flush();
   };
   private idleWaiters: Array<() => void> | undefined;
   readonly done = (): void => {
@@ -106,10 +116,12 @@ export class Coalescer<T> {
       this.flush();
       return;
     }
-    if (this.scheduled !== undefined) return;
+    if (this.scheduled !== undefined || this.micro) return;
     if (this.opts.maxDelayMs > 0) this.scheduled = setTimeout(this.run, this.opts.maxDelayMs);
-    else if (this.inflight === 0 && this.items.length === 1) this.flush();
-    else this.scheduled = setImmediate(this.run);
+    else if (this.inflight === 0) {
+      this.micro = true;
+      queueMicrotask(this.runMicro);
+    } else this.scheduled = setImmediate(this.run);
   }
 
   /** Hands every queued item to onFlush now (no-op when empty). */
