@@ -3,12 +3,13 @@
 // the same name; show the last swap. Safe from cron on several hosts: one run holds the lock, the
 // others exit 3.
 import { parseArgs } from 'node:util';
-import { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError, checkInt, checkNumber } from '../../errors.js';
 import { REBUILD_EXIT, REDIS_REBUILD_DEFAULTS, readRebuildStatus, rebuildRedisBloom } from '../../bloom/redis-rebuild.js';
 import { ExportFileKeys, HBaseScanKeys, RedisSetWindowKeys } from '../../bloom/rebuild-sources.js';
 import { redissonConfigKey } from '../../bloom/redisson.js';
 import { parseDuration } from './migrate.js';
+import { abortOnSignals, connectCliRedis } from '../redis-client.js';
+import { defaultRedisUrl } from '../redis-url.js';
 import type { HBaseStore } from '../../stores/hbase.js';
 
 export const EXIT = { ok: 0, error: 1, usage: 2, locked: 3, rejected: 4, interrupted: 130 } as const satisfies Record<string, (typeof REBUILD_EXIT)[keyof typeof REBUILD_EXIT]>;
@@ -49,12 +50,6 @@ done), 4 swapped in but some input lines were rejected, 130 interrupted (nothing
 const STATUS_USAGE = `usage: hashgate bloom status --redis URL --name NAME [--cluster] [--json]
 Prints the live config and the last swap (generation, time, keys, source).
 exit: 0, 1 when the filter does not exist, 2 usage`;
-
-function connect(url: string, cluster: boolean | undefined): Redis | Cluster {
-  const redis = cluster ? new Cluster([url]) : new Redis(url, { maxRetriesPerRequest: 1 });
-  redis.on('error', () => undefined); // failures surface per command
-  return redis;
-}
 
 function delimiterByte(v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -108,7 +103,7 @@ async function rebuild(argv: string[]): Promise<number> {
     console.log(USAGE);
     return EXIT.ok;
   }
-  const url = values.redis ?? process.env.HASHGATE_REDIS_URL;
+  let url: string;
   const files = values.file ?? [];
   const sets = values.set ?? [];
   const windows = values['sets-window'] ?? [];
@@ -117,7 +112,7 @@ async function rebuild(argv: string[]): Promise<number> {
   let opts: { expectedItems?: number; fpp?: number; lockTtlMs?: number; batch?: number; minKeys?: number; reshape?: boolean };
   let fileSource: ExportFileKeys | undefined;
   try {
-    if (!url) throw new TypeError('--redis (or HASHGATE_REDIS_URL) is required');
+    url = values.redis ?? defaultRedisUrl();
     if (!values.name) throw new TypeError('--name is required');
     if (files.length + sets.length + windows.length + tables.length === 0) throw new TypeError('at least one --file, --set, --sets-window or --hbase-table is required');
     if (tables.length > 0 && !zk) throw new TypeError('--hbase-table needs --hbase (or HBASE_ZK)');
@@ -145,7 +140,7 @@ async function rebuild(argv: string[]): Promise<number> {
     console.error(`hashgate bloom rebuild: ${(err as Error).message}\n${USAGE}`);
     return EXIT.usage;
   }
-  const redis = connect(url, values.cluster);
+  const redis = connectCliRedis(url, values.cluster);
   let hbase: HBaseStore | undefined;
   if (tables.length > 0) {
     const { HBaseStore } = await import('../../stores/hbase.js');
@@ -179,10 +174,7 @@ async function rebuild(argv: string[]): Promise<number> {
       });
     }
   }
-  const stop = new AbortController();
-  const onSignal = (): void => stop.abort();
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const stop = abortOnSignals();
   const progress = values.quiet || values.json ? undefined : (n: number) => process.stderr.write(`\r  ${n} keys`);
   try {
     const r = await rebuildRedisBloom({
@@ -224,8 +216,7 @@ async function rebuild(argv: string[]): Promise<number> {
     console.error(`hashgate bloom rebuild: ${e.message}${e.code ? ` [${e.code}]` : ''}`);
     return EXIT.error;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    stop.dispose();
     redis.disconnect();
     await hbase?.close();
   }
@@ -233,6 +224,7 @@ async function rebuild(argv: string[]): Promise<number> {
 
 async function status(argv: string[]): Promise<number> {
   let values;
+  let url: string;
   try {
     ({ values } = parseArgs({
       args: argv,
@@ -243,13 +235,13 @@ async function status(argv: string[]): Promise<number> {
       console.log(STATUS_USAGE);
       return EXIT.ok;
     }
-    if (!(values.redis ?? process.env.HASHGATE_REDIS_URL)) throw new TypeError('--redis (or HASHGATE_REDIS_URL) is required');
+    url = values.redis ?? defaultRedisUrl();
     if (!values.name) throw new TypeError('--name is required');
   } catch (err) {
     console.error(`hashgate bloom status: ${(err as Error).message}\n${STATUS_USAGE}`);
     return EXIT.usage;
   }
-  const redis = connect((values.redis ?? process.env.HASHGATE_REDIS_URL)!, values.cluster);
+  const redis = connectCliRedis(url, values.cluster);
   try {
     const config = await redis.hgetall(redissonConfigKey(values.name));
     const last = await readRebuildStatus(redis, values.name);
