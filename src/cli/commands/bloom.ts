@@ -10,6 +10,7 @@ import { redissonConfigKey } from '../../bloom/redisson.js';
 import { parseDuration } from './migrate.js';
 import { abortOnSignals, connectCliRedis } from '../redis-client.js';
 import { defaultRedisUrl } from '../redis-url.js';
+import { delimiterByte, fieldList } from '../line-flags.js';
 import type { HBaseStore } from '../../stores/hbase.js';
 
 export const EXIT = { ok: 0, error: 1, usage: 2, locked: 3, rejected: 4, interrupted: 130 } as const satisfies Record<string, (typeof REBUILD_EXIT)[keyof typeof REBUILD_EXIT]>;
@@ -50,13 +51,6 @@ done), 4 swapped in but some input lines were rejected, 130 interrupted (nothing
 const STATUS_USAGE = `usage: hashgate bloom status --redis URL --name NAME [--cluster] [--json]
 Prints the live config and the last swap (generation, time, keys, source).
 exit: 0, 1 when the filter does not exist, 2 usage`;
-
-function delimiterByte(v: string | undefined): number | undefined {
-  if (v === undefined) return undefined;
-  const b = Buffer.from(v === 'tab' || v === '\\t' ? '\t' : v);
-  if (b.length !== 1 || b[0] === 10 || b[0] === 13) throw new TypeError(`--delimiter must be one byte other than CR/LF (or 'tab'), got ${JSON.stringify(v)}`);
-  return b[0];
-}
 
 const optInt = (flag: string, v: string | undefined, min: number, max?: number): number | undefined =>
   v === undefined ? undefined : checkInt(flag, /^\s*-?\d+\s*$/.test(v) ? Number(v) : NaN, min, max);
@@ -130,7 +124,7 @@ async function rebuild(argv: string[]): Promise<number> {
       const maxLineBytes = optInt('--max-line-bytes', values['max-line-bytes'], 1, 1 << 24);
       fileSource = new ExportFileKeys({
         inputs: files,
-        fields: values.fields === undefined || values.fields === 'all' ? null : values.fields.split(',').map((f) => optInt('--fields', f, 0, 255)!),
+        fields: fieldList(values.fields),
         ...(delimiter !== undefined ? { delimiter } : {}),
         ...(fieldCount !== undefined ? { fieldCount } : {}),
         ...(maxLineBytes !== undefined ? { maxLineBytes } : {}),
