@@ -558,3 +558,20 @@ export function makeKeys(n: number, shape: 'A' | 'B', seed = 1): string[] {
   for (let i = 0; i < n; i++) out[i] = shape === 'A' ? shapeAKey(i, rnd) : shapeBKey(i, rnd);
   return out;
 }
+
+/** Key i of the dedup workloads (unique per i, name + ID number shaped). */
+export const dedupKey = (i: number): string => shapeAKey(i, prng(i + 1));
+
+/** 2 * distinct positions, each distinct key twice, shuffled deterministically (50% duplicates). */
+export function twiceShuffled(distinct: number): Uint32Array {
+  const seq = new Uint32Array(distinct * 2);
+  for (let i = 0; i < seq.length; i++) seq[i] = i % distinct;
+  const rnd = prng(42);
+  for (let i = seq.length - 1; i > 0; i--) {
+    const j = Math.floor(rnd() * (i + 1));
+    const t = seq[i]!;
+    seq[i] = seq[j]!;
+    seq[j] = t;
+  }
+  return seq;
+}

@@ -5,31 +5,12 @@
 import { Redis } from 'ioredis';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Suite, prng, shapeAKey, size, type SuiteOptions, type SuiteResult } from './common.js';
+import { Suite, dedupKey, size, twiceShuffled, type SuiteOptions, type SuiteResult } from './common.js';
 import { startBenchRedis } from './redis-server.js';
 import { DedupService } from '../src/dedup/index.js';
 import { bucketsOf } from '../src/hash/index.js';
 
 const BATCH = 10_000;
-
-
-
-/** Key i of the workload (unique per i, name + ID number shaped). */
-const keyOf = (i: number): string => shapeAKey(i, prng(i + 1));
-
-/** 2 * distinct positions, each distinct key twice, shuffled deterministically. */
-function workload(distinct: number): Uint32Array {
-  const seq = new Uint32Array(distinct * 2);
-  for (let i = 0; i < seq.length; i++) seq[i] = i % distinct;
-  const rnd = prng(42);
-  for (let i = seq.length - 1; i > 0; i--) {
-    const j = Math.floor(rnd() * (i + 1));
-    const t = seq[i]!;
-    seq[i] = seq[j]!;
-    seq[j] = t;
-  }
-  return seq;
-}
 
 async function usedMemory(r: Redis): Promise<number> {
   const info = await r.info('memory');
@@ -48,8 +29,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const admin = new Redis(srv.url);
   try {
     const distinct = size(opts, 500_000, 5_000);
-    const seq = workload(distinct);
-    const names = Array.from({ length: distinct }, (_, i) => keyOf(i));
+    const seq = twiceShuffled(distinct);
+    const names = Array.from({ length: distinct }, (_, i) => dedupKey(i));
     const batches: string[][] = [];
     for (let o = 0; o < seq.length; o += BATCH) batches.push(Array.from(seq.subarray(o, o + BATCH), (k) => names[k]!));
     const name = `${seq.length} keys, 50% duplicates, batches of ${BATCH}`;
@@ -146,7 +127,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         for (let o = 0; o < n; o += BATCH) {
           const len = Math.min(BATCH, n - o);
           chunk.length = len;
-          for (let i = 0; i < len; i++) chunk[i] = keyOf(o + i);
+          for (let i = 0; i < len; i++) chunk[i] = dedupKey(o + i);
           const a = await svc.firstSeen(chunk);
           for (let i = 0; i < a.length; i++) first += a[i]!;
         }

@@ -8,27 +8,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { open as lmdbOpen } from 'lmdb';
-import { Suite, prng, shapeAKey, size, type SuiteOptions, type SuiteResult, type SweepSeries } from './common.js';
+import { Suite, dedupKey, size, twiceShuffled, type SuiteOptions, type SuiteResult, type SweepSeries } from './common.js';
 import { DedupService } from '../src/dedup/index.js';
 import { LmdbStore } from '../src/dedup/lmdb-store.js';
 
 const BATCH = 10_000;
 const at = new Date('2026-06-01T00:00:00Z');
-const keyOf = (i: number): string => shapeAKey(i, prng(i + 1));
 
-/** 2 * distinct positions, each distinct key twice, shuffled deterministically. */
-function workload(distinct: number): Uint32Array {
-  const seq = new Uint32Array(distinct * 2);
-  for (let i = 0; i < seq.length; i++) seq[i] = i % distinct;
-  const rnd = prng(42);
-  for (let i = seq.length - 1; i > 0; i--) {
-    const j = Math.floor(rnd() * (i + 1));
-    const t = seq[i]!;
-    seq[i] = seq[j]!;
-    seq[j] = t;
-  }
-  return seq;
-}
 
 /** The compact sizing rule (~256 keys per bucket), as dedup.expectedKeys would pick. */
 const bucketsFor = (n: number): number => 2 ** Math.max(6, Math.ceil(Math.log2(n / 256)));
@@ -58,8 +44,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   };
   try {
     const distinct = size(opts, 500_000, 10_000);
-    const order = workload(distinct);
-    const names = Array.from({ length: distinct }, (_, i) => keyOf(i));
+    const order = twiceShuffled(distinct);
+    const names = Array.from({ length: distinct }, (_, i) => dedupKey(i));
     const batches: string[][] = [];
     for (let o = 0; o < order.length; o += BATCH) batches.push(Array.from(order.subarray(o, o + BATCH), (k) => names[k]!));
     const name = `${order.length} keys, 50% duplicates, batches of ${BATCH}`;
@@ -211,7 +197,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
           try {
             for (let o = 0; o < n; o += BATCH) {
               const b = new Array<string>(Math.min(BATCH, n - o));
-              for (let i = 0; i < b.length; i++) b[i] = keyOf(o + i);
+              for (let i = 0; i < b.length; i++) b[i] = dedupKey(o + i);
               const a = await svc.firstSeen(b, { at });
               for (let i = 0; i < a.length; i++) first += a[i]!;
             }
@@ -237,7 +223,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       for (let r = 0; r < 5; r++) {
         const t0 = performance.now();
         const svc = new DedupService({ dedup: { path: dir, buckets } });
-        const a = await svc.firstSeen([keyOf(n >>> 1)], { at });
+        const a = await svc.firstSeen([dedupKey(n >>> 1)], { at });
         times.push(performance.now() - t0);
         await svc.close();
         if (a[0] !== 0) throw new Error('a stored key was answered as new after reopening');

@@ -2,8 +2,7 @@
 // cached per thread by src/hash/kernel.ts), instantiated once per (thread, filter memory).
 // No silent fallback: a missing, unreadable or stale binary is a HashGateError HG_ERR_WASM, the
 // same rule as hashing. The plain-JS bit engine runs only when a filter asks for `engine: 'js'`.
-import { ErrorCodes, HashGateError } from '../errors.js';
-import { instantiateKernel } from '../hash/kernel.js';
+import { instantiateKernel, requireKernelAbi } from '../hash/kernel.js';
 
 export interface BloomKernel {
   bloomAddOne(bits: number, bitSize: number, k: number, seed: number, ptr: number, len: number): number;
@@ -33,14 +32,7 @@ export function kernelFor(memory: WebAssembly.Memory): BloomKernel {
   let k = instances.get(memory);
   if (k === undefined) {
     const exports = instantiateKernel(memory);
-    const abi = exports.BLOOM_ABI as WebAssembly.Global | undefined;
-    if (abi?.value !== BLOOM_ABI) {
-      throw new HashGateError(
-        ErrorCodes.WASM,
-        `hashgate.wasm has Bloom kernel ABI ${String(abi?.value)}, this code needs ${BLOOM_ABI}: rebuild it with \`npm run build:wasm\``,
-        { details: { abi: abi?.value, want: BLOOM_ABI } },
-      );
-    }
+    requireKernelAbi(exports, 'BLOOM_ABI', BLOOM_ABI, 'Bloom');
     k = exports as unknown as BloomKernel;
     instances.set(memory, k);
   }

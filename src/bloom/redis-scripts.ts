@@ -37,29 +37,38 @@ local wstart = 1
 local wend = 0
 local MASK = {[0] = 128, 64, 32, 16, 8, 4, 2, 1}`;
 
+// Fragments the read and the write script share, so both walk the indexes and test a snapshot bit
+// the same way: the snapshot read, the window refill at each key, the next probe's index, the
+// snapshot byte and mask of bit ix, and the test that the bit is clear.
+const SNAPSHOT = `local bm = nil
+if ARGV[5] == '1' then bm = redis.call('GET', key) or '' end`;
+const NEXT_KEY = `  if p + kb - 1 > wend then
+    B = {sbyte(blob, p, p + per - 1)}
+    wstart = p
+    wend = p + per - 1
+  end
+  local q = p - wstart + 1`;
+const NEXT_INDEX = `    local ix = B[q] + B[q + 1] * 256 + B[q + 2] * 65536 + B[q + 3] * 16777216
+    q = q + 4`;
+const SNAPSHOT_BIT = `      local bp = ix % 8
+      local byte = sbyte(bm, (ix - bp) / 8 + 1)
+      local m = MASK[bp]`;
+const BIT_CLEAR = 'byte == nil or byte % (m + m) < m';
+
 /** Returns one '0'/'1' per key: all k bits set. */
 export const CONTAINS_LUA = `#!lua flags=no-writes
 ${CHECK}
 ${WINDOW}
 local out = {}
-local bm = nil
-if ARGV[5] == '1' then bm = redis.call('GET', key) or '' end
+${SNAPSHOT}
 for j = 1, n do
-  if p + kb - 1 > wend then
-    B = {sbyte(blob, p, p + per - 1)}
-    wstart = p
-    wend = p + per - 1
-  end
-  local q = p - wstart + 1
+${NEXT_KEY}
   local r = '1'
   for i = 1, k do
-    local ix = B[q] + B[q + 1] * 256 + B[q + 2] * 65536 + B[q + 3] * 16777216
-    q = q + 4
+${NEXT_INDEX}
     if bm ~= nil then
-      local bp = ix % 8
-      local byte = sbyte(bm, (ix - bp) / 8 + 1)
-      local m = MASK[bp]
-      if byte == nil or byte % (m + m) < m then
+${SNAPSHOT_BIT}
+      if ${BIT_CLEAR} then
         r = '0'
         break
       end
@@ -84,25 +93,16 @@ ${CHECK}
 ${WINDOW}
 local changed = 0
 local flags = {}
-local bm = nil
-if ARGV[5] == '1' then bm = redis.call('GET', key) or '' end
+${SNAPSHOT}
 for j = 1, n do
-  if p + kb - 1 > wend then
-    B = {sbyte(blob, p, p + per - 1)}
-    wstart = p
-    wend = p + per - 1
-  end
-  local q = p - wstart + 1
+${NEXT_KEY}
   local c = false
   for i = 1, k do
-    local ix = B[q] + B[q + 1] * 256 + B[q + 2] * 65536 + B[q + 3] * 16777216
-    q = q + 4
+${NEXT_INDEX}
     local zero = true
     if bm ~= nil then
-      local bp = ix % 8
-      local byte = sbyte(bm, (ix - bp) / 8 + 1)
-      local m = MASK[bp]
-      zero = byte == nil or byte % (m + m) < m
+${SNAPSHOT_BIT}
+      zero = ${BIT_CLEAR}
     end
     if zero and redis.call('SETBIT', key, ix, 1) == 0 then c = true end
   end

@@ -178,26 +178,28 @@ export function redissonKeyIndexes(key: string | Uint8Array, scratch: Buffer, k:
 
 let view: Buffer | undefined;
 
-/**
- * The bit indexes of keys[from, from + n) as one buffer of little-endian u32 (k per key, in key
- * order): what RedisBloom's scripts read. Keys are encoded straight into the wasm kernel's memory
- * and hashed there in one call (a missing kernel is HG_ERR_WASM, as everywhere).
- */
-export function redissonIndexBlob(keys: ReadonlyArray<string | Uint8Array>, from: number, n: number, k: number, size: number): Buffer {
-  const kern = highwayKernel();
+type Kernel = ReturnType<typeof highwayKernel>;
+
+/** Upper bound of the bytes keys[from, from + n) take once encoded (3 per UTF-16 unit at most). */
+function encodedBound(keys: ReadonlyArray<string | Uint8Array>, from: number, n: number): number {
   let bytes = 0;
   for (let j = 0; j < n; j++) {
     const key = keys[from + j]!;
     bytes += typeof key === 'string' ? key.length * 3 : key.length;
   }
-  const offAt = kern.reserved;
-  const dataAt = (offAt + 4 * (n + 1) + 7) & ~7;
-  const outAt = (dataAt + bytes + 7) & ~7;
-  const need = outAt + n * k * 4;
+  return bytes;
+}
+
+/** A Buffer over the kernel's memory, grown first to hold `need` bytes (the view is kept while the memory is unchanged). */
+function kernelMemory(kern: Kernel, need: number): Buffer {
   const have = kern.memory.buffer.byteLength;
   if (need > have) kern.memory.grow(Math.ceil((need - have) / 65536));
   if (view === undefined || view.buffer !== kern.memory.buffer) view = Buffer.from(kern.memory.buffer);
-  const mem = view;
+  return view;
+}
+
+/** Encodes keys[from, from + n) from `dataAt` as Redisson does, and their n + 1 offsets (u32 LE) at `offAt`. */
+function stageKeys(mem: Buffer, keys: ReadonlyArray<string | Uint8Array>, from: number, n: number, offAt: number, dataAt: number): void {
   let pos = dataAt;
   for (let j = 0; j < n; j++) {
     mem.writeUInt32LE(pos - dataAt, offAt + 4 * j);
@@ -209,6 +211,20 @@ export function redissonIndexBlob(keys: ReadonlyArray<string | Uint8Array>, from
     }
   }
   mem.writeUInt32LE(pos - dataAt, offAt + 4 * n);
+}
+
+/**
+ * The bit indexes of keys[from, from + n) as one buffer of little-endian u32 (k per key, in key
+ * order): what RedisBloom's scripts read. Keys are encoded straight into the wasm kernel's memory
+ * and hashed there in one call (a missing kernel is HG_ERR_WASM, as everywhere).
+ */
+export function redissonIndexBlob(keys: ReadonlyArray<string | Uint8Array>, from: number, n: number, k: number, size: number): Buffer {
+  const kern = highwayKernel();
+  const offAt = kern.reserved;
+  const dataAt = (offAt + 4 * (n + 1) + 7) & ~7;
+  const outAt = (dataAt + encodedBound(keys, from, n) + 7) & ~7;
+  const mem = kernelMemory(kern, outAt + n * k * 4);
+  stageKeys(mem, keys, from, n, offAt, dataAt);
   kern.redissonIndexes(dataAt, offAt, n, k, size, outAt);
   return Buffer.from(mem.subarray(outAt, outAt + n * k * 4));
 }
@@ -222,34 +238,14 @@ export function redissonContainsAll(keys: ReadonlyArray<string | Uint8Array>, k:
   const out = new Uint8Array(keys.length);
   const kern = highwayKernel();
   const bitsAt = kern.reserved;
-  const base = (bitsAt + bitmap.length + 7) & ~7;
+  const offAt = (bitsAt + bitmap.length + 7) & ~7;
   for (let from = 0; from < keys.length; from += chunk) {
     const n = Math.min(chunk, keys.length - from);
-    let bytes = 0;
-    for (let j = 0; j < n; j++) {
-      const key = keys[from + j]!;
-      bytes += typeof key === 'string' ? key.length * 3 : key.length;
-    }
-    const offAt = base;
     const dataAt = (offAt + 4 * (n + 1) + 7) & ~7;
-    const outAt = dataAt + bytes;
-    const need = outAt + n;
-    const have = kern.memory.buffer.byteLength;
-    if (need > have) kern.memory.grow(Math.ceil((need - have) / 65536));
-    if (view === undefined || view.buffer !== kern.memory.buffer) view = Buffer.from(kern.memory.buffer);
-    const mem = view;
+    const outAt = dataAt + encodedBound(keys, from, n);
+    const mem = kernelMemory(kern, outAt + n);
     if (from === 0) mem.set(bitmap, bitsAt);
-    let pos = dataAt;
-    for (let j = 0; j < n; j++) {
-      mem.writeUInt32LE(pos - dataAt, offAt + 4 * j);
-      const key = keys[from + j]!;
-      if (typeof key === 'string') pos = encodeRedissonString(key, mem, pos);
-      else {
-        mem.set(key, pos);
-        pos += key.length;
-      }
-    }
-    mem.writeUInt32LE(pos - dataAt, offAt + 4 * n);
+    stageKeys(mem, keys, from, n, offAt, dataAt);
     kern.redissonContains(dataAt, offAt, n, k, size, bitsAt, bitmap.length, outAt);
     out.set(mem.subarray(outAt, outAt + n), from);
   }

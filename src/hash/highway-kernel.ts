@@ -4,8 +4,7 @@
 // Same rule as hashing and Bloom filters: a missing, uncompilable or stale binary throws
 // HashGateError HG_ERR_WASM; there is no silent JS fallback (src/hash/highway.ts is the reference
 // the tests hold the kernel to).
-import { ErrorCodes, HashGateError } from '../errors.js';
-import { KERNEL_RESERVED_BYTES, createKernelMemory, instantiateKernel } from './kernel.js';
+import { KERNEL_RESERVED_BYTES, createKernelMemory, instantiateKernel, requireKernelAbi } from './kernel.js';
 
 /** Must equal HIGHWAY_ABI in wasm/assembly/highway.ts. */
 const HIGHWAY_ABI = 2;
@@ -26,14 +25,7 @@ export function highwayKernel(): HighwayKernel {
   if (cached !== undefined) return cached;
   const memory = createKernelMemory(2);
   const e = instantiateKernel(memory);
-  const abi = e.HIGHWAY_ABI as WebAssembly.Global | undefined;
-  if (abi?.value !== HIGHWAY_ABI) {
-    throw new HashGateError(
-      ErrorCodes.WASM,
-      `hashgate.wasm has HighwayHash kernel ABI ${String(abi?.value)}, this code needs ${HIGHWAY_ABI}: rebuild it with \`npm run build:wasm\``,
-      { details: { abi: abi?.value, want: HIGHWAY_ABI } },
-    );
-  }
+  requireKernelAbi(e, 'HIGHWAY_ABI', HIGHWAY_ABI, 'HighwayHash');
   cached = {
     memory,
     reserved: KERNEL_RESERVED_BYTES,

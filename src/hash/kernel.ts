@@ -102,3 +102,18 @@ export function instantiateKernel(memory: WebAssembly.Memory, module: WebAssembl
     throw new HashGateError(ErrorCodes.WASM, `cannot instantiate hashgate.wasm: ${(err as Error).message}`, { cause: err });
   }
 }
+
+/**
+ * Throws HG_ERR_WASM unless the instance's `global` export (e.g. BLOOM_ABI) equals `want`: a stale
+ * binary built from older AssemblyScript is refused, never misused. `what` names the kernel part.
+ */
+export function requireKernelAbi(exports: KernelExports, global: string, want: number, what: string): void {
+  const abi = (exports as unknown as Record<string, WebAssembly.Global | undefined>)[global];
+  if (abi?.value !== want) {
+    throw new HashGateError(
+      ErrorCodes.WASM,
+      `hashgate.wasm has ${what} kernel ABI ${String(abi?.value)}, this code needs ${want}: rebuild it with \`npm run build:wasm\``,
+      { details: { abi: abi?.value, want } },
+    );
+  }
+}

@@ -1,10 +1,11 @@
 // `hashgate recover` and `hashgate stats` against a real private redis-server (run() called
 // in-process; the lead wires them into src/cli/main.ts).
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
+import { captureConsole } from '../helpers/console.js';
 import { DedupService } from '../../src/dedup/index.js';
 import { run as recover } from '../../src/cli/commands/recover.js';
 import { run as stats } from '../../src/cli/commands/stats.js';
@@ -23,17 +24,7 @@ describe.skipIf(!has)('hashgate recover / stats', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const capture = async (f: () => Promise<number>): Promise<{ code: number; out: string }> => {
-    const lines: string[] = [];
-    const spy = vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void lines.push(a.join(' ')));
-    const spyErr = vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void lines.push(a.join(' ')));
-    try {
-      return { code: await f(), out: lines.join('\n') };
-    } finally {
-      spy.mockRestore();
-      spyErr.mockRestore();
-    }
-  };
+  const capture = captureConsole;
 
   it('recover replays a journal written by a fail-open service; stats counts the window; --purge deletes it', async () => {
     const svc = new DedupService({ redis: srv.url, dedup: { layout: 'sets', prefix: 'cli', journalDir: dir, replayIntervalMs: 0 } });

@@ -1,7 +1,7 @@
 // Fail-open journal under faults, against a real redis-server: a gate that never learnt the
 // window's bucket count, corrupted record headers and payloads, crash-torn segments, foreign files
 // in the journal directory, and segments written in the old record format.
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { Packr } from 'msgpackr';
 import { spawnSync } from 'node:child_process';
@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { freePort, requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
+import { captureConsole } from '../helpers/console.js';
 import { DedupService } from '../../src/dedup/index.js';
 import { run as recoverCli } from '../../src/cli/commands/recover.js';
 import { bucketOf } from '../../src/hash/index.js';
@@ -27,17 +28,7 @@ function recordOffsets(buf: Buffer): number[] {
 
 const deadPid = (): number => spawnSync(process.execPath, ['-e', '']).pid!;
 
-async function quietCli(argv: string[]): Promise<{ code: number; out: string }> {
-  const lines: string[] = [];
-  const a = vi.spyOn(console, 'log').mockImplementation((...x: unknown[]) => void lines.push(x.join(' ')));
-  const b = vi.spyOn(console, 'error').mockImplementation((...x: unknown[]) => void lines.push(x.join(' ')));
-  try {
-    return { code: await recoverCli(argv), out: lines.join('\n') };
-  } finally {
-    a.mockRestore();
-    b.mockRestore();
-  }
-}
+const quietCli = (argv: string[]): Promise<{ code: number; out: string }> => captureConsole(() => recoverCli(argv));
 
 describe.skipIf(!has)('dedup journal under faults', () => {
   let srv: RedisServer;

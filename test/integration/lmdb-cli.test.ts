@@ -1,10 +1,11 @@
 // `hashgate load|stats|export --store PATH` (the durable embedded store) and the move from the
 // embedded store to a real private redis-server without losing a key.
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
+import { captureConsole } from '../helpers/console.js';
 import { DedupService } from '../../src/dedup/index.js';
 import { run as load } from '../../src/cli/commands/load.js';
 import { run as stats } from '../../src/cli/commands/stats.js';
@@ -13,17 +14,7 @@ import { run as exportCmd } from '../../src/cli/commands/export.js';
 const has = requireRedisOrSkip('LMDB store CLI');
 const at = new Date('2026-06-01T00:00:00Z');
 
-const capture = async (f: () => Promise<number>): Promise<{ code: number; out: string }> => {
-  const lines: string[] = [];
-  const spy = vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void lines.push(a.join(' ')));
-  const spyErr = vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void lines.push(a.join(' ')));
-  try {
-    return { code: await f(), out: lines.join('\n') };
-  } finally {
-    spy.mockRestore();
-    spyErr.mockRestore();
-  }
-};
+const capture = captureConsole;
 
 describe.skipIf(!has)('hashgate load / stats / export --store', () => {
   let srv: RedisServer;

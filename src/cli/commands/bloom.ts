@@ -3,12 +3,14 @@
 // the same name; show the last swap. Safe from cron on several hosts: one run holds the lock, the
 // others exit 3.
 import { parseArgs } from 'node:util';
-import { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError, checkInt, checkNumber } from '../../errors.js';
 import { REBUILD_EXIT, REDIS_REBUILD_DEFAULTS, readRebuildStatus, rebuildRedisBloom } from '../../bloom/redis-rebuild.js';
 import { ExportFileKeys, HBaseScanKeys, RedisSetWindowKeys } from '../../bloom/rebuild-sources.js';
 import { redissonConfigKey } from '../../bloom/redisson.js';
 import { parseDuration } from './migrate.js';
+import { abortOnSignals, connectCliRedis } from '../redis-client.js';
+import { defaultRedisUrl } from '../redis-url.js';
+import { delimiterByte, fieldList } from '../line-flags.js';
 import type { HBaseStore } from '../../stores/hbase.js';
 
 export const EXIT = { ok: 0, error: 1, usage: 2, locked: 3, rejected: 4, interrupted: 130 } as const satisfies Record<string, (typeof REBUILD_EXIT)[keyof typeof REBUILD_EXIT]>;
@@ -49,19 +51,6 @@ done), 4 swapped in but some input lines were rejected, 130 interrupted (nothing
 const STATUS_USAGE = `usage: hashgate bloom status --redis URL --name NAME [--cluster] [--json]
 Prints the live config and the last swap (generation, time, keys, source).
 exit: 0, 1 when the filter does not exist, 2 usage`;
-
-function connect(url: string, cluster: boolean | undefined): Redis | Cluster {
-  const redis = cluster ? new Cluster([url]) : new Redis(url, { maxRetriesPerRequest: 1 });
-  redis.on('error', () => undefined); // failures surface per command
-  return redis;
-}
-
-function delimiterByte(v: string | undefined): number | undefined {
-  if (v === undefined) return undefined;
-  const b = Buffer.from(v === 'tab' || v === '\\t' ? '\t' : v);
-  if (b.length !== 1 || b[0] === 10 || b[0] === 13) throw new TypeError(`--delimiter must be one byte other than CR/LF (or 'tab'), got ${JSON.stringify(v)}`);
-  return b[0];
-}
 
 const optInt = (flag: string, v: string | undefined, min: number, max?: number): number | undefined =>
   v === undefined ? undefined : checkInt(flag, /^\s*-?\d+\s*$/.test(v) ? Number(v) : NaN, min, max);
@@ -108,7 +97,7 @@ async function rebuild(argv: string[]): Promise<number> {
     console.log(USAGE);
     return EXIT.ok;
   }
-  const url = values.redis ?? process.env.HASHGATE_REDIS_URL;
+  let url: string;
   const files = values.file ?? [];
   const sets = values.set ?? [];
   const windows = values['sets-window'] ?? [];
@@ -117,7 +106,7 @@ async function rebuild(argv: string[]): Promise<number> {
   let opts: { expectedItems?: number; fpp?: number; lockTtlMs?: number; batch?: number; minKeys?: number; reshape?: boolean };
   let fileSource: ExportFileKeys | undefined;
   try {
-    if (!url) throw new TypeError('--redis (or HASHGATE_REDIS_URL) is required');
+    url = values.redis ?? defaultRedisUrl();
     if (!values.name) throw new TypeError('--name is required');
     if (files.length + sets.length + windows.length + tables.length === 0) throw new TypeError('at least one --file, --set, --sets-window or --hbase-table is required');
     if (tables.length > 0 && !zk) throw new TypeError('--hbase-table needs --hbase (or HBASE_ZK)');
@@ -135,7 +124,7 @@ async function rebuild(argv: string[]): Promise<number> {
       const maxLineBytes = optInt('--max-line-bytes', values['max-line-bytes'], 1, 1 << 24);
       fileSource = new ExportFileKeys({
         inputs: files,
-        fields: values.fields === undefined || values.fields === 'all' ? null : values.fields.split(',').map((f) => optInt('--fields', f, 0, 255)!),
+        fields: fieldList(values.fields),
         ...(delimiter !== undefined ? { delimiter } : {}),
         ...(fieldCount !== undefined ? { fieldCount } : {}),
         ...(maxLineBytes !== undefined ? { maxLineBytes } : {}),
@@ -145,7 +134,7 @@ async function rebuild(argv: string[]): Promise<number> {
     console.error(`hashgate bloom rebuild: ${(err as Error).message}\n${USAGE}`);
     return EXIT.usage;
   }
-  const redis = connect(url, values.cluster);
+  const redis = connectCliRedis(url, values.cluster);
   let hbase: HBaseStore | undefined;
   if (tables.length > 0) {
     const { HBaseStore } = await import('../../stores/hbase.js');
@@ -179,10 +168,7 @@ async function rebuild(argv: string[]): Promise<number> {
       });
     }
   }
-  const stop = new AbortController();
-  const onSignal = (): void => stop.abort();
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const stop = abortOnSignals();
   const progress = values.quiet || values.json ? undefined : (n: number) => process.stderr.write(`\r  ${n} keys`);
   try {
     const r = await rebuildRedisBloom({
@@ -224,8 +210,7 @@ async function rebuild(argv: string[]): Promise<number> {
     console.error(`hashgate bloom rebuild: ${e.message}${e.code ? ` [${e.code}]` : ''}`);
     return EXIT.error;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    stop.dispose();
     redis.disconnect();
     await hbase?.close();
   }
@@ -233,6 +218,7 @@ async function rebuild(argv: string[]): Promise<number> {
 
 async function status(argv: string[]): Promise<number> {
   let values;
+  let url: string;
   try {
     ({ values } = parseArgs({
       args: argv,
@@ -243,13 +229,13 @@ async function status(argv: string[]): Promise<number> {
       console.log(STATUS_USAGE);
       return EXIT.ok;
     }
-    if (!(values.redis ?? process.env.HASHGATE_REDIS_URL)) throw new TypeError('--redis (or HASHGATE_REDIS_URL) is required');
+    url = values.redis ?? defaultRedisUrl();
     if (!values.name) throw new TypeError('--name is required');
   } catch (err) {
     console.error(`hashgate bloom status: ${(err as Error).message}\n${STATUS_USAGE}`);
     return EXIT.usage;
   }
-  const redis = connect((values.redis ?? process.env.HASHGATE_REDIS_URL)!, values.cluster);
+  const redis = connectCliRedis(url, values.cluster);
   try {
     const config = await redis.hgetall(redissonConfigKey(values.name));
     const last = await readRebuildStatus(redis, values.name);

@@ -12,6 +12,7 @@ import { LmdbLoadSink } from '../../loader/lmdb-sink.js';
 import type { WindowKind } from '../../dedup/window.js';
 import { redact } from '../../util/redact.js';
 import { REDIS_HELP, defaultRedisUrl } from '../redis-url.js';
+import { delimiterByte, fieldList, intFlag as int, usage } from '../line-flags.js';
 
 /** The dedup store's defaults: same prefix, layout and bucket counts as `HashGate.open`. */
 export const STORE_DEFAULTS = {
@@ -84,32 +85,6 @@ Exit codes: 0 done (rejects, if any, under --max-reject-ratio and listed in --re
   1 error (Redis unreachable, I/O), 2 usage, 3 some rows failed (see --failed-file; --resume
   reloads them), 4 input refused (reject ratio exceeded, a file not text, no majority field count),
   130 interrupted (--resume continues).`;
-
-const usage = (msg: string): HashGateTypeError => new HashGateTypeError(ErrorCodes.INVALID_OPTION, msg);
-
-function int(flag: string, v: string | undefined, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!/^-?\d+$/.test(v.trim()) || !Number.isSafeInteger(n)) throw usage(`${flag} must be an integer, got ${JSON.stringify(v)}`);
-  if (n < min || n > max) throw new HashGateRangeError(ErrorCodes.INVALID_OPTION, `${flag} must be in [${min}, ${max}], got ${n}`, { name: flag });
-  return n;
-}
-
-function delimiterByte(v: string | undefined): number | undefined {
-  if (v === undefined) return undefined;
-  const s = v === 'tab' || v === '\\t' ? '\t' : v;
-  const b = Buffer.from(s);
-  if (b.length !== 1 || b[0] === 10 || b[0] === 13) throw usage(`--delimiter must be one byte other than CR/LF (or 'tab'), got ${JSON.stringify(v)}`);
-  return b[0];
-}
-
-function fieldList(v: string | undefined): number[] | null {
-  if (v === undefined || v === 'all') return null;
-  const parts = v.split(',');
-  const out = parts.map((p) => int('--fields', p.trim(), 0, 255)!);
-  if (out.length === 0) throw usage('--fields must list at least one field index');
-  return out;
-}
 
 function fmtSummary(s: LoadSummary): string {
   const mb = (n: number): string => `${(n / (1 << 20)).toFixed(1)} MiB`;

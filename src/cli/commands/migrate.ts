@@ -2,13 +2,13 @@
 // cron on several hosts at once: a Redis lock lets one run work while the others exit 3, and an
 // interrupted run resumes from its SCAN cursor checkpoint next time.
 import { parseArgs } from 'node:util';
-import { Redis } from 'ioredis';
 import { checkInt, outOfRange } from '../../errors.js';
 import { HotColdStore, TIERING_DEFAULTS, type MigrateResult } from '../../tiering/index.js';
 import { HBaseColdStore } from '../../cache/hbase-cold.js';
 import { HBaseStore } from '../../stores/hbase.js';
 import { redact } from '../../util/redact.js';
 import { REDIS_HELP, defaultRedisUrl } from '../redis-url.js';
+import { abortOnSignals, connectCliRedis } from '../redis-client.js';
 
 export const EXIT = { ok: 0, error: 1, usage: 2, locked: 3 } as const;
 
@@ -100,18 +100,14 @@ export async function run(argv: string[]): Promise<number> {
     return EXIT.usage;
   }
 
-  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1, connectTimeout: 5_000, retryStrategy: (t) => (t > 3 ? null : 200 * t) });
-  redis.on('error', () => undefined); // failures surface through the commands
+  const redis = connectCliRedis(redisUrl);
   const hbase = zk && !dryRun ? new HBaseStore({ zookeeper: zk }) : undefined;
   const tablePrefix = values['hbase-table-prefix'] ?? '';
   const cold = hbase
     ? new HBaseColdStore({ store: hbase, ...(values.family ? { family: values.family } : {}), tableName: (t) => tablePrefix + t })
     : undefined;
   // Ctrl-C / SIGTERM: finish the current batch, save the checkpoint, release the lock
-  const stop = new AbortController();
-  const onSignal = (): void => stop.abort();
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const stop = abortOnSignals();
   try {
     const store = new HotColdStore({ redis, ...(cold ? { cold } : {}), ...(values.prefix !== undefined ? { prefix: values.prefix } : {}) });
     const r = await store.migrateCold({
@@ -138,8 +134,7 @@ export async function run(argv: string[]): Promise<number> {
     console.error(`hashgate migrate: ${redact(e.message)}${e.code ? ` [${e.code}]` : ''}`);
     return EXIT.error;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    stop.dispose();
     redis.disconnect();
     await hbase?.close();
   }
