@@ -170,8 +170,9 @@ interface LoadRequest {
 
 /** The part of a merged load's gap map that is one caller's, or undefined when none of its keys had a gap. */
 function gapOf(gap: Uint8Array | undefined, from: number, to: number): Uint8Array | undefined {
-  if (gap === undefined || gap.indexOf(1, from) === -1 || gap.indexOf(1, from) >= to) return undefined;
-  return gap.slice(from, to);
+  if (gap === undefined) return undefined;
+  const first = gap.indexOf(1, from);
+  return first === -1 || first >= to ? undefined : gap.slice(from, to);
 }
 
 /** ioredis rejects a command its commandTimeout expired with exactly this message (no code). */
