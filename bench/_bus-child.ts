@@ -8,7 +8,7 @@ import { TieredCache } from '../src/cache/index.js';
 import { HotColdStore } from '../src/tiering/index.js';
 import type { CacheValue } from '../src/cache/types.js';
 import { Blacklist, type BlacklistEntry, type BlacklistKey } from '../src/risk/blacklist.js';
-import { HBaseStore } from '../src/stores/hbase.js';
+import { HBaseStore } from '../src/hbase/client.js';
 
 const [url, channel, blTable] = process.argv.slice(2);
 const send = (m: unknown): void => {

@@ -21,7 +21,7 @@ import { Suite, makeKeys, spread, type BenchRow, type SuiteOptions, type SuiteRe
 import { startBenchRedis } from './redis-server.js';
 import { HashGate } from '../src/gate.js';
 import { HotColdStore } from '../src/tiering/index.js';
-import { FingerprintIndex } from '../src/index/index.js';
+import { FingerprintIndex } from '../src/fingerprint/index.js';
 import { isMainModule } from '../src/util/main-module.js';
 
 interface Drive {

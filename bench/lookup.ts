@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { Suite, makeKeys, repoRoot, size, type SuiteOptions, type SuiteResult } from './common.js';
 import { startBenchRedis } from './redis-server.js';
 import { TieredCache, MemoryColdStore, HBaseColdStore, coldTableDdl, encodeValue, type ColdStore } from '../src/cache/index.js';
-import { HBaseStore } from '../src/stores/hbase.js';
+import { HBaseStore } from '../src/hbase/client.js';
 import { HotColdStore } from '../src/tiering/index.js';
 import { BloomFilter } from '../src/bloom/index.js';
 

@@ -10,7 +10,7 @@ import { DedupService, type DedupServiceOptions, type DedupStats, type RecoverRe
 import type { DedupOptions, RedisConfig } from './dedup/options.js';
 import { TieredCache, type TieredCacheOptions } from './cache/index.js';
 import type { CacheValue } from './cache/index.js';
-import { FingerprintIndex, type FingerprintIndexOptions } from './index/index.js';
+import { FingerprintIndex, type FingerprintIndexOptions } from './fingerprint/index.js';
 import { IdRegistry, type IdRegistryOptions } from './ids/index.js';
 import { resolveMetrics, type Metrics, type MetricsOptions } from './metrics/index.js';
 import { cacheTierTotals, journalDirStats } from './metrics/adapters.js';

@@ -17,7 +17,7 @@ export { MAX_KEY_BYTES } from './util/limits.js';
 export * from './cache/index.js';
 export * from './tiering/index.js';
 export * from './risk/index.js';
-export * from './index/index.js';
+export * from './fingerprint/index.js';
 export * from './ids/index.js';
 export {
   createMetrics, resolveMetrics, PromMetrics, NoopMetrics, noopMetrics, metricsHandler, serveMetrics,
@@ -25,8 +25,8 @@ export {
 } from './metrics/index.js';
 export type { Metrics, MetricsOptions } from './metrics/index.js';
 // The HBase client library is an optional peer dependency, loaded only when an HBaseStore is built.
-export { HBaseStore, DEFAULTS as HBASE_DEFAULTS } from './stores/hbase.js';
+export { HBaseStore, DEFAULTS as HBASE_DEFAULTS } from './hbase/client.js';
 export type {
   HBaseStoreOptions, HBaseRow, HBaseCell, HBaseCallCounts, Bytes as HBaseBytes, ReadOptions as HBaseReadOptions,
   WriteOptions as HBaseWriteOptions, PutEntry as HBasePutEntry, ScanOptions as HBaseScanOptions,
-} from './stores/hbase.js';
+} from './hbase/client.js';

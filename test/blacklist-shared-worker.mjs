@@ -2,7 +2,7 @@
 // the shared HBase table and the shared Redis-held filter. Commands arrive over IPC.
 import { Redis } from 'ioredis';
 import { Blacklist, RedisBloom } from 'hashgate';
-import { HBaseStore } from '../dist/src/stores/hbase.js';
+import { HBaseStore } from '../dist/src/hbase/client.js';
 
 const [redisUrl, zookeeper, table, filterName] = process.argv.slice(2);
 const redis = new Redis(redisUrl);

@@ -10,7 +10,7 @@ import {
   BloomFilter, CountingBloomFilter, DedupService, HashGate, HBaseStore, RiskCheck, TieredCache, hashBatch, murmur3_128Hex,
   bucketOf, describe as describeValue,
 } from '../src/index.js';
-import { redactServerMessage } from '../src/stores/hbase-wire.js';
+import { redactServerMessage } from '../src/hbase/wire.js';
 import { ensureHBase, hbaseConfigured, type HBaseHarness } from './helpers/hbase.js';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..');

@@ -1,8 +1,8 @@
 // HBaseStore pieces that need no server: option validation, key ranges, meta row parsing.
 import { describe, it, expect } from 'vitest';
-import { HBaseStore, prefixEnd } from '../src/stores/hbase.js';
-import { parseMetaRow, isRelocateException, RegionCache } from '../src/stores/hbase-regions.js';
-import { proto } from '../src/stores/hbase-wire.js';
+import { HBaseStore, prefixEnd } from '../src/hbase/client.js';
+import { parseMetaRow, isRelocateException, RegionCache } from '../src/hbase/regions.js';
+import { proto } from '../src/hbase/wire.js';
 import { ErrorCodes } from '../src/errors.js';
 
 describe('HBaseStore options', () => {

@@ -11,7 +11,7 @@ import { ChunkParser, REJECT_NAMES, R_TOO_LONG, type RejectName } from '../loade
 import { FileChunkReader, isOversize } from '../loader/reader.js';
 import { inspectFile, sampleFieldCount } from '../loader/inspect.js';
 import { DEFAULTS as LOADER_DEFAULTS } from '../loader/loader.js';
-import type { HBaseStore } from '../stores/hbase.js';
+import type { HBaseStore } from '../hbase/client.js';
 
 /** Keys per yielded batch for the Redis and HBase sources (the file source yields one read region). */
 export const SOURCE_BATCH_KEYS = 8192;

@@ -3,7 +3,7 @@
 // family's TTL (90 days by default, set at table creation) therefore counts from the first write,
 // and HBase drops expired cells itself on read and compaction: no scan-and-delete job.
 import { checkInt, invalidType } from '../errors.js';
-import type { HBaseStore } from '../stores/hbase.js';
+import type { HBaseStore } from '../hbase/client.js';
 import type { ColdCell, ColdEntry, ColdStore } from './types.js';
 
 export const HBASE_COLD_DEFAULTS = {

@@ -9,7 +9,7 @@
 // CAS-incremented so one hot counter row does not serialize all writers), `cfg` (m:epoch, m:active).
 // DDL: create <table> -f raw -f m   (services/hbase/ddl.sh create hashgate_ids -f raw -f m)
 import { randomInt } from 'node:crypto';
-import type { HBaseRow, HBaseStore } from '../stores/hbase.js';
+import type { HBaseRow, HBaseStore } from '../hbase/client.js';
 import { HashGateError, ErrorCodes } from '../errors.js';
 import type { CollisionRecord, IdStore, IdStoreConfig, IdStoreStats, StoredDoc, UpsertOutcome, UpsertPlan } from './types.js';
 

@@ -10,7 +10,7 @@ import { algorithmName, checkAlgorithm, hashCanonical, type IdAlgorithm } from '
 import { MemoryIdStore } from './memory-store.js';
 import { RedisIdStore } from './redis-store.js';
 import { HBaseIdStore } from './hbase-store.js';
-import type { HBaseStore } from '../stores/hbase.js';
+import type { HBaseStore } from '../hbase/client.js';
 import type { CollisionRecord, IdStore, StoredDoc, UpsertStatus } from './types.js';
 import { isSharedGate, type SharedGate } from '../bloom/shared-gate.js';
 

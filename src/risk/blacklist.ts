@@ -16,7 +16,7 @@
 import { HashGateError, ErrorCodes, checkInt, checkNumber, invalidType } from '../errors.js';
 import { BloomFilter, SwappableBloom } from '../bloom/index.js';
 import type { RedisBloom } from '../bloom/redis-bloom.js';
-import type { HBaseStore } from '../stores/hbase.js';
+import type { HBaseStore } from '../hbase/client.js';
 import type { BusListener, InvalidationBus } from '../cache/bus.js';
 
 export const BLACKLIST_DEFAULTS = {

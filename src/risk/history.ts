@@ -16,7 +16,7 @@
 import { randomBytes } from 'node:crypto';
 import { HashGateError, ErrorCodes, checkInt, invalidType } from '../errors.js';
 import { bucketOf } from '../hash/index.js';
-import type { HBaseStore, HBaseRow } from '../stores/hbase.js';
+import type { HBaseStore, HBaseRow } from '../hbase/client.js';
 
 export const HISTORY_DEFAULTS = {
   table: 'user_behavior',

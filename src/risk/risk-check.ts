@@ -5,7 +5,7 @@
 //
 // Create the table with: HBaseDdl create risk_check -f base:bloom=ROW -f risk:bloom=ROW
 import { HashGateError, ErrorCodes, checkInt, invalidType } from '../errors.js';
-import type { HBaseStore } from '../stores/hbase.js';
+import type { HBaseStore } from '../hbase/client.js';
 
 export const RISK_CHECK_DEFAULTS = {
   table: 'risk_check',

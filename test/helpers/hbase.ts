@@ -18,7 +18,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
-import { HBaseStore, type HBaseStoreOptions } from '../../src/stores/hbase.js';
+import { HBaseStore, type HBaseStoreOptions } from '../../src/hbase/client.js';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const svc = join(repo, 'services', 'hbase');

@@ -4,7 +4,7 @@
 // bus outage makes B rebuild its filter from the table.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Blacklist, BLACKLIST_FAMILIES, InvalidationBus, TieredCache, createMetrics } from '../../src/index.js';
-import type { HBaseStore } from '../../src/stores/hbase.js';
+import type { HBaseStore } from '../../src/hbase/client.js';
 import { ensureHBase, hbaseConfigured, type HBaseHarness } from '../helpers/hbase.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { parseExposition, sampleValue } from '../helpers/exposition.js';

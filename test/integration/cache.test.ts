@@ -5,7 +5,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { requireRedisOrSkip, startRedis, freePort, type RedisServer } from '../helpers/redis-server.js';
 import { ensureHBase, hbaseConfigured, type HBaseHarness } from '../helpers/hbase.js';
-import { HBaseStore } from '../../src/stores/hbase.js';
+import { HBaseStore } from '../../src/hbase/client.js';
 import { BloomFilter } from '../../src/bloom/index.js';
 import { FLAG_ARCHIVED, HBaseColdStore, TieredCache, coldTableDdl, encodeValue, readEnvelope, wrapEnvelope } from '../../src/cache/index.js';
 import { HotColdStore } from '../../src/tiering/index.js';

@@ -2,7 +2,7 @@
 // HBase 2 compatibility fixes under a live client, column-family TTL, typed errors.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { ErrorCodes, HashGateError } from '../../src/errors.js';
-import { HBaseStore } from '../../src/stores/hbase.js';
+import { HBaseStore } from '../../src/hbase/client.js';
 import { hbaseConfigured, ensureHBase, type HBaseHarness } from '../helpers/hbase.js';
 import { freePort } from '../helpers/redis-server.js';
 

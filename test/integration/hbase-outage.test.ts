@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ErrorCodes, HashGateError } from '../../src/errors.js';
-import { HBaseStore } from '../../src/stores/hbase.js';
+import { HBaseStore } from '../../src/hbase/client.js';
 import { hbaseConfigured, startHBaseService, stopHBaseService } from '../helpers/hbase.js';
 import { freePort } from '../helpers/redis-server.js';
 

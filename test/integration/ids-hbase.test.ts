@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureHBase, hbaseConfigured, type HBaseHarness } from '../helpers/hbase.js';
-import type { HBaseStore } from '../../src/stores/hbase.js';
+import type { HBaseStore } from '../../src/hbase/client.js';
 import { HBaseIdStore, IdRegistry, logicalId, type CustomIdHash } from '../../src/ids/index.js';
 import { checkRepair, checkWeakHashScenario, records, weak12 } from '../ids-scenarios.js';
 
@@ -17,7 +17,7 @@ function ensureBuilt(): void {
   const newest = (dir: string): number =>
     Math.max(...readdirSync(dir).filter((f) => f.endsWith('.ts')).map((f) => statSync(join(dir, f)).mtimeMs));
   const srcTime = Math.max(newest(join(root, 'src/ids')), newest(join(root, 'src/stores')), newest(join(root, 'src/hash')));
-  const outs = ['dist/src/ids/hbase-store.js', 'dist/src/ids/registry.js', 'dist/src/stores/hbase.js'].map((f) => join(root, f));
+  const outs = ['dist/src/ids/hbase-store.js', 'dist/src/ids/registry.js', 'dist/src/hbase/client.js'].map((f) => join(root, f));
   const fresh = (): boolean => outs.every((f) => existsSync(f) && statSync(f).mtimeMs >= srcTime);
   if (fresh()) return;
   // tsc emits even when an unrelated file has type errors; what matters is that our outputs are fresh
@@ -89,7 +89,7 @@ describe.skipIf(!ok)('IdRegistry on a real HBase (checkAndPut)', () => {
     const child = (): Promise<Array<[string, string]>> => new Promise((res, rej) => {
       const c = spawn(process.execPath, ['--input-type=module', '-e', CHILD], {
         cwd: root, stdio: ['ignore', 'pipe', 'pipe'],
-        env: { ...process.env, HG_HB: join(root, 'dist/src/stores/hbase.js'), HG_IDS: join(root, 'dist/src/ids/index.js'), HG_ZK: h.zookeeper, HG_TABLE: t, HG_GO: go, HG_N: String(n) },
+        env: { ...process.env, HG_HB: join(root, 'dist/src/hbase/client.js'), HG_IDS: join(root, 'dist/src/ids/index.js'), HG_ZK: h.zookeeper, HG_TABLE: t, HG_GO: go, HG_N: String(n) },
       });
       let out = '';
       let err = '';

@@ -4,7 +4,7 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { Blacklist, BLACKLIST_FAMILIES, type BlacklistKey } from '../../src/risk/blacklist.js';
 import { BehaviorHistory, historySplitKeys } from '../../src/risk/history.js';
 import { RiskCheck } from '../../src/risk/risk-check.js';
-import type { HBaseStore } from '../../src/stores/hbase.js';
+import type { HBaseStore } from '../../src/hbase/client.js';
 import { hbaseConfigured, ensureHBase, type HBaseHarness } from '../helpers/hbase.js';
 
 describe.skipIf(!hbaseConfigured('risk tables integration'))('risk tables (real HBase)', () => {

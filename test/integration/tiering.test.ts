@@ -5,7 +5,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { ensureHBase, hbaseConfigured, type HBaseHarness } from '../helpers/hbase.js';
-import type { HBaseStore } from '../../src/stores/hbase.js';
+import type { HBaseStore } from '../../src/hbase/client.js';
 import { FLAG_ARCHIVED, HBaseColdStore, TieredCache, coldTableDdl, decodeValue, readEnvelope } from '../../src/cache/index.js';
 import { HotColdStore } from '../../src/tiering/index.js';
 

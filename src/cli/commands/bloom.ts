@@ -11,7 +11,7 @@ import { parseDuration } from './migrate.js';
 import { abortOnSignals, connectCliRedis } from '../redis-client.js';
 import { defaultRedisUrl } from '../redis-url.js';
 import { delimiterByte, fieldList } from '../line-flags.js';
-import type { HBaseStore } from '../../stores/hbase.js';
+import type { HBaseStore } from '../../hbase/client.js';
 
 export const EXIT = { ok: 0, error: 1, usage: 2, locked: 3, rejected: 4, interrupted: 130 } as const satisfies Record<string, (typeof REBUILD_EXIT)[keyof typeof REBUILD_EXIT]>;
 
@@ -137,7 +137,7 @@ async function rebuild(argv: string[]): Promise<number> {
   const redis = connectCliRedis(url, values.cluster);
   let hbase: HBaseStore | undefined;
   if (tables.length > 0) {
-    const { HBaseStore } = await import('../../stores/hbase.js');
+    const { HBaseStore } = await import('../../hbase/client.js');
     hbase = new HBaseStore({ zookeeper: zk! });
   }
   const setsPrefix = values['sets-prefix'];

@@ -5,7 +5,7 @@ import { parseArgs } from 'node:util';
 import { checkInt, outOfRange } from '../../errors.js';
 import { HotColdStore, TIERING_DEFAULTS, type MigrateResult } from '../../tiering/index.js';
 import { HBaseColdStore } from '../../cache/hbase-cold.js';
-import { HBaseStore } from '../../stores/hbase.js';
+import { HBaseStore } from '../../hbase/client.js';
 import { redact } from '../../util/redact.js';
 import { REDIS_HELP, defaultRedisUrl } from '../redis-url.js';
 import { abortOnSignals, connectCliRedis } from '../redis-client.js';

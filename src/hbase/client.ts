@@ -24,7 +24,7 @@
 //   stale locations); each RPC has callTimeoutMs. Errors: HashGateError with code
 //   HG_ERR_HBASE_UNAVAILABLE (ZooKeeper/region server unreachable, connection lost, timeout) or
 //   HG_ERR_HBASE (server-side exception: details.exceptionClassName, e.g. table not found).
-// - HBase 2 fixes (see hbase-regions.ts): region lookup by reversed meta scan, table-state rows
+// - HBase 2 fixes (see regions.ts): region lookup by reversed meta scan, table-state rows
 //   skipped; cached locations are dropped and re-resolved when a region moves or its table is
 //   dropped and recreated under a live client.
 // - callCounts() counts adapter operations (ops) and RPCs sent (rpcs), so callers can prove that
@@ -36,8 +36,8 @@
 // - Tables are created with services/hbase (HBaseDdl): this client has no admin API.
 
 import { HashGateError, ErrorCodes, invalidType, outOfRange } from '../errors.js';
-import { RpcConnection, readMetaLocation, redactServerMessage, toBuf, unavailable, proto, loadHBaseClient, type RpcMethod } from './hbase-wire.js';
-import { RegionCache, isRelocateException, compareBytes, type RegionLocation } from './hbase-regions.js';
+import { RpcConnection, readMetaLocation, redactServerMessage, toBuf, unavailable, proto, loadHBaseClient, type RpcMethod } from './wire.js';
+import { RegionCache, isRelocateException, compareBytes, type RegionLocation } from './regions.js';
 
 export type Bytes = Buffer | string;
 

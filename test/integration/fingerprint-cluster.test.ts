@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { Cluster } from 'ioredis';
 import { requireClusterOrSkip, startRedisCluster, type RedisClusterHandle } from '../helpers/redis-cluster.js';
-import { FingerprintIndex } from '../../src/index/index.js';
+import { FingerprintIndex } from '../../src/fingerprint/index.js';
 
 const has = requireClusterOrSkip('index (redis cluster)');
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { FingerprintIndex } from '../src/index/index.js';
+import { FingerprintIndex } from '../src/fingerprint/index.js';
 
 // Brute-force model: device -> attribute map; queries scan every device.
 type Model = Map<string, Map<string, string>>;

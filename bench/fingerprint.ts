@@ -5,7 +5,7 @@
 import { Redis } from 'ioredis';
 import { Suite, size, type SuiteOptions, type SuiteResult } from './common.js';
 import { startBenchRedis } from './redis-server.js';
-import { FingerprintIndex } from '../src/index/index.js';
+import { FingerprintIndex } from '../src/fingerprint/index.js';
 import { IdRegistry } from '../src/ids/index.js';
 import { canonicalJson, murmur3_128Hex } from '../src/hash/index.js';
 
@@ -45,7 +45,7 @@ function devices(n: number): Device[] {
 }
 
 export async function run(opts: SuiteOptions): Promise<SuiteResult> {
-  const s = new Suite('index', opts);
+  const s = new Suite('fingerprint', opts);
   const N = size(opts, 20_000, 1_000);
   const Q = size(opts, 10_000, 500);
   const W = 128;
@@ -74,7 +74,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     });
   }
 
-  const srv = await startBenchRedis('index');
+  const srv = await startBenchRedis('fingerprint');
   if (!srv) {
     s.note('redis-server not available: Redis rows not measured');
     return s.finish();

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
-import { FingerprintIndex } from '../../src/index/index.js';
+import { FingerprintIndex } from '../../src/fingerprint/index.js';
 import { murmur3_128Hex } from '../../src/hash/index.js';
 
 const has = requireRedisOrSkip('index (redis)');

@@ -9,7 +9,7 @@
 // Locations are cached per table in start-key order and dropped when a server reports the region
 // gone (NotServingRegion, RegionMoved, table dropped and recreated, ...).
 
-import { RpcConnection, proto, toBuf, remoteError } from './hbase-wire.js';
+import { RpcConnection, proto, toBuf, remoteError } from './wire.js';
 import { HashGateError, ErrorCodes } from '../errors.js';
 
 export interface RegionLocation {
