@@ -32,6 +32,18 @@ HBASE_JDK_FLAGS=(-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessib
 # Build HBaseDdl and resolve the classpath once; redo only when pom.xml or the Java source changes.
 hbase_classpath() {
   mkdir -p "$HBASE_STATE"
+  # Test files start in parallel and each may call this first: one Maven run at a time on one
+  # state directory (concurrent runs on the same target/ corrupt it and cost a JVM each).
+  exec {cp_lock}>"$HBASE_STATE/cp.lock"
+  flock "$cp_lock"
+  hbase_classpath_locked
+  local rc=$?
+  flock -u "$cp_lock"
+  exec {cp_lock}>&-
+  return $rc
+}
+
+hbase_classpath_locked() {
   local stamp
   stamp=$(cat "$HBASE_SVC_DIR/pom.xml" "$HBASE_SVC_DIR"/src/main/java/*.java | sha256sum | cut -c1-16)
   if [ ! -s "$HBASE_CP_FILE" ] || [ "$(cat "$HBASE_STATE/cp.stamp" 2>/dev/null)" != "$stamp" ] \
