@@ -1,5 +1,6 @@
 // Encoding keys straight into a filter's scratch region: no per-key Uint8Array for strings.
 import type { PackedKeys } from '../hash/index.js';
+import type { Key, Keys } from '../hash/keys.js';
 import { invalidType } from '../errors.js';
 
 const encoder = new TextEncoder();
@@ -51,8 +52,9 @@ export function encodeUtf8(s: string, u8: Uint8Array, pos: number, buf?: Buffer)
   return pos;
 }
 
-export type Key = string | Uint8Array;
-export type KeyBatch = ReadonlyArray<Key> | PackedKeys;
+export type { Key } from '../hash/keys.js';
+/** The same type as `Keys` (src/hash/keys.ts), under the name the Bloom API has always used. */
+export type KeyBatch = Keys;
 
 export function isPacked(keys: unknown): keys is PackedKeys {
   return (
@@ -63,16 +65,6 @@ export function isPacked(keys: unknown): keys is PackedKeys {
     (keys as PackedKeys).offsets instanceof Uint32Array &&
     typeof (keys as PackedKeys).count === 'number'
   );
-}
-
-export function checkPacked(keys: PackedKeys, name: string): void {
-  const { bytes, offsets, count } = keys;
-  if (!Number.isInteger(count) || count < 0 || offsets.length < count + 1) {
-    throw invalidType(name, 'PackedKeys with offsets.length >= count + 1', keys);
-  }
-  if (count > 0 && (offsets[count]! > bytes.length || offsets[0]! > offsets[count]!)) {
-    throw invalidType(name, 'PackedKeys whose offsets lie inside bytes', keys);
-  }
 }
 
 export function keyBytes(key: Key, name: string): Uint8Array {

@@ -14,6 +14,7 @@ import { ErrorCodes, HashGateError, checkInt, invalidType, outOfRange } from '..
 import { KERNEL_MAX_PAGES, KERNEL_RESERVED_BYTES, WASM_PAGE, createKernelMemory, instantiateKernel } from './kernel.js';
 import type { KernelExports } from './kernel.js';
 import type { PackedKeys } from './packed.js';
+import { checkKeys, type CheckedKeys, type Key, type Keys } from './keys.js';
 
 export const ARENA_DEFAULTS = {
   chunkKeys: 8192,
@@ -34,7 +35,6 @@ export const BatchKind = { Murmur128: 0, Murmur32: 1, Murmur86_128: 2, Bucket: 3
 export type BatchKind = (typeof BatchKind)[keyof typeof BatchKind];
 const KIND_SIZE = [16, 4, 16, 4, 4, 8] as const;
 
-export type KeyList = ReadonlyArray<string | Uint8Array>;
 
 interface Utf8Writer {
   // Node's Buffer fast path: encodes straight into the (shared) memory, no intermediate copy.
@@ -232,15 +232,18 @@ export class HashArena {
 
   /**
    * Runs `kind` over every key, writing KIND_SIZE[kind] bytes per key to `dest` (byte view,
-   * already checked to be large enough). `name` names the keys argument in errors.
+   * already checked to be large enough). A CheckedKeys is taken as validated (nothing here
+   * re-checks key types or offsets); plain Keys are checked first. This is the one place batch
+   * keys are copied into kernel memory.
    */
-  batch(keys: KeyList | PackedKeys, kind: BatchKind, seed: number, param: number, dest: Uint8Array, name = 'keys'): void {
+  batch(keys: Keys | CheckedKeys, kind: BatchKind, seed: number, param: number, dest: Uint8Array): void {
+    const c = checkKeys(keys);
     this.refresh();
-    if (isKeyList(keys)) this.batchList(keys, kind, seed, param, dest, name);
-    else this.batchPacked(keys, kind, seed, param, dest);
+    if (c.packed === undefined) this.batchList(c.keys as ReadonlyArray<Key>, kind, seed, param, dest);
+    else this.batchPacked(c.packed, kind, seed, param, dest);
   }
 
-  private batchList(keys: KeyList, kind: BatchKind, seed: number, param: number, dest: Uint8Array, name: string): void {
+  private batchList(keys: ReadonlyArray<Key>, kind: BatchKind, seed: number, param: number, dest: Uint8Array): void {
     const size = KIND_SIZE[kind];
     const n = keys.length;
     const offIdx = this.offPtr >>> 2;
@@ -257,12 +260,12 @@ export class HashArena {
       let c = 0;
       u32[offIdx] = 0;
       while (c < chunk && i < n) {
-        const key = keys[i];
+        const key = keys[i]!;
         if (typeof key === 'string') {
           if (p + key.length * 3 > end) {
             if (c > 0) break;
             if (key.length * 3 > this.maxBytes) {
-              this.oversized(key, kind, seed, param, dest, i * size, name);
+              this.oversized(key, kind, seed, param, dest, i * size);
               i++;
               break; // empty chunk; the next one starts after this key
             }
@@ -270,11 +273,12 @@ export class HashArena {
             ({ buf, u32, bytesEnd: end } = this);
           }
           p += buf.utf8Write(key, p);
-        } else if (key instanceof Uint8Array) {
+        } else {
+          // a Uint8Array: checkKeys refused anything else
           if (p + key.length > end) {
             if (c > 0) break;
             if (key.length > this.maxBytes) {
-              this.oversized(key, kind, seed, param, dest, i * size, name);
+              this.oversized(key, kind, seed, param, dest, i * size);
               i++;
               break; // empty chunk; the next one starts after this key
             }
@@ -283,8 +287,6 @@ export class HashArena {
           }
           buf.set(key, p);
           p += key.length;
-        } else {
-          throw invalidType(`${name}[${i}]`, 'a string or Uint8Array', key);
         }
         c++;
         i++;
@@ -297,8 +299,8 @@ export class HashArena {
   }
 
   /** One key beyond maxBytes, hashed in a throw-away memory straight into dest[at..]. */
-  private oversized(key: string | Uint8Array, kind: BatchKind, seed: number, param: number, dest: Uint8Array, at: number, name: string): void {
-    this.pick(key).batchList([key], kind, seed, param, dest.subarray(at, at + KIND_SIZE[kind]), name);
+  private oversized(key: Key, kind: BatchKind, seed: number, param: number, dest: Uint8Array, at: number): void {
+    this.pick(key).batchList([key], kind, seed, param, dest.subarray(at, at + KIND_SIZE[kind]));
   }
 
   private batchPacked(keys: PackedKeys, kind: BatchKind, seed: number, param: number, dest: Uint8Array): void {
@@ -314,8 +316,8 @@ export class HashArena {
       let prev = start;
       let c = 0;
       while (c < chunk && i < count) {
+        // offsets were checked non-decreasing by checkKeys
         const end = offsets[i + 1]!;
-        if (end < prev) throw outOfRange(`keys.offsets[${i + 1}]`, `>= keys.offsets[${i}] (${prev})`, end);
         if (end - start > cap) {
           if (c > 0) break;
           if (end - start > this.maxBytes) break;
@@ -328,7 +330,7 @@ export class HashArena {
       }
       if (c === 0) {
         // Key i alone is larger than maxBytes.
-        this.oversized(bytes.subarray(start, offsets[i + 1]), kind, seed, param, dest, i * size, 'keys');
+        this.oversized(bytes.subarray(start, offsets[i + 1]), kind, seed, param, dest, i * size);
         i++;
         continue;
       }
@@ -343,10 +345,6 @@ export class HashArena {
 }
 
 export const kindSize = (kind: BatchKind): number => KIND_SIZE[kind];
-
-function isKeyList(keys: KeyList | PackedKeys): keys is KeyList {
-  return Array.isArray(keys);
-}
 
 const align64 = (n: number): number => (n + 63) & ~63;
 
