@@ -222,3 +222,39 @@ describe('HashGate index and ids', () => {
     }
   });
 });
+
+describe('HashGate keys are checked once, the same way on every path', () => {
+  it('a bad key is the same HashGateTypeError (code, index, no contents) inline and through the pool', async () => {
+    const inline = await HashGate.open({ threads: 0, bloom: { expectedItems: 100, fpp: 0.01 } });
+    const pooled = await HashGate.open({ ...POOLED, bloom: { expectedItems: 100, fpp: 0.01 } });
+    try {
+      const keys = ['a', 'b', 'c', { secret: 'do-not-print' }] as unknown as string[];
+      for (const call of [(g: HashGate) => g.hashBatch(keys), (g: HashGate) => g.bloomAdd(keys), (g: HashGate) => g.bloomCheck(keys), (g: HashGate) => g.bucketsOf(keys, 8)]) {
+        const errs = await Promise.all([inline, pooled].map((g) => call(g).then(() => undefined, (e: unknown) => e)));
+        for (const e of errs) {
+          expect(e).toMatchObject({ name: 'HashGateTypeError', code: 'HG_ERR_INVALID_ARG', details: { index: 3 } });
+          expect((e as Error).message).toContain('keys[3]');
+          expect((e as Error).message).not.toContain('do-not-print');
+        }
+      }
+      // a PackedKeys whose offsets go backwards is refused before any work, on both paths
+      const bad = { bytes: new Uint8Array(8), offsets: Uint32Array.from([0, 4, 2, 8]), count: 3 };
+      for (const g of [inline, pooled]) await expect(g.hashBatch(bad)).rejects.toMatchObject({ name: 'HashGateRangeError', message: expect.stringContaining('keys.offsets[2]') });
+    } finally {
+      await Promise.all([inline.close(), pooled.close()]);
+    }
+  });
+
+  it('firstSeenBloom alone (no gate filter, no metrics) is still filled and sampled by firstSeen', async () => {
+    const gate = await HashGate.open({ threads: 0, firstSeenBloom: { expectedItems: 1000, fpp: 0.01 } });
+    try {
+      expect(Array.from(await gate.firstSeen(['x', 'y', 'x']))).toEqual([1, 1, 0]);
+      expect(gate.firstSeenBloom!.mightContain('x')).toBe(true);
+      expect(gate.firstSeenBloom!.mightContain('y')).toBe(true);
+      const s = gate.stats().dedup;
+      expect(s.bloomFalsePositives + s.bloomTrueNegatives).toBe(2);
+    } finally {
+      await gate.close();
+    }
+  });
+});
