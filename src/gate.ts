@@ -4,7 +4,7 @@
 import { availableParallelism } from 'node:os';
 import { Redis, Cluster } from 'ioredis';
 import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType, withOptionPath } from './errors.js';
-import { hashBatch, hashChecked, bucketsOf, bucketsChecked, digestSize, type HashAlgorithm } from './hash/index.js';
+import { hashBatch, hashChecked, bucketsOf, bucketsChecked, digests128, digestSize, type HashAlgorithm } from './hash/index.js';
 import { checkKeys, type CheckedKeys, type Keys } from './hash/keys.js';
 import { BloomFilter, type BloomFilterOptions } from './bloom/index.js';
 import { addChecked, containsChecked } from './bloom/bloom-filter.js';
@@ -501,7 +501,7 @@ export class HashGate {
         this.metrics.batchEnd('dedup', n, start);
         return answers;
       }
-      const digests = hashChecked(batch, { seed: fsb.seed });
+      const digests = digests128(batch, fsb.seed);
       const before = fsb.mightContainDigests(digests);
       const answers = await firstSeenHashed(this.dedup, batch, fsb.seed === 0 ? digests : undefined, options);
       let fp = 0;

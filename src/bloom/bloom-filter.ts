@@ -17,11 +17,11 @@ import {
 } from '../errors.js';
 import type { PackedKeys } from '../hash/index.js';
 import { murmur3_128 } from '../hash/index.js';
-import { checkKeys, type CheckedKeys, type Key, type Keys } from '../hash/keys.js';
+import { checkKeys, encodeUtf8, type CheckedKeys, type Key, type Keys } from '../hash/keys.js';
 import type { BloomKernel } from './kernel.js';
 import { attach, detach, initHeader, BATCH_KEYS, SCRATCH_PAGES, type Scratch } from './attach.js';
 import { probeIndexes } from './indexes.js';
-import { encodeUtf8, keyBytes } from './keys.js';
+import { keyBytes } from './keys.js';
 import {
   bloomShape,
   BITS_OFFSET,
@@ -41,6 +41,8 @@ export const DEFAULTS = {
 } as const;
 
 const PAGE = 65536;
+/** Digest batches up to this many keys are copied byte by byte instead of through subarray views. */
+const SMALL_COPY = 8;
 /** Guava's BloomFilterStrategies ordinal of MURMUR128_MITZ_64: the only strategy we write. */
 export const GUAVA_STRATEGY_MITZ_64 = 1;
 
@@ -413,15 +415,19 @@ export class BloomFilter {
     const s = this.#scratch;
     const at = (s.keysPtr + 15) & ~15;
     const per = Math.min(DEFAULTS.batchKeys, (s.keysPtr + s.keysCap - at) >>> 4);
+    const u8 = s.u8;
     for (let i = 0; i < n; i += per) {
       const c = Math.min(per, n - i);
-      s.u8.set(digests.subarray(i << 4, (i + c) << 4), at);
+      // Small batches (one call per event) copy by hand: two subarray views per call cost more.
+      if (c <= SMALL_COPY) for (let b = i << 4, e = (i + c) << 4, p = at; b < e; b++, p++) u8[p] = digests[b]!;
+      else u8.set(digests.subarray(i << 4, (i + c) << 4), at);
       if (add) {
         total += k.bloomAddDigests(this.bitsOffset, this.bitSize, this.hashFunctions, at, c, s.outPtr);
         this.#countSet(s);
       } else {
         total += k.bloomCheckDigests(this.bitsOffset, this.bitSize, this.hashFunctions, at, c, s.outPtr);
-        out!.set(s.u8.subarray(s.outPtr, s.outPtr + c), i);
+        if (c <= SMALL_COPY) for (let j = 0; j < c; j++) out![i + j] = u8[s.outPtr + j]!;
+        else out!.set(u8.subarray(s.outPtr, s.outPtr + c), i);
       }
     }
     return total;

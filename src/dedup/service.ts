@@ -27,7 +27,7 @@
 //   written, with details.index naming the key.
 import { Redis, Cluster } from 'ioredis';
 import { ErrorCodes, HashGateError, HashGateTypeError, checkKnownKeys, invalidType } from '../errors.js';
-import { hashChecked } from '../hash/index.js';
+import { digests128 } from '../hash/index.js';
 import { CheckedKeys, checkKeys, type KeyLimits, type Keys } from '../hash/keys.js';
 import { DigestSet, SeenCache } from './cache.js';
 import { Journal, type JournalRecordV2 } from './journal.js';
@@ -423,7 +423,9 @@ export class DedupService {
     const tasks: Promise<void>[] = [];
     for (let s = 0; s < n; s += chunk) {
       const e = Math.min(n, s + chunk);
-      const t = this.submit(keys.slice(s, e), digests?.subarray(s << 4, e << 4), s, window, buckets, cache, inBatch, out, resolved !== undefined);
+      const whole = s === 0 && e === n;
+      const given = digests === undefined || whole ? digests : digests.subarray(s << 4, e << 4);
+      const t = this.submit(whole ? keys : keys.slice(s, e), given, s, window, buckets, cache, inBatch, out, resolved !== undefined);
       if (t !== undefined) tasks.push(t);
     }
     if (tasks.length === 1) await tasks[0];
@@ -442,7 +444,7 @@ export class DedupService {
     const o = this.options;
     const m = part.count;
     // Without a secret the digests are murmur3_128 seed 0 (the same as digestKeys gives).
-    let digests = o.secret === undefined ? (given ?? hashChecked(part)) : digestKeys(part.keys, o.secret);
+    let digests = o.secret === undefined ? (given ?? digests128(part, 0)) : digestKeys(part.keys, o.secret);
     if (digests.byteOffset % 4 !== 0) digests = digests.slice();
     const d32 = new Uint32Array(digests.buffer, digests.byteOffset, m * 4);
     const pend = new Uint32Array(m);

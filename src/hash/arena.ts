@@ -14,7 +14,7 @@ import { ErrorCodes, HashGateError, checkInt, invalidType, outOfRange } from '..
 import { KERNEL_MAX_PAGES, KERNEL_RESERVED_BYTES, WASM_PAGE, createKernelMemory, instantiateKernel } from './kernel.js';
 import type { KernelExports } from './kernel.js';
 import type { PackedKeys } from './packed.js';
-import { checkKeys, type CheckedKeys, type Key, type Keys } from './keys.js';
+import { checkKeys, encodeUtf8, type CheckedKeys, type Key, type Keys } from './keys.js';
 
 export const ARENA_DEFAULTS = {
   chunkKeys: 8192,
@@ -251,6 +251,7 @@ export class HashArena {
     const bytesPtr = this.bytesPtr;
     // Locals, not `this.` loads, in the per-key loop; re-read after any growth.
     let buf = this.buf;
+    let u8 = this.u8;
     let u32 = this.u32;
     let end = this.bytesEnd;
     let i = 0;
@@ -270,9 +271,9 @@ export class HashArena {
               break; // empty chunk; the next one starts after this key
             }
             this.ensureBytes(key.length * 3);
-            ({ buf, u32, bytesEnd: end } = this);
+            ({ buf, u8, u32, bytesEnd: end } = this);
           }
-          p += buf.utf8Write(key, p);
+          p = encodeUtf8(key, u8, p, buf);
         } else {
           // a Uint8Array: checkKeys refused anything else
           if (p + key.length > end) {
@@ -283,7 +284,7 @@ export class HashArena {
               break; // empty chunk; the next one starts after this key
             }
             this.ensureBytes(key.length);
-            ({ buf, u32, bytesEnd: end } = this);
+            ({ buf, u8, u32, bytesEnd: end } = this);
           }
           buf.set(key, p);
           p += key.length;
