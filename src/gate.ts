@@ -421,15 +421,14 @@ export class HashGate {
     this.check();
     const bloom = this.requireBloom('bloomAdd');
     const batch = checkKeys(keys);
-    const n = batch.count;
-    const start = this.metrics.batchStart('bloom_add', n);
+    const start = this.metrics.batchStart('bloom_add', batch.count);
     let changed = 0;
-    if (!this.usePool(n)) {
+    if (!this.usePool(batch.count)) {
       changed = addChecked(bloom, batch);
     } else {
       await this.pool!.run(
         batch.keys as KeyInput,
-        n,
+        batch.count,
         { op: 'bloomAdd' },
         (_slot, _from, _count, result) => {
           changed += result;
@@ -439,7 +438,7 @@ export class HashGate {
         },
       );
     }
-    this.metrics.batchEnd('bloom_add', n, start);
+    this.metrics.batchEnd('bloom_add', batch.count, start);
     return changed;
   }
 
