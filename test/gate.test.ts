@@ -245,6 +245,25 @@ describe('HashGate keys are checked once, the same way on every path', () => {
     }
   });
 
+  it('firstSeen with a filter: packed keys and merged concurrent calls (digests concatenated) answer as arrays do', async () => {
+    const plain = await HashGate.open({ threads: 0 });
+    const filtered = await HashGate.open({ threads: 0, firstSeenBloom: { expectedItems: 5000, fpp: 0.01 } });
+    try {
+      const calls = Array.from({ length: 12 }, (_, c) => Array.from({ length: 7 }, (_, i) => `k${(c * 5 + i) % 40}`));
+      const want = await Promise.all(calls.map((k) => plain.firstSeen(k)));
+      const got = await Promise.all(calls.map((k, c) => filtered.firstSeen(c % 2 ? packKeys(k) : k)));
+      expect(got.map((a) => Array.from(a))).toEqual(want.map((a) => Array.from(a)));
+      // some calls were merged into one store batch (their digests concatenated)
+      expect(filtered.dedup.counters.batches).toBeLessThan(calls.length);
+      // the filter learned every key, once, through the shared digests
+      for (let i = 0; i < 40; i++) expect(filtered.firstSeenBloom!.mightContain(`k${i}`)).toBe(true);
+      const d = filtered.stats().dedup;
+      expect(d.bloomFalsePositives + d.bloomTrueNegatives).toBe(want.reduce((a, w) => a + w.reduce((x, y) => x + y, 0), 0));
+    } finally {
+      await Promise.all([plain.close(), filtered.close()]);
+    }
+  });
+
   it('firstSeenBloom alone (no gate filter, no metrics) is still filled and sampled by firstSeen', async () => {
     const gate = await HashGate.open({ threads: 0, firstSeenBloom: { expectedItems: 1000, fpp: 0.01 } });
     try {
