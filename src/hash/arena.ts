@@ -295,8 +295,16 @@ export class HashArena {
       }
       if (c === 0) continue;
       this.run(kind, bytesPtr, c, seed, param);
-      dest.set(this.u8.subarray(this.outPtr, this.outPtr + c * size), i0 * size);
+      this.copyOut(dest, i0 * size, c * size);
     }
+  }
+
+  /** Results of the last kernel run to dest[at..at+bytes); a few bytes (one key) by hand, no view. */
+  private copyOut(dest: Uint8Array, at: number, bytes: number): void {
+    const u8 = this.u8;
+    const from = this.outPtr;
+    if (bytes <= 64) for (let b = 0; b < bytes; b++) dest[at + b] = u8[from + b]!;
+    else dest.set(u8.subarray(from, from + bytes), at);
   }
 
   /** One key beyond maxBytes, hashed in a throw-away memory straight into dest[at..]. */
@@ -340,7 +348,7 @@ export class HashArena {
       // Offsets stay absolute; shifting the base (mod 2^32, as the kernel's pointer math wraps)
       // maps offsets[i0] onto the first copied byte.
       this.run(kind, (this.bytesPtr - start) | 0, c, seed, param);
-      dest.set(this.u8.subarray(this.outPtr, this.outPtr + c * size), i0 * size);
+      this.copyOut(dest, i0 * size, c * size);
     }
   }
 }
