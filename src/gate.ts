@@ -4,9 +4,11 @@
 import { availableParallelism } from 'node:os';
 import { Redis, Cluster } from 'ioredis';
 import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType, withOptionPath } from './errors.js';
-import { hashBatch, bucketsOf, digestSize, type HashAlgorithm, type PackedKeys, checkPackedKeys } from './hash/index.js';
+import { hashBatch, hashChecked, bucketsOf, bucketsChecked, digests128, digestSize, type HashAlgorithm } from './hash/index.js';
+import { checkKeys, type CheckedKeys, type Keys } from './hash/keys.js';
 import { BloomFilter, type BloomFilterOptions } from './bloom/index.js';
-import { DedupService, type DedupServiceOptions, type DedupStats, type RecoverReport } from './dedup/service.js';
+import { addChecked, containsChecked } from './bloom/bloom-filter.js';
+import { DedupService, checkDedupKeys, firstSeenHashed, type DedupServiceOptions, type DedupStats, type RecoverReport } from './dedup/service.js';
 import type { DedupOptions, RedisConfig } from './dedup/options.js';
 import { TieredCache, type TieredCacheOptions } from './cache/index.js';
 import type { CacheValue } from './cache/index.js';
@@ -19,7 +21,7 @@ import { KernelPool, type PoolStats } from './pool/pool.js';
 import type { KeyInput } from './pool/slots.js';
 import { COALESCE_DEFAULTS, parseCoalesceOptions, type CoalesceOptions, type ResolvedCoalesce } from './util/coalescer.js';
 
-export type Keys = ReadonlyArray<string | Uint8Array> | PackedKeys;
+export type { Keys } from './hash/keys.js';
 
 export interface HashGateOptions {
   /** Worker threads. Default: availableParallelism() - 1, at least 1. 0 = no pool, all inline. */
@@ -217,11 +219,6 @@ function bloomStats(b: BloomFilter | undefined, measuredFpp: number | undefined)
   };
 }
 
-function keyCount(keys: Keys, name: string): number {
-  if (Array.isArray(keys)) return keys.length;
-  return checkPackedKeys(keys, name).count;
-}
-
 export class HashGate {
   readonly options: Resolved;
   readonly bloom: BloomFilter | undefined;
@@ -362,11 +359,14 @@ export class HashGate {
   /** Digests back to back, identical to hashBatch() from the package root. */
   async hashBatch(keys: Keys, options: { algorithm?: HashAlgorithm; seed?: number } = {}): Promise<Uint8Array> {
     this.check();
-    const n = keyCount(keys, 'keys');
+    // Validated once, here: the pool and the inline path both get the checked batch, so a bad
+    // key is the same HashGateTypeError (naming its index) whichever path would have run.
+    const batch = checkKeys(keys);
+    const n = batch.count;
     const start = this.metrics.batchStart('hash', n);
     try {
       if (!this.usePool(n)) {
-        const out = hashBatch(keys, options);
+        const out = hashChecked(batch, options);
         this.metrics.batchEnd('hash', n, start);
         return out;
       }
@@ -377,11 +377,11 @@ export class HashGate {
       const size = digestSize(algorithm);
       const out = new Uint8Array(n * size);
       await this.pool!.run(
-        keys as KeyInput,
+        batch.keys as KeyInput,
         n,
         { op: 'hash', algorithm, seed },
         (slot, from, count) => out.set(slot.views.out.subarray(0, count * size), from * size),
-        (from, to) => out.set(hashBatch(sliceKeys(keys, from, to), options), from * size),
+        (from, to) => out.set(hashChecked(batch.slice(from, to), options), from * size),
       );
       this.metrics.batchEnd('hash', n, start);
       return out;
@@ -394,16 +394,17 @@ export class HashGate {
   /** Java-compatible buckets (Guava murmur3_128 asLong() mod buckets) for every key. */
   async bucketsOf(keys: Keys, buckets: number): Promise<Uint32Array> {
     this.check();
-    const n = keyCount(keys, 'keys');
-    if (!this.usePool(n)) return bucketsOf(keys, buckets);
+    const batch = checkKeys(keys);
+    const n = batch.count;
     bucketsOf([], buckets);
+    if (!this.usePool(n)) return bucketsChecked(batch, buckets);
     const out = new Uint32Array(n);
     await this.pool!.run(
-      keys as KeyInput,
+      batch.keys as KeyInput,
       n,
       { op: 'buckets', buckets },
       (slot, from, count) => out.set(new Uint32Array(slot.views.out.buffer, slot.views.out.byteOffset, count), from),
-      (from, to) => out.set(bucketsOf(sliceKeys(keys, from, to), buckets), from),
+      (from, to) => out.set(bucketsChecked(batch.slice(from, to), buckets), from),
     );
     return out;
   }
@@ -419,25 +420,25 @@ export class HashGate {
   async bloomAdd(keys: Keys): Promise<number> {
     this.check();
     const bloom = this.requireBloom('bloomAdd');
-    const n = keyCount(keys, 'keys');
-    const start = this.metrics.batchStart('bloom_add', n);
+    const batch = checkKeys(keys);
+    const start = this.metrics.batchStart('bloom_add', batch.count);
     let changed = 0;
-    if (!this.usePool(n)) {
-      changed = bloom.addAll(keys);
+    if (!this.usePool(batch.count)) {
+      changed = addChecked(bloom, batch);
     } else {
       await this.pool!.run(
-        keys as KeyInput,
-        n,
+        batch.keys as KeyInput,
+        batch.count,
         { op: 'bloomAdd' },
         (_slot, _from, _count, result) => {
           changed += result;
         },
         (from, to) => {
-          changed += bloom.addAll(sliceKeys(keys, from, to));
+          changed += addChecked(bloom, batch.slice(from, to));
         },
       );
     }
-    this.metrics.batchEnd('bloom_add', n, start);
+    this.metrics.batchEnd('bloom_add', batch.count, start);
     return changed;
   }
 
@@ -445,20 +446,21 @@ export class HashGate {
   async bloomCheck(keys: Keys): Promise<Uint8Array> {
     this.check();
     const bloom = this.requireBloom('bloomCheck');
-    const n = keyCount(keys, 'keys');
+    const batch = checkKeys(keys);
+    const n = batch.count;
     const start = this.metrics.batchStart('bloom_check', n);
     let out: Uint8Array;
     if (!this.usePool(n)) {
-      out = bloom.mightContainAll(keys);
+      out = containsChecked(bloom, batch);
     } else {
       const res = new Uint8Array(n);
       out = res;
       await this.pool!.run(
-        keys as KeyInput,
+        batch.keys as KeyInput,
         n,
         { op: 'bloomCheck' },
         (slot, from, count) => res.set(slot.views.out.subarray(0, count), from),
-        (from, to) => res.set(bloom.mightContainAll(sliceKeys(keys, from, to)), from),
+        (from, to) => res.set(containsChecked(bloom, batch.slice(from, to)), from),
       );
     }
     this.metrics.batchEnd('bloom_check', n, start);
@@ -474,31 +476,45 @@ export class HashGate {
   firstSeen(keys: Keys, options?: { at?: Date }): Promise<Uint8Array> {
     if (this.closed) return Promise.reject(new HashGateError(ErrorCodes.CLOSED, 'HashGate is closed'));
     // Plain service calls go straight to the (coalescing) dedup service: no wrapper promise.
-    if (this.bloom === undefined && !this.metrics.enabled) return this.dedup.firstSeen(keys, options);
+    if (this.firstSeenBloom === undefined && !this.metrics.enabled) return this.dedup.firstSeen(keys, options);
     return this.firstSeenObserved(keys, options);
   }
 
   private async firstSeenObserved(keys: Keys, options: { at?: Date } | undefined): Promise<Uint8Array> {
-    const n = keyCount(keys, 'keys');
+    const fsb = this.firstSeenBloom;
+    // Each key is checked once (by dedup's rules) and hashed once: the same murmur3_128 digests
+    // answer the filter's check and add, and (when seeds agree) the dedup store's lookup.
+    let batch: CheckedKeys | undefined;
+    let invalid: unknown;
+    try {
+      batch = checkDedupKeys(this.dedup, keys);
+    } catch (err) {
+      invalid = err;
+    }
+    const n = batch?.count ?? (Array.isArray(keys) ? keys.length : 0);
     const start = this.metrics.batchStart('dedup', n);
     try {
-      const fsb = this.firstSeenBloom;
-      const before = fsb === undefined ? undefined : fsb.mightContainAll(keys);
-      const answers = await this.dedup.firstSeen(keys, options);
-      if (before !== undefined) {
-        let fp = 0;
-        let tn = 0;
-        for (let i = 0; i < answers.length; i++) {
-          if (answers[i] === 1) {
-            if (before[i] === 1) fp++;
-            else tn++;
-          }
-        }
-        this.counters.bloomFalsePositives += fp;
-        this.counters.bloomTrueNegatives += tn;
-        this.metrics.bloomSample('first_seen', fp + tn, fp);
-        fsb!.addAll(keys);
+      if (batch === undefined) throw invalid;
+      if (fsb === undefined) {
+        const answers = await firstSeenHashed(this.dedup, batch, undefined, options);
+        this.metrics.batchEnd('dedup', n, start);
+        return answers;
       }
+      const digests = digests128(batch, fsb.seed);
+      const before = fsb.mightContainDigests(digests);
+      const answers = await firstSeenHashed(this.dedup, batch, fsb.seed === 0 ? digests : undefined, options);
+      let fp = 0;
+      let tn = 0;
+      for (let i = 0; i < answers.length; i++) {
+        if (answers[i] === 1) {
+          if (before[i] === 1) fp++;
+          else tn++;
+        }
+      }
+      this.counters.bloomFalsePositives += fp;
+      this.counters.bloomTrueNegatives += tn;
+      this.metrics.bloomSample('first_seen', fp + tn, fp);
+      fsb.addDigests(digests);
       // Dedup counts reach the metrics through dedupSource (read on scrape), not per batch here.
       this.metrics.batchEnd('dedup', n, start);
       return answers;
@@ -628,11 +644,3 @@ export class HashGate {
     await Promise.all([this.pool?.close(), this.dedup.close(), this.cache?.close(), this.index?.close(), this.ids?.close()]);
   }
 }
-
-/** keys[from..to) without copying key bytes. */
-function sliceKeys(keys: Keys, from: number, to: number): Keys {
-  if (Array.isArray(keys)) return (keys as ReadonlyArray<string | Uint8Array>).slice(from, to);
-  const pk = keys as PackedKeys;
-  return { bytes: pk.bytes, offsets: pk.offsets.subarray(from, to + 1), count: to - from };
-}
-

@@ -64,11 +64,11 @@ describe('concurrent adds into one shared filter', () => {
     // Overlaps are real: the three reported change counts exceed what the union needed.
     const sum = results.reduce((a, r) => a + r.changed, 0);
     expect(sum).toBeGreaterThanOrEqual(ref.approximateElementCount() * 0.9);
-    // Re-sending the descriptor many times reuses each worker's scratch slot: no growth.
+    // Re-sending the descriptor many times reuses each worker's scratch lease: no growth.
     const before = f.memory.buffer.byteLength;
     for (let r = 0; r < 20; r++) await Promise.all(workers.map((w) => task(w, d, ['again'])));
     expect(f.memory.buffer.byteLength).toBe(before);
-    // 1 main + 3 worker slots of scratch beyond the bits.
+    // 1 main + 3 worker leases of scratch beyond the bits.
     expect(before).toBeLessThanOrEqual(Math.ceil((f.bitsOffset + f.byteLength) / 65536 + 4 * 6) * 65536);
     // A fresh attach in this thread sees the same bits.
     expect(BloomFilter.fromShared(d).mightContainAll(all).every((v) => v === 1)).toBe(true);

@@ -4,7 +4,7 @@ import { BloomFilter, bloomShape, MAX_BIT_SIZE } from '../src/bloom/index.js';
 import { probeIndexes } from '../src/bloom/indexes.js';
 import { refMurmur3x64_128Bytes } from '../src/hash/reference.js';
 import { ErrorCodes } from '../src/errors.js';
-import type { PackedKeys } from '../src/hash/index.js';
+import { hashBatch, type PackedKeys } from '../src/hash/index.js';
 
 /** The plain-JS reference MurmurHash3 (Guava seed semantics): independent of the wasm kernels. */
 function murmur3_128(key: string | Uint8Array, seed = 0): Uint8Array {
@@ -252,6 +252,32 @@ describe('BloomFilter basics', () => {
     let high = 0;
     for (const k of keys) for (const i of guavaIndexes(k, f.hashFunctions, f.bitSize)) if (i > 2 ** 32) high++;
     expect(high).toBeGreaterThan(0);
+  });
+});
+
+describe('BloomFilter digest batches (keys hashed once by the caller)', () => {
+  for (const engine of ['wasm', 'js'] as const) {
+    it(`addDigests/mightContainDigests set and read exactly the bits addAll/mightContainAll do (${engine}, seeds 0 and 7)`, () => {
+      for (const seed of [0, 7]) {
+        const keys = Array.from({ length: 9000 }, (_, i) => (i % 3 === 0 ? new TextEncoder().encode(`b${i}`) : `key-\u00e9-${i}`));
+        const byKeys = BloomFilter.create({ expectedItems: 5000, fpp: 0.01, seed, engine });
+        const byDigests = BloomFilter.create({ expectedItems: 5000, fpp: 0.01, seed, engine });
+        const d = hashBatch(keys.slice(0, 6000), { seed });
+        expect(byDigests.addDigests(d)).toBe(byKeys.addAll(keys.slice(0, 6000)));
+        expect(Buffer.from(byDigests.bitsView()).equals(Buffer.from(byKeys.bitsView()))).toBe(true);
+        expect(byDigests.bitCount()).toBe(byKeys.bitCount());
+        const all = hashBatch(keys, { seed });
+        const out = new Uint8Array(keys.length + 5);
+        expect(Array.from(byDigests.mightContainDigests(all, out))).toEqual(Array.from(byKeys.mightContainAll(keys)));
+        expect(byDigests.addDigests(d)).toBe(0);
+      }
+    });
+  }
+
+  it('refuses digests that are not whole 16-byte digests, naming the argument', () => {
+    const f = BloomFilter.create({ expectedItems: 100, fpp: 0.01 });
+    expect(() => f.addDigests(new Uint8Array(15))).toThrow(expect.objectContaining({ name: 'HashGateTypeError', message: expect.stringContaining('digests') }));
+    expect(() => f.mightContainDigests('x' as never)).toThrow(/digests/);
   });
 });
 

@@ -222,3 +222,58 @@ describe('HashGate index and ids', () => {
     }
   });
 });
+
+describe('HashGate keys are checked once, the same way on every path', () => {
+  it('a bad key is the same HashGateTypeError (code, index, no contents) inline and through the pool', async () => {
+    const inline = await HashGate.open({ threads: 0, bloom: { expectedItems: 100, fpp: 0.01 } });
+    const pooled = await HashGate.open({ ...POOLED, bloom: { expectedItems: 100, fpp: 0.01 } });
+    try {
+      const keys = ['a', 'b', 'c', { secret: 'do-not-print' }] as unknown as string[];
+      for (const call of [(g: HashGate) => g.hashBatch(keys), (g: HashGate) => g.bloomAdd(keys), (g: HashGate) => g.bloomCheck(keys), (g: HashGate) => g.bucketsOf(keys, 8)]) {
+        const errs = await Promise.all([inline, pooled].map((g) => call(g).then(() => undefined, (e: unknown) => e)));
+        for (const e of errs) {
+          expect(e).toMatchObject({ name: 'HashGateTypeError', code: 'HG_ERR_INVALID_ARG', details: { index: 3 } });
+          expect((e as Error).message).toContain('keys[3]');
+          expect((e as Error).message).not.toContain('do-not-print');
+        }
+      }
+      // a PackedKeys whose offsets go backwards is refused before any work, on both paths
+      const bad = { bytes: new Uint8Array(8), offsets: Uint32Array.from([0, 4, 2, 8]), count: 3 };
+      for (const g of [inline, pooled]) await expect(g.hashBatch(bad)).rejects.toMatchObject({ name: 'HashGateRangeError', message: expect.stringContaining('keys.offsets[2]') });
+    } finally {
+      await Promise.all([inline.close(), pooled.close()]);
+    }
+  });
+
+  it('firstSeen with a filter: packed keys and merged concurrent calls (digests concatenated) answer as arrays do', async () => {
+    const plain = await HashGate.open({ threads: 0 });
+    const filtered = await HashGate.open({ threads: 0, firstSeenBloom: { expectedItems: 5000, fpp: 0.01 } });
+    try {
+      const calls = Array.from({ length: 12 }, (_, c) => Array.from({ length: 7 }, (_, i) => `k${(c * 5 + i) % 40}`));
+      const want = await Promise.all(calls.map((k) => plain.firstSeen(k)));
+      const got = await Promise.all(calls.map((k, c) => filtered.firstSeen(c % 2 ? packKeys(k) : k)));
+      expect(got.map((a) => Array.from(a))).toEqual(want.map((a) => Array.from(a)));
+      // some calls were merged into one store batch (their digests concatenated)
+      expect(filtered.dedup.counters.batches).toBeLessThan(calls.length);
+      // the filter learned every key, once, through the shared digests
+      for (let i = 0; i < 40; i++) expect(filtered.firstSeenBloom!.mightContain(`k${i}`)).toBe(true);
+      const d = filtered.stats().dedup;
+      expect(d.bloomFalsePositives + d.bloomTrueNegatives).toBe(want.reduce((a, w) => a + w.reduce((x, y) => x + y, 0), 0));
+    } finally {
+      await Promise.all([plain.close(), filtered.close()]);
+    }
+  });
+
+  it('firstSeenBloom alone (no gate filter, no metrics) is still filled and sampled by firstSeen', async () => {
+    const gate = await HashGate.open({ threads: 0, firstSeenBloom: { expectedItems: 1000, fpp: 0.01 } });
+    try {
+      expect(Array.from(await gate.firstSeen(['x', 'y', 'x']))).toEqual([1, 1, 0]);
+      expect(gate.firstSeenBloom!.mightContain('x')).toBe(true);
+      expect(gate.firstSeenBloom!.mightContain('y')).toBe(true);
+      const s = gate.stats().dedup;
+      expect(s.bloomFalsePositives + s.bloomTrueNegatives).toBe(2);
+    } finally {
+      await gate.close();
+    }
+  });
+});

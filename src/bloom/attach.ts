@@ -1,14 +1,14 @@
 // Per-thread attachment to a filter's shared memory: the wasm instance and a private scratch
 // region for staging keys. Every postMessage of a descriptor yields a NEW WebAssembly.Memory
 // object over the same backing store, so identity cannot be the cache key; a random id in the
-// memory's header is. Scratch regions are claimed in a slot table in that header, keyed by
+// memory's header is. Scratch regions are claimed in a lease table in that header, keyed by
 // threadId: a thread that re-attaches (any number of times) gets its own region back instead
 // of growing the memory again.
 //
 // Header layout at KERNEL_RESERVED_BYTES (Int32, little-endian):
 //   [0] magic 'HGBL'  [1] layout version  [2..3] random id
-//   [16 .. 16+SLOTS)       owner of slot i: threadId + 1, or 0 if free
-//   [16+SLOTS .. 16+2*SLOTS) first page of slot i's region, 0 until grown
+//   [16 .. 16+LEASES)        holder of lease i: threadId + 1, or 0 if free
+//   [16+LEASES .. 16+2*LEASES) first page of lease i's scratch region, 0 until grown
 import { threadId } from 'node:worker_threads';
 import { randomInt } from 'node:crypto';
 import { ErrorCodes, HashGateError } from '../errors.js';
@@ -17,12 +17,13 @@ import { KERNEL_RESERVED_BYTES } from './sizing.js';
 
 const PAGE = 65536;
 const MAGIC = 0x4c424748; // 'HGBL'
-export const SLOTS = 256;
+/** Scratch leases per filter memory: at most this many threads attach at once. */
+export const LEASES = 256;
 const OWNER = 16;
-const REGION = OWNER + SLOTS;
+const REGION = OWNER + LEASES;
 export const SCRATCH_PAGES = 6;
 export const BATCH_KEYS = 4096;
-/** Attachments cached per thread; evicted ones just re-find their slot. */
+/** Attachments cached per thread; evicted ones just re-find their lease. */
 const CACHE_SIZE = 8;
 
 export interface Scratch {
@@ -40,14 +41,15 @@ export interface Attachment {
   id: string;
   memory: WebAssembly.Memory;
   kernel: BloomKernel | null;
-  slot: number;
+  /** Index of this thread's scratch lease in the memory's header. */
+  lease: number;
   scratch: Scratch;
 }
 
 const cache = new Map<string, Attachment>();
 
 function header(memory: WebAssembly.Memory): Int32Array {
-  return new Int32Array(memory.buffer, KERNEL_RESERVED_BYTES, 16 + 2 * SLOTS);
+  return new Int32Array(memory.buffer, KERNEL_RESERVED_BYTES, 16 + 2 * LEASES);
 }
 
 /** Stamps a fresh memory with magic and a random id (creator thread only, before sharing). */
@@ -78,25 +80,25 @@ export function attach(memory: WebAssembly.Memory, useKernel: boolean): Attachme
     cache.set(key, hit);
     return hit;
   }
-  // Before claiming a slot: a kernel that cannot load (HG_ERR_WASM) must not hold one.
+  // Before taking a lease: a kernel that cannot load (HG_ERR_WASM) must not hold one.
   const kernel = useKernel ? kernelFor(memory) : null;
   const h = header(memory);
   const me = threadId + 1;
-  let slot = -1;
-  for (let i = 0; i < SLOTS && slot < 0; i++) if (Atomics.load(h, OWNER + i) === me) slot = i;
-  for (let i = 0; i < SLOTS && slot < 0; i++) if (Atomics.compareExchange(h, OWNER + i, 0, me) === 0) slot = i;
-  if (slot < 0) {
-    throw new HashGateError(ErrorCodes.CAPACITY, `bloom: all ${SLOTS} thread slots of this filter are taken`, { details: { slots: SLOTS } });
+  let lease = -1;
+  for (let i = 0; i < LEASES && lease < 0; i++) if (Atomics.load(h, OWNER + i) === me) lease = i;
+  for (let i = 0; i < LEASES && lease < 0; i++) if (Atomics.compareExchange(h, OWNER + i, 0, me) === 0) lease = i;
+  if (lease < 0) {
+    throw new HashGateError(ErrorCodes.CAPACITY, `bloom: all ${LEASES} scratch leases of this filter are taken`, { details: { leases: LEASES } });
   }
-  let page = Atomics.load(h, REGION + slot);
+  let page = Atomics.load(h, REGION + lease);
   if (page === 0) {
     try {
       page = memory.grow(SCRATCH_PAGES);
     } catch (cause) {
-      Atomics.store(h, OWNER + slot, 0);
+      Atomics.store(h, OWNER + lease, 0);
       throw new HashGateError(ErrorCodes.CAPACITY, 'bloom: no room left in the shared memory for another thread scratch region', { cause });
     }
-    Atomics.store(h, REGION + slot, page);
+    Atomics.store(h, REGION + lease, page);
   }
   const base = page * PAGE;
   const offsetsPtr = base;
@@ -106,7 +108,7 @@ export function attach(memory: WebAssembly.Memory, useKernel: boolean): Attachme
     id,
     memory,
     kernel,
-    slot,
+    lease,
     scratch: {
       u8: new Uint8Array(memory.buffer),
       buf: Buffer.from(memory.buffer as ArrayBuffer),
@@ -122,7 +124,7 @@ export function attach(memory: WebAssembly.Memory, useKernel: boolean): Attachme
   return a;
 }
 
-/** Gives this thread's slot back (its region is kept for the next thread that claims it). */
+/** Gives this thread's lease back (its region is kept for the next thread that claims it). */
 export function detach(memory: WebAssembly.Memory): void {
   const id = memoryId(memory);
   if (id === undefined) return;
@@ -130,5 +132,5 @@ export function detach(memory: WebAssembly.Memory): void {
   cache.delete(`${id}/j`);
   const h = header(memory);
   const me = threadId + 1;
-  for (let i = 0; i < SLOTS; i++) Atomics.compareExchange(h, OWNER + i, me, 0);
+  for (let i = 0; i < LEASES; i++) Atomics.compareExchange(h, OWNER + i, me, 0);
 }

@@ -17,10 +17,11 @@ import {
 } from '../errors.js';
 import type { PackedKeys } from '../hash/index.js';
 import { murmur3_128 } from '../hash/index.js';
+import { checkKeys, encodeUtf8, type CheckedKeys, type Key, type Keys } from '../hash/keys.js';
 import type { BloomKernel } from './kernel.js';
 import { attach, detach, initHeader, BATCH_KEYS, SCRATCH_PAGES, type Scratch } from './attach.js';
 import { probeIndexes } from './indexes.js';
-import { checkPacked, encodeUtf8, isPacked, keyBytes, type Key, type KeyBatch } from './keys.js';
+import { keyBytes } from './keys.js';
 import {
   bloomShape,
   BITS_OFFSET,
@@ -40,6 +41,8 @@ export const DEFAULTS = {
 } as const;
 
 const PAGE = 65536;
+/** Digest batches up to this many keys are copied byte by byte instead of through subarray views. */
+const SMALL_COPY = 8;
 /** Guava's BloomFilterStrategies ordinal of MURMUR128_MITZ_64: the only strategy we write. */
 export const GUAVA_STRATEGY_MITZ_64 = 1;
 
@@ -77,6 +80,20 @@ export interface BloomSharedDescriptor {
 
 function shapeError(msg: string, details: Record<string, unknown>): HashGateError {
   return new HashGateError(ErrorCodes.BLOOM_SHAPE_MISMATCH, msg, { details });
+}
+
+let batchEntry: (f: BloomFilter, batch: CheckedKeys, add: boolean, out: Uint8Array | undefined) => number;
+
+/** addAll of a batch checkKeys validated already (the gate checks once, then splits it). */
+export function addChecked(f: BloomFilter, batch: CheckedKeys): number {
+  return batchEntry(f, batch, true, undefined);
+}
+
+/** mightContainAll of a batch checkKeys validated already. */
+export function containsChecked(f: BloomFilter, batch: CheckedKeys): Uint8Array {
+  const res = new Uint8Array(batch.count);
+  batchEntry(f, batch, false, res);
+  return res;
 }
 
 export class BloomFilter {
@@ -154,8 +171,8 @@ export class BloomFilter {
   }
 
   /**
-   * Releases this thread's scratch slot in the shared memory (long-lived threads need not call
-   * it; a thread re-attaching always gets its own slot back). Do not use this object afterwards.
+   * Releases this thread's scratch lease in the shared memory (long-lived threads need not call
+   * it; a thread re-attaching always gets its own lease back). Do not use this object afterwards.
    */
   detach(): void {
     detach(this.memory);
@@ -199,23 +216,40 @@ export class BloomFilter {
     return this.#one(key, false) === 1;
   }
 
+  static {
+    batchEntry = (f, batch, add, out) => f.#batch(batch, add, out);
+  }
+
   /** How many keys changed at least one bit. */
-  addAll(keys: KeyBatch): number {
-    return this.#batch(keys, true, undefined);
+  addAll(keys: Keys): number {
+    return this.#batch(checkKeys(keys), true, undefined);
   }
 
   /**
    * 1 (might contain) or 0 (definitely not) per key. `out` (length >= key count) avoids the
    * allocation: results go to out[0..n) and a view of that range is returned.
    */
-  mightContainAll(keys: KeyBatch, out?: Uint8Array): Uint8Array {
-    const n = isPacked(keys) ? keys.count : Array.isArray(keys) ? keys.length : -1;
-    if (n < 0) throw invalidType('keys', 'an array of keys or PackedKeys', keys);
-    let res: Uint8Array;
-    if (out === undefined) res = new Uint8Array(n);
-    else if (!(out instanceof Uint8Array) || out.length < n) throw invalidType('out', `a Uint8Array of length >= ${n}`, out);
-    else res = out.subarray(0, n);
-    this.#batch(keys, false, res);
+  mightContainAll(keys: Keys, out?: Uint8Array): Uint8Array {
+    const batch = checkKeys(keys);
+    const res = resultBytes(out, batch.count);
+    this.#batch(batch, false, res);
+    return res;
+  }
+
+  /**
+   * addAll for keys already hashed: `digests` holds murmur3_128(key, this.seed) per key, 16 bytes
+   * each in Guava asBytes order (hashBatch's output). The kernel skips hashing, so a caller that
+   * needed the digests anyway hashes each key once. Returns how many keys changed a bit.
+   */
+  addDigests(digests: Uint8Array): number {
+    return this.#digests(digests, true, undefined);
+  }
+
+  /** mightContainAll for keys given as digests (see addDigests); 1 or 0 per digest. */
+  mightContainDigests(digests: Uint8Array, out?: Uint8Array): Uint8Array {
+    const n = digestCount(digests);
+    const res = resultBytes(out, n);
+    this.#digests(digests, false, res);
     return res;
   }
 
@@ -343,8 +377,12 @@ export class BloomFilter {
 
   /** Reference path: keys too long for the scratch region, or engine 'js'. */
   #oneSlow(bytes: Uint8Array, add: boolean): number {
+    return this.#oneDigest(murmur3_128(bytes, this.seed), add);
+  }
+
+  #oneDigest(digest: Uint8Array, add: boolean): number {
     const idx = this.#idx;
-    probeIndexes(murmur3_128(bytes, this.seed), this.hashFunctions, this.bitSize, idx);
+    probeIndexes(digest, this.hashFunctions, this.bitSize, idx);
     let set = 0;
     for (let j = 0; j < this.hashFunctions; j++) {
       const i = idx[j]!;
@@ -361,10 +399,52 @@ export class BloomFilter {
     return set > 0 ? 1 : 0;
   }
 
-  #batch(keys: KeyBatch, add: boolean, out: Uint8Array | undefined): number {
+  /** Digests staged in the scratch key region, up to batchKeys at a time; see addDigests. */
+  #digests(digests: Uint8Array, add: boolean, out: Uint8Array | undefined): number {
+    const n = digestCount(digests);
+    const k = this.#kernel;
+    let total = 0;
+    if (k === null) {
+      for (let i = 0; i < n; i++) {
+        const r = this.#oneDigest(digests.subarray(i << 4, (i + 1) << 4), add);
+        if (out !== undefined) out[i] = r;
+        total += r;
+      }
+      return total;
+    }
     const s = this.#scratch;
-    if (isPacked(keys)) return this.#batchPacked(keys, add, out, s);
-    if (!Array.isArray(keys)) throw invalidType('keys', 'an array of keys or PackedKeys', keys);
+    const at = (s.keysPtr + 15) & ~15;
+    const per = Math.min(DEFAULTS.batchKeys, (s.keysPtr + s.keysCap - at) >>> 4);
+    const u8 = s.u8;
+    for (let i = 0; i < n; i += per) {
+      const c = Math.min(per, n - i);
+      // Small batches (one call per event) copy by hand: two subarray views per call cost more.
+      if (c <= SMALL_COPY) for (let b = i << 4, e = (i + c) << 4, p = at; b < e; b++, p++) u8[p] = digests[b]!;
+      else u8.set(digests.subarray(i << 4, (i + c) << 4), at);
+      if (add) {
+        total += k.bloomAddDigests(this.bitsOffset, this.bitSize, this.hashFunctions, at, c, s.outPtr);
+        this.#countSet(s);
+      } else {
+        total += k.bloomCheckDigests(this.bitsOffset, this.bitSize, this.hashFunctions, at, c, s.outPtr);
+        if (c <= SMALL_COPY) for (let j = 0; j < c; j++) out![i + j] = u8[s.outPtr + j]!;
+        else out!.set(u8.subarray(s.outPtr, s.outPtr + c), i);
+      }
+    }
+    return total;
+  }
+
+  /** Adds the bit count a kernel add left at the scratch result region to the shared counter. */
+  #countSet(s: Scratch): void {
+    const u8 = s.u8;
+    const o = s.outPtr;
+    const set = (u8[o]! | (u8[o + 1]! << 8) | (u8[o + 2]! << 16) | (u8[o + 3]! << 24)) >>> 0;
+    if (set > 0) Atomics.add(this.#count, 0, BigInt(set));
+  }
+
+  #batch(batch: CheckedKeys, add: boolean, out: Uint8Array | undefined): number {
+    const s = this.#scratch;
+    if (batch.packed !== undefined) return this.#batchPacked(batch.packed, add, out, s);
+    const keys = batch.keys as ReadonlyArray<Key>;
     const u8 = s.u8;
     const offs = s.offsets;
     const base = s.keysPtr;
@@ -375,18 +455,15 @@ export class BloomFilter {
     let pos = base;
     const n = keys.length;
     for (let i = 0; i < n; i++) {
-      const key = keys[i] as unknown;
-      let need: number;
-      if (typeof key === 'string') need = key.length * 3;
-      else if (key instanceof Uint8Array) need = key.length;
-      else throw invalidType(`keys[${i}]`, 'a string or Uint8Array', key);
+      const key = keys[i]!;
+      const need = typeof key === 'string' ? key.length * 3 : key.length;
       if (need > s.keysCap) {
         // Flush, then take the slow path for this one oversize key.
         total += this.#flush(add, out, done, count, s);
         done += count;
         count = 0;
         pos = base;
-        const r = this.#oneSlow(keyBytes(key as Key, `keys[${i}]`), add);
+        const r = this.#oneSlow(keyBytes(key, `keys[${i}]`), add);
         if (out !== undefined) out[done] = r;
         total += r;
         done++;
@@ -401,8 +478,8 @@ export class BloomFilter {
       offs[count] = pos - base;
       if (typeof key === 'string') pos = encodeUtf8(key, u8, pos, s.buf);
       else {
-        u8.set(key as Uint8Array, pos);
-        pos += (key as Uint8Array).length;
+        u8.set(key, pos);
+        pos += key.length;
       }
       count++;
       offs[count] = pos - base;
@@ -411,8 +488,8 @@ export class BloomFilter {
     return total;
   }
 
+  /** PackedKeys checked by checkKeys (offsets non-decreasing, inside bytes). */
   #batchPacked(keys: PackedKeys, add: boolean, out: Uint8Array | undefined, s: Scratch): number {
-    checkPacked(keys, 'keys');
     const { bytes, offsets, count: n } = keys;
     const offs = s.offsets;
     let total = 0;
@@ -423,9 +500,7 @@ export class BloomFilter {
       let j = i;
       const maxJ = Math.min(n, i + DEFAULTS.batchKeys);
       while (j < maxJ) {
-        const e = offsets[j + 1]!;
-        if (e < offsets[j]!) throw invalidType(`keys.offsets[${j + 1}]`, 'non-decreasing offsets', e);
-        if (e - start > s.keysCap) break;
+        if (offsets[j + 1]! - start > s.keysCap) break;
         j++;
       }
       if (j === i) {
@@ -464,16 +539,27 @@ export class BloomFilter {
     if (add) {
       // The check-result region is idle during adds: the kernel leaves its bit count there.
       const changed = k.bloomAddBatch(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base | 0, s.offsetsPtr, count, s.outPtr);
-      const u8 = s.u8;
-      const o = s.outPtr;
-      const set = (u8[o]! | (u8[o + 1]! << 8) | (u8[o + 2]! << 16) | (u8[o + 3]! << 24)) >>> 0;
-      if (set > 0) Atomics.add(this.#count, 0, BigInt(set));
+      this.#countSet(s);
       return changed;
     }
     const hits = k.bloomCheckBatch(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base | 0, s.offsetsPtr, count, s.outPtr);
     out!.set(s.u8.subarray(s.outPtr, s.outPtr + count), done);
     return hits;
   }
+}
+
+function digestCount(digests: unknown): number {
+  if (!(digests instanceof Uint8Array) || digests.length % 16 !== 0) {
+    throw invalidType('digests', 'a Uint8Array of 16-byte murmur3_128 digests', digests);
+  }
+  return digests.length >>> 4;
+}
+
+/** `out` checked to hold n results (a view of its first n bytes), or a new array. */
+function resultBytes(out: unknown, n: number): Uint8Array {
+  if (out === undefined) return new Uint8Array(n);
+  if (!(out instanceof Uint8Array) || out.length < n) throw invalidType('out', `a Uint8Array of length >= ${n}`, out);
+  return out.subarray(0, n);
 }
 
 function popcount32(v: number): number {

@@ -1,5 +1,5 @@
 // Counting Bloom filter: 4-bit saturating counters instead of bits, so keys can be removed
-// (seed doc 004: deletion needs counts, a plain bit may be shared by many keys).
+// (deletion needs counts: a plain bit may be shared by many keys).
 //
 // Same sizing and probe indexes as BloomFilter (Guava MURMUR128_MITZ_64 over `size` counters),
 // so toBloomFilter() yields a Guava-compatible filter. Counters live in a SharedArrayBuffer and
@@ -14,7 +14,8 @@ import { checkUint32, ErrorCodes, HashGateError, invalidType } from '../errors.j
 import { hashBatch, murmur3_128 } from '../hash/index.js';
 import { BloomFilter } from './bloom-filter.js';
 import { probeIndexes } from './indexes.js';
-import { isPacked, keyBytes, type Key, type KeyBatch } from './keys.js';
+import { keyBytes } from './keys.js';
+import type { Key, Keys } from '../hash/keys.js';
 import { bloomShape, shapeFor } from './sizing.js';
 
 const MAX = 15;
@@ -93,7 +94,7 @@ export class CountingBloomFilter {
     this.#apply(murmur3_128(keyBytes(key, 'key'), this.seed), +1);
   }
 
-  addAll(keys: KeyBatch): number {
+  addAll(keys: Keys): number {
     const d = this.#digests(keys);
     const n = d.length / 16;
     for (let i = 0; i < n; i++) this.#apply(d.subarray(i * 16, i * 16 + 16), +1);
@@ -116,7 +117,7 @@ export class CountingBloomFilter {
     return this.#test(murmur3_128(keyBytes(key, 'key'), this.seed));
   }
 
-  mightContainAll(keys: KeyBatch): Uint8Array {
+  mightContainAll(keys: Keys): Uint8Array {
     const d = this.#digests(keys);
     const out = new Uint8Array(d.length / 16);
     for (let i = 0; i < out.length; i++) out[i] = this.#test(d.subarray(i * 16, i * 16 + 16)) ? 1 : 0;
@@ -173,9 +174,8 @@ export class CountingBloomFilter {
     new Uint8Array(this.buffer).set(data);
   }
 
-  #digests(keys: KeyBatch): Uint8Array {
-    if (!isPacked(keys) && !Array.isArray(keys)) throw invalidType('keys', 'an array of keys or PackedKeys', keys);
-    return hashBatch(keys as never, { seed: this.seed });
+  #digests(keys: Keys): Uint8Array {
+    return hashBatch(keys, { seed: this.seed });
   }
 
   #get(i: number): number {

@@ -15,11 +15,14 @@ export interface BloomKernel {
     bits: number, bitSize: number, k: number, seed: number, bytes: number, offsets: number, count: number,
     out: number,
   ): number;
+  /** `count` 16-byte murmur3_128 digests (h1 LE, h2 LE) at `digests`; bits set to `bitsSetOut`. */
+  bloomAddDigests(bits: number, bitSize: number, k: number, digests: number, count: number, bitsSetOut: number): number;
+  bloomCheckDigests(bits: number, bitSize: number, k: number, digests: number, count: number, out: number): number;
   bloomPopcount(ptr: number, words: number): number;
 }
 
 /** Must equal BLOOM_ABI in wasm/assembly/bloom.ts: a stale binary is refused, never misused. */
-const BLOOM_ABI = 2;
+const BLOOM_ABI = 3;
 
 const instances = new WeakMap<WebAssembly.Memory, BloomKernel>();
 

@@ -26,8 +26,9 @@
 //   Bad input (type, empty, too long, bad PackedKeys) is rejected before anything is hashed or
 //   written, with details.index naming the key.
 import { Redis, Cluster } from 'ioredis';
-import { ErrorCodes, HashGateError, HashGateRangeError, HashGateTypeError, checkKnownKeys, describe, invalidType } from '../errors.js';
-import type { PackedKeys } from '../hash/index.js';
+import { ErrorCodes, HashGateError, HashGateTypeError, checkKnownKeys, invalidType } from '../errors.js';
+import { digests128 } from '../hash/index.js';
+import { CheckedKeys, checkKeys, type KeyLimits, type Keys } from '../hash/keys.js';
 import { DigestSet, SeenCache } from './cache.js';
 import { Journal, type JournalRecordV2 } from './journal.js';
 import {
@@ -58,11 +59,11 @@ export interface DedupServiceOptions {
   coalesce?: CoalesceOptions | false;
 }
 
-type Keys = ReadonlyArray<string | Uint8Array> | PackedKeys;
-
 /** One firstSeen call waiting to be merged. */
 interface PendingCall {
-  keys: Keys;
+  keys: CheckedKeys;
+  /** murmur3_128 (seed 0) per key when the caller hashed them already (see firstSeenHashed). */
+  digests: Uint8Array | undefined;
   n: number;
   window: string;
   ms: number;
@@ -105,13 +106,6 @@ export interface DedupCounters {
 /** Keys per script call when fail-open batches are pipelined (see firstSeen). */
 const PIPELINE_CHUNK = 2500;
 
-function sliceKeys(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, s: number, e: number): ReadonlyArray<string | Uint8Array> | PackedKeys {
-  if (Array.isArray(keys)) return (keys as ReadonlyArray<string | Uint8Array>).slice(s, e);
-  const pk = keys as PackedKeys;
-  // offsets index `bytes` absolutely, so a window of them is a valid PackedKeys
-  return { bytes: pk.bytes, offsets: pk.offsets.subarray(s, e + 1), count: e - s };
-}
-
 // One shared executor instead of a closure per call: new Promise() runs it synchronously, so the
 // functions it captures are read back before any other call can overwrite them.
 const captured: { resolve?: (a: Uint8Array) => void; reject?: (e: unknown) => void } = {};
@@ -120,18 +114,22 @@ const capture = (resolve: (a: Uint8Array) => void, reject: (e: unknown) => void)
   captured.reject = reject;
 };
 
-/** The keys of several calls, back to back, as one array (packed keys become byte views). */
-function concatKeys(calls: PendingCall[], total: number): Array<string | Uint8Array> {
+/** The keys of several checked calls, back to back, as one checked array (packed keys become byte views). */
+function concatKeys(calls: PendingCall[], total: number): CheckedKeys {
   const out: Array<string | Uint8Array> = new Array(total);
   let j = 0;
+  for (const c of calls) for (let i = 0; i < c.n; i++) out[j++] = c.keys.at(i);
+  return CheckedKeys.trusted(out, total, undefined);
+}
+
+/** The calls' digests back to back, or undefined unless every call brought its own. */
+function concatDigests(calls: PendingCall[], total: number): Uint8Array | undefined {
+  for (const c of calls) if (c.digests === undefined) return undefined;
+  const out = new Uint8Array(total * 16);
+  let j = 0;
   for (const c of calls) {
-    if (Array.isArray(c.keys)) {
-      const a = c.keys as ReadonlyArray<string | Uint8Array>;
-      for (let i = 0; i < c.n; i++) out[j++] = a[i]!;
-    } else {
-      const pk = c.keys as PackedKeys;
-      for (let i = 0; i < c.n; i++) out[j++] = pk.bytes.subarray(pk.offsets[i]!, pk.offsets[i + 1]!);
-    }
+    out.set(c.digests!, j);
+    j += c.digests!.length;
   }
   return out;
 }
@@ -148,6 +146,26 @@ function splitError(err: unknown, off: number, n: number, total: number): unknow
     cause: err.cause,
     details: { ...err.details, answers: answers.slice(off, off + n) },
   });
+}
+
+let hashedEntry: (s: DedupService, batch: CheckedKeys, digests: Uint8Array | undefined, opts: FirstSeenOptions | undefined) => Promise<Uint8Array>;
+let limitsOf: (s: DedupService) => KeyLimits;
+
+/**
+ * Validates `keys` against the service's dedup rules (type, empty, dedup.maxKeyBytes,
+ * dedup.maxBatchKeys): the one check a batch gets on its way through firstSeenHashed.
+ */
+export function checkDedupKeys(s: DedupService, keys: Keys): CheckedKeys {
+  return checkKeys(keys, 'keys', limitsOf(s));
+}
+
+/**
+ * firstSeen for a batch checkDedupKeys validated, with `digests` = murmur3_128 seed 0 of every key
+ * when the caller computed them already (HashGate does, for its Bloom filter): the service then
+ * hashes nothing itself. Ignored when dedup.secret makes the service's digests HMACs.
+ */
+export function firstSeenHashed(s: DedupService, batch: CheckedKeys, digests: Uint8Array | undefined, opts?: FirstSeenOptions): Promise<Uint8Array> {
+  return hashedEntry(s, batch, digests, opts);
 }
 
 export class DedupService {
@@ -182,6 +200,10 @@ export class DedupService {
     if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options);
     checkKnownKeys('options', options, ['redis', 'dedup', 'now', 'metrics', 'coalesce']);
     this.options = parseDedupOptions(options.dedup, 'options.dedup');
+    this.#limits = {
+      maxKeys: this.options.maxBatchKeys, maxKeysOption: 'dedup.maxBatchKeys',
+      maxKeyBytes: this.options.maxKeyBytes, maxKeyBytesOption: 'dedup.maxKeyBytes',
+    };
     if (options.now !== undefined && typeof options.now !== 'function') throw invalidType('options.now', 'a function returning epoch ms', options.now);
     this.now = options.now ?? Date.now;
     this.metrics = options.metrics ?? noopMetrics;
@@ -240,15 +262,30 @@ export class DedupService {
   }
 
   /** 1 = first seen in its window, 0 = seen before. See the file header for failure semantics. */
-  firstSeen(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, opts?: FirstSeenOptions): Promise<Uint8Array> {
+  firstSeen(keys: Keys, opts?: FirstSeenOptions): Promise<Uint8Array> {
+    return this.#firstSeen(keys, undefined, undefined, opts);
+  }
+
+  // The entry for callers that validated and hashed the batch already (firstSeenHashed).
+  static {
+    hashedEntry = (s, batch, digests, opts) => s.#firstSeen(undefined, batch, digests, opts);
+    limitsOf = (s) => s.#limits;
+  }
+
+  /** Dedup's per-key rules, in the form checkKeys applies them (built once from the options). */
+  readonly #limits: KeyLimits;
+
+  #firstSeen(keys: Keys | undefined, checked: CheckedKeys | undefined, digests: Uint8Array | undefined, opts: FirstSeenOptions | undefined): Promise<Uint8Array> {
     // Not an async function: a merged call resolves straight from the batch, without the extra
     // promise and ticks an async wrapper adds to every call. Errors still reject, never throw.
+    let batch: CheckedKeys;
     let n: number;
     let ms: number;
     let window: string;
     try {
       if (this.closed) throw new HashGateError(ErrorCodes.CLOSED, 'dedup service is closed');
-      n = this.validate(keys);
+      batch = checked ?? checkKeys(keys, 'keys', this.#limits);
+      n = batch.count;
       if (opts?.at === undefined) ms = this.now();
       else if (opts.at instanceof Date && Number.isFinite(opts.at.getTime())) ms = opts.at.getTime();
       else throw invalidType('options.at', 'a valid Date', opts.at);
@@ -260,19 +297,19 @@ export class DedupService {
     this.counters.keys += n;
     if (n === 0) return Promise.resolve(new Uint8Array(0));
     const co = this.coalescer;
-    if (co === undefined) return this.run(keys, n, window, ms);
-    if (!co.accepts(n)) return this.runAlone(co, keys, n, window, ms);
+    if (co === undefined) return this.run(batch, digests, window, ms);
+    if (!co.accepts(n)) return this.runAlone(co, batch, digests, window, ms);
     const p = new Promise<Uint8Array>(capture);
-    co.add({ keys, n, window, ms, resolve: captured.resolve!, reject: captured.reject! }, n);
+    co.add({ keys: batch, digests, n, window, ms, resolve: captured.resolve!, reject: captured.reject! }, n);
     return p;
   }
 
   /** A big call runs as its own batch, after whatever is queued (call order decides repeated keys). */
-  private async runAlone(co: Coalescer<PendingCall>, keys: Keys, n: number, window: string, ms: number): Promise<Uint8Array> {
+  private async runAlone(co: Coalescer<PendingCall>, keys: CheckedKeys, digests: Uint8Array | undefined, window: string, ms: number): Promise<Uint8Array> {
     co.flush();
     co.begin();
     try {
-      return await this.run(keys, n, window, ms);
+      return await this.run(keys, digests, window, ms);
     } finally {
       co.done();
     }
@@ -287,7 +324,7 @@ export class DedupService {
     const co = this.coalescer!;
     const first = items[0]!;
     if (items.length === 1) {
-      this.run(first.keys, first.n, first.window, first.ms).then(
+      this.run(first.keys, first.digests, first.window, first.ms).then(
         (a) => {
           co.done();
           first.resolve(a);
@@ -320,8 +357,9 @@ export class DedupService {
         total += it.n;
         if (it.ms > ms) ms = it.ms;
       }
-      const merged: Keys = g.length === 1 ? g[0]!.keys : concatKeys(g, total);
-      this.run(merged, total, g[0]!.window, ms).then(
+      const merged = g.length === 1 ? g[0]!.keys : concatKeys(g, total);
+      const digests = g.length === 1 ? g[0]!.digests : concatDigests(g, total);
+      this.run(merged, digests, g[0]!.window, ms).then(
         (out) => {
           if (--left === 0) co.done();
           let off = 0;
@@ -344,17 +382,18 @@ export class DedupService {
   }
 
   /** One batch of validated keys of one window; counted so close() can let it finish. */
-  private async run(keys: Keys, n: number, window: string, ms: number): Promise<Uint8Array> {
+  private async run(keys: CheckedKeys, digests: Uint8Array | undefined, window: string, ms: number): Promise<Uint8Array> {
     this.active++;
     try {
-      return await this.runIn(keys, n, window, ms);
+      return await this.runIn(keys, digests, window, ms);
     } finally {
       if (--this.active === 0) this.drained?.();
     }
   }
 
-  private async runIn(keys: Keys, n: number, window: string, ms: number): Promise<Uint8Array> {
+  private async runIn(keys: CheckedKeys, digests: Uint8Array | undefined, window: string, ms: number): Promise<Uint8Array> {
     const o = this.options;
+    const n = keys.count;
     const out = new Uint8Array(n);
     const inBatch = new DigestSet(n);
     let resolved = this.bucketsGate === undefined ? this.bucketsByWindow.get(window) : undefined;
@@ -384,8 +423,9 @@ export class DedupService {
     const tasks: Promise<void>[] = [];
     for (let s = 0; s < n; s += chunk) {
       const e = Math.min(n, s + chunk);
-      const part = s === 0 && e === n ? keys : sliceKeys(keys, s, e);
-      const t = this.submit(part, e - s, s, window, buckets, cache, inBatch, out, resolved !== undefined);
+      const whole = s === 0 && e === n;
+      const given = digests === undefined || whole ? digests : digests.subarray(s << 4, e << 4);
+      const t = this.submit(whole ? keys : keys.slice(s, e), given, s, window, buckets, cache, inBatch, out, resolved !== undefined);
       if (t !== undefined) tasks.push(t);
     }
     if (tasks.length === 1) await tasks[0];
@@ -393,13 +433,18 @@ export class DedupService {
     return out;
   }
 
-  /** Hashes `part` (keys base..base+m of the call), answers what it can locally, sends the rest. */
+  /**
+   * Hashes `part` (keys base..base+m of the call) unless the caller's digests came along, answers
+   * what it can locally, sends the rest.
+   */
   private submit(
-    part: ReadonlyArray<string | Uint8Array> | PackedKeys, m: number, base: number, window: string, buckets: number,
+    part: CheckedKeys, given: Uint8Array | undefined, base: number, window: string, buckets: number,
     cache: SeenCache | undefined, inBatch: DigestSet, out: Uint8Array, bucketsKnown = true,
   ): Promise<void> | undefined {
     const o = this.options;
-    let digests = digestKeys(part, o.layout === 'compact' ? o.secret : undefined);
+    const m = part.count;
+    // Without a secret the digests are murmur3_128 seed 0 (the same as digestKeys gives).
+    let digests = o.secret === undefined ? (given ?? digests128(part, 0)) : digestKeys(part.keys, o.secret);
     if (digests.byteOffset % 4 !== 0) digests = digests.slice();
     const d32 = new Uint32Array(digests.buffer, digests.byteOffset, m * 4);
     const pend = new Uint32Array(m);
@@ -452,7 +497,7 @@ export class DedupService {
     const batch: StoreBatch =
       o.layout === 'compact'
         ? { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => compactMember(digests, idx[j]!, dv), compact: { dv, idx }, digests, idx }
-        : { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => setsMember(part, idx[j]!), digests, idx };
+        : { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => setsMember(part.keys, idx[j]!), digests, idx };
     const answers = new Uint8Array(p);
     this.counters.batches++;
     this.counters.storeKeys += p;
@@ -567,46 +612,6 @@ export class DedupService {
         { cause, details: { option: 'dedup.connectTimeoutMs', status: this.store.status } },
       );
     }
-  }
-
-  private validate(keys: unknown): number {
-    const max = this.options.maxKeyBytes;
-    if (Array.isArray(keys)) {
-      if (keys.length > this.options.maxBatchKeys) {
-        throw new HashGateRangeError(ErrorCodes.INVALID_ARG, `keys has ${keys.length} entries; dedup.maxBatchKeys is ${this.options.maxBatchKeys}`, { name: 'keys' });
-      }
-      for (let i = 0; i < keys.length; i++) {
-        const k: unknown = keys[i];
-        let len: number;
-        if (typeof k === 'string') {
-          len = k.length;
-          if (len * 3 > max) len = Buffer.byteLength(k, 'utf8');
-        } else if (k instanceof Uint8Array) len = k.byteLength;
-        else throw new HashGateTypeError(ErrorCodes.INVALID_ARG, `keys[${i}] must be a string or Uint8Array, got ${describe(k, true)}`, { name: 'keys', index: i });
-        if (len === 0) throw new HashGateRangeError(ErrorCodes.EMPTY_KEY, `keys[${i}] is empty`, { name: 'keys', index: i });
-        if (len > max) {
-          throw new HashGateRangeError(ErrorCodes.KEY_TOO_LONG, `keys[${i}] is ${len} bytes; dedup.maxKeyBytes is ${max}`, { name: 'keys', index: i, bytes: len });
-        }
-      }
-      return keys.length;
-    }
-    const pk = keys as PackedKeys;
-    if (pk === null || typeof pk !== 'object' || !(pk.bytes instanceof Uint8Array) || !(pk.offsets instanceof Uint32Array) || !Number.isInteger(pk.count)) {
-      throw invalidType('keys', 'an array of strings/Uint8Arrays or PackedKeys', keys);
-    }
-    const n = pk.count;
-    if (n < 0 || pk.offsets.length < n + 1) throw new HashGateRangeError(ErrorCodes.INVALID_ARG, `keys.offsets needs count + 1 = ${n + 1} entries, has ${pk.offsets.length}`, { name: 'keys.offsets' });
-    if (n > this.options.maxBatchKeys) {
-      throw new HashGateRangeError(ErrorCodes.INVALID_ARG, `keys has ${n} entries; dedup.maxBatchKeys is ${this.options.maxBatchKeys}`, { name: 'keys' });
-    }
-    for (let i = 0; i < n; i++) {
-      const s = pk.offsets[i]!;
-      const e = pk.offsets[i + 1]!;
-      if (e < s || e > pk.bytes.length) throw new HashGateRangeError(ErrorCodes.INVALID_ARG, `keys.offsets[${i + 1}] is out of order or past the bytes`, { name: 'keys.offsets', index: i });
-      if (e === s) throw new HashGateRangeError(ErrorCodes.EMPTY_KEY, `keys[${i}] is empty`, { name: 'keys', index: i });
-      if (e - s > max) throw new HashGateRangeError(ErrorCodes.KEY_TOO_LONG, `keys[${i}] is ${e - s} bytes; dedup.maxKeyBytes is ${max}`, { name: 'keys', index: i, bytes: e - s });
-    }
-    return n;
   }
 
   /** The cache follows the newest window seen; calls for older windows bypass it. */

@@ -14,6 +14,7 @@ import { ErrorCodes, HashGateError, checkInt, invalidType, outOfRange } from '..
 import { KERNEL_MAX_PAGES, KERNEL_RESERVED_BYTES, WASM_PAGE, createKernelMemory, instantiateKernel } from './kernel.js';
 import type { KernelExports } from './kernel.js';
 import type { PackedKeys } from './packed.js';
+import { checkKeys, encodeUtf8, type CheckedKeys, type Key, type Keys } from './keys.js';
 
 export const ARENA_DEFAULTS = {
   chunkKeys: 8192,
@@ -34,7 +35,6 @@ export const BatchKind = { Murmur128: 0, Murmur32: 1, Murmur86_128: 2, Bucket: 3
 export type BatchKind = (typeof BatchKind)[keyof typeof BatchKind];
 const KIND_SIZE = [16, 4, 16, 4, 4, 8] as const;
 
-export type KeyList = ReadonlyArray<string | Uint8Array>;
 
 interface Utf8Writer {
   // Node's Buffer fast path: encodes straight into the (shared) memory, no intermediate copy.
@@ -232,15 +232,18 @@ export class HashArena {
 
   /**
    * Runs `kind` over every key, writing KIND_SIZE[kind] bytes per key to `dest` (byte view,
-   * already checked to be large enough). `name` names the keys argument in errors.
+   * already checked to be large enough). A CheckedKeys is taken as validated (nothing here
+   * re-checks key types or offsets); plain Keys are checked first. This is the one place batch
+   * keys are copied into kernel memory.
    */
-  batch(keys: KeyList | PackedKeys, kind: BatchKind, seed: number, param: number, dest: Uint8Array, name = 'keys'): void {
+  batch(keys: Keys | CheckedKeys, kind: BatchKind, seed: number, param: number, dest: Uint8Array): void {
+    const c = checkKeys(keys);
     this.refresh();
-    if (isKeyList(keys)) this.batchList(keys, kind, seed, param, dest, name);
-    else this.batchPacked(keys, kind, seed, param, dest);
+    if (c.packed === undefined) this.batchList(c.keys as ReadonlyArray<Key>, kind, seed, param, dest);
+    else this.batchPacked(c.packed, kind, seed, param, dest);
   }
 
-  private batchList(keys: KeyList, kind: BatchKind, seed: number, param: number, dest: Uint8Array, name: string): void {
+  private batchList(keys: ReadonlyArray<Key>, kind: BatchKind, seed: number, param: number, dest: Uint8Array): void {
     const size = KIND_SIZE[kind];
     const n = keys.length;
     const offIdx = this.offPtr >>> 2;
@@ -248,6 +251,7 @@ export class HashArena {
     const bytesPtr = this.bytesPtr;
     // Locals, not `this.` loads, in the per-key loop; re-read after any growth.
     let buf = this.buf;
+    let u8 = this.u8;
     let u32 = this.u32;
     let end = this.bytesEnd;
     let i = 0;
@@ -257,34 +261,33 @@ export class HashArena {
       let c = 0;
       u32[offIdx] = 0;
       while (c < chunk && i < n) {
-        const key = keys[i];
+        const key = keys[i]!;
         if (typeof key === 'string') {
           if (p + key.length * 3 > end) {
             if (c > 0) break;
             if (key.length * 3 > this.maxBytes) {
-              this.oversized(key, kind, seed, param, dest, i * size, name);
+              this.oversized(key, kind, seed, param, dest, i * size);
               i++;
               break; // empty chunk; the next one starts after this key
             }
             this.ensureBytes(key.length * 3);
-            ({ buf, u32, bytesEnd: end } = this);
+            ({ buf, u8, u32, bytesEnd: end } = this);
           }
-          p += buf.utf8Write(key, p);
-        } else if (key instanceof Uint8Array) {
+          p = encodeUtf8(key, u8, p, buf);
+        } else {
+          // a Uint8Array: checkKeys refused anything else
           if (p + key.length > end) {
             if (c > 0) break;
             if (key.length > this.maxBytes) {
-              this.oversized(key, kind, seed, param, dest, i * size, name);
+              this.oversized(key, kind, seed, param, dest, i * size);
               i++;
               break; // empty chunk; the next one starts after this key
             }
             this.ensureBytes(key.length);
-            ({ buf, u32, bytesEnd: end } = this);
+            ({ buf, u8, u32, bytesEnd: end } = this);
           }
           buf.set(key, p);
           p += key.length;
-        } else {
-          throw invalidType(`${name}[${i}]`, 'a string or Uint8Array', key);
         }
         c++;
         i++;
@@ -292,13 +295,21 @@ export class HashArena {
       }
       if (c === 0) continue;
       this.run(kind, bytesPtr, c, seed, param);
-      dest.set(this.u8.subarray(this.outPtr, this.outPtr + c * size), i0 * size);
+      this.copyOut(dest, i0 * size, c * size);
     }
   }
 
+  /** Results of the last kernel run to dest[at..at+bytes); a few bytes (one key) by hand, no view. */
+  private copyOut(dest: Uint8Array, at: number, bytes: number): void {
+    const u8 = this.u8;
+    const from = this.outPtr;
+    if (bytes <= 64) for (let b = 0; b < bytes; b++) dest[at + b] = u8[from + b]!;
+    else dest.set(u8.subarray(from, from + bytes), at);
+  }
+
   /** One key beyond maxBytes, hashed in a throw-away memory straight into dest[at..]. */
-  private oversized(key: string | Uint8Array, kind: BatchKind, seed: number, param: number, dest: Uint8Array, at: number, name: string): void {
-    this.pick(key).batchList([key], kind, seed, param, dest.subarray(at, at + KIND_SIZE[kind]), name);
+  private oversized(key: Key, kind: BatchKind, seed: number, param: number, dest: Uint8Array, at: number): void {
+    this.pick(key).batchList([key], kind, seed, param, dest.subarray(at, at + KIND_SIZE[kind]));
   }
 
   private batchPacked(keys: PackedKeys, kind: BatchKind, seed: number, param: number, dest: Uint8Array): void {
@@ -314,8 +325,8 @@ export class HashArena {
       let prev = start;
       let c = 0;
       while (c < chunk && i < count) {
+        // offsets were checked non-decreasing by checkKeys
         const end = offsets[i + 1]!;
-        if (end < prev) throw outOfRange(`keys.offsets[${i + 1}]`, `>= keys.offsets[${i}] (${prev})`, end);
         if (end - start > cap) {
           if (c > 0) break;
           if (end - start > this.maxBytes) break;
@@ -328,7 +339,7 @@ export class HashArena {
       }
       if (c === 0) {
         // Key i alone is larger than maxBytes.
-        this.oversized(bytes.subarray(start, offsets[i + 1]), kind, seed, param, dest, i * size, 'keys');
+        this.oversized(bytes.subarray(start, offsets[i + 1]), kind, seed, param, dest, i * size);
         i++;
         continue;
       }
@@ -337,16 +348,12 @@ export class HashArena {
       // Offsets stay absolute; shifting the base (mod 2^32, as the kernel's pointer math wraps)
       // maps offsets[i0] onto the first copied byte.
       this.run(kind, (this.bytesPtr - start) | 0, c, seed, param);
-      dest.set(this.u8.subarray(this.outPtr, this.outPtr + c * size), i0 * size);
+      this.copyOut(dest, i0 * size, c * size);
     }
   }
 }
 
 export const kindSize = (kind: BatchKind): number => KIND_SIZE[kind];
-
-function isKeyList(keys: KeyList | PackedKeys): keys is KeyList {
-  return Array.isArray(keys);
-}
 
 const align64 = (n: number): number => (n + 63) & ~63;
 

@@ -9,11 +9,12 @@
 // Java's String.getBytes(UTF_8) writes '?' for it. Well-formed strings hash identically.
 import { checkInt, checkOneOf, checkUint32, invalidType, outOfRange } from '../errors.js';
 import { BatchKind, arena } from './arena.js';
-import { checkPackedKeys } from './packed.js';
-import type { PackedKeys } from './packed.js';
+import { checkKeys, type CheckedKeys, type Keys } from './keys.js';
 
 export type { PackedKeys, PackLinesOptions } from './packed.js';
-export { packKeys, packLines, packedKey, checkPackedKeys } from './packed.js';
+export { packKeys, packLines, packedKey } from './packed.js';
+export { CheckedKeys, badKey, checkKeys } from './keys.js';
+export type { Key, KeyLimits, Keys } from './keys.js';
 export { canonicalJson } from './canonical-json.js';
 export type { CanonicalJsonOptions } from './canonical-json.js';
 export {
@@ -118,13 +119,6 @@ export interface HashBatchOptions {
 
 export const digestSize = (a: HashAlgorithm): number => (a === 'murmur3_128' ? 16 : a === 'xxh64' ? 8 : 4);
 
-type Keys = ReadonlyArray<string | Uint8Array> | PackedKeys;
-
-function keyCount(keys: Keys, name: string): number {
-  if (Array.isArray(keys)) return keys.length;
-  return checkPackedKeys(keys, name).count;
-}
-
 function outBytes(out: unknown, need: number, name: string): Uint8Array {
   if (out === undefined) return new Uint8Array(need);
   if (!(out instanceof Uint8Array)) throw invalidType(name, 'a Uint8Array', out);
@@ -134,14 +128,33 @@ function outBytes(out: unknown, need: number, name: string): Uint8Array {
 
 /** Digests packed back to back (16 B for murmur3_128, 4 B LE for murmur3_32, 8 B LE for xxh64). */
 export function hashBatch(keys: Keys, options: HashBatchOptions = {}): Uint8Array {
+  const o = batchOptions(options);
+  return hashInto(checkKeys(keys), o.kind, o.seed, o.size, options.out);
+}
+
+/** hashBatch of a batch validated already (internal callers: gate, dedup, Bloom). */
+export function hashChecked(batch: CheckedKeys, options: HashBatchOptions = {}): Uint8Array {
+  const o = batchOptions(options);
+  return hashInto(batch, o.kind, o.seed, o.size, options.out);
+}
+
+/** murmur3_128 digests (16 B per key) of a validated batch: the internal hot path, no options object. */
+export function digests128(batch: CheckedKeys, seed: number): Uint8Array {
+  return hashInto(batch, BatchKind.Murmur128, seed, 16, undefined);
+}
+
+function batchOptions(options: HashBatchOptions): { kind: BatchKind; seed: number; size: number } {
   if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options);
   const algorithm = checkOneOf('options.algorithm', options.algorithm ?? 'murmur3_128', ALGORITHMS);
   const seed = checkUint32('options.seed', options.seed ?? 0);
-  const n = keyCount(keys, 'keys');
-  const out = outBytes(options.out, n * digestSize(algorithm), 'options.out');
   const kind = algorithm === 'murmur3_128' ? BatchKind.Murmur128 : algorithm === 'murmur3_32' ? BatchKind.Murmur32 : BatchKind.Xxh64;
-  arena().batch(keys, kind, seed, 0, out);
-  return out;
+  return { kind, seed, size: digestSize(algorithm) };
+}
+
+function hashInto(batch: CheckedKeys, kind: BatchKind, seed: number, size: number, out: unknown): Uint8Array {
+  const dest = outBytes(out, batch.count * size, 'options.out');
+  arena().batch(batch, kind, seed, 0, dest);
+  return dest;
 }
 
 function outU32(out: unknown, n: number, name: string): Uint32Array {
@@ -154,17 +167,23 @@ function outU32(out: unknown, n: number, name: string): Uint32Array {
 /** bucketOf for every key (one kernel pass per chunk): Uint32Array of buckets. */
 export function bucketsOf(keys: Keys, buckets: number, out?: Uint32Array): Uint32Array {
   checkInt('buckets', buckets, 1, 0xffff_ffff);
-  const n = keyCount(keys, 'keys');
+  return bucketsChecked(checkKeys(keys), buckets, out);
+}
+
+/** bucketsOf of a batch validated already (`buckets` checked by the caller too). */
+export function bucketsChecked(batch: CheckedKeys, buckets: number, out?: Uint32Array): Uint32Array {
+  const n = batch.count;
   const res = outU32(out, n, 'out');
-  arena().batch(keys, BatchKind.Bucket, 0, buckets, new Uint8Array(res.buffer, res.byteOffset, n * 4));
+  arena().batch(batch, BatchKind.Bucket, 0, buckets, new Uint8Array(res.buffer, res.byteOffset, n * 4));
   return res;
 }
 
 /** jumpBucket for every key: Uint32Array of buckets. */
 export function jumpBucketsOf(keys: Keys, buckets: number, out?: Uint32Array): Uint32Array {
   checkInt('buckets', buckets, 1, 0x7fff_ffff);
-  const n = keyCount(keys, 'keys');
+  const batch = checkKeys(keys);
+  const n = batch.count;
   const res = outU32(out, n, 'out');
-  arena().batch(keys, BatchKind.Jump, 0, buckets, new Uint8Array(res.buffer, res.byteOffset, n * 4));
+  arena().batch(batch, BatchKind.Jump, 0, buckets, new Uint8Array(res.buffer, res.byteOffset, n * 4));
   return res;
 }

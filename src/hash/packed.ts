@@ -1,6 +1,6 @@
 // PackedKeys: many keys already in bytes (lines of a file, a network buffer) handed to the kernel
 // without creating a JS string per key.
-import { checkInt, invalidType, outOfRange } from '../errors.js';
+import { invalidType, outOfRange } from '../errors.js';
 
 /**
  * Keys already in bytes: `bytes[offsets[i] .. offsets[i+1])` is key i, so `offsets` has count+1
@@ -10,21 +10,6 @@ export interface PackedKeys {
   bytes: Uint8Array;
   offsets: Uint32Array;
   count: number;
-}
-
-/** Throws a TypeError/RangeError naming `name.*` unless `keys` is a usable PackedKeys. */
-export function checkPackedKeys(keys: unknown, name = 'keys'): PackedKeys {
-  if (keys === null || typeof keys !== 'object') throw invalidType(name, 'an array of keys or PackedKeys', keys);
-  const k = keys as Partial<PackedKeys>;
-  if (!(k.bytes instanceof Uint8Array)) throw invalidType(`${name}.bytes`, 'a Uint8Array', k.bytes);
-  if (!(k.offsets instanceof Uint32Array)) throw invalidType(`${name}.offsets`, 'a Uint32Array', k.offsets);
-  const count = checkInt(`${name}.count`, k.count, 0, 0xffff_fffe);
-  if (k.offsets.length < count + 1) throw outOfRange(`${name}.offsets`, `at least count + 1 (${count + 1}) entries`, k.offsets.length);
-  if (k.offsets[count]! > k.bytes.length) {
-    throw outOfRange(`${name}.offsets[${count}]`, `<= ${name}.bytes.length (${k.bytes.length})`, k.offsets[count]);
-  }
-  if (k.offsets[0]! > k.offsets[count]!) throw outOfRange(`${name}.offsets[0]`, `<= ${name}.offsets[${count}]`, k.offsets[0]);
-  return k as PackedKeys;
 }
 
 /** Packs strings (UTF-8) and byte keys back to back into one buffer. */

@@ -7,7 +7,7 @@
 //   [0, offsetsBytes)             count+1 little-endian u32 key offsets (relative to bytes)
 //   [offsetsBytes, +outBytes)     results: up to 16 bytes per key
 //   [.., +bytesCap)               key bytes
-import { ErrorCodes, HashGateError, describe } from '../errors.js';
+import { badKey } from '../hash/keys.js';
 import type { PackedKeys } from '../hash/index.js';
 
 export interface SlotLayout {
@@ -119,9 +119,7 @@ export function fillSlot(slot: Slot, keys: KeyInput, from: number, total: number
         bytes.set(k, p);
         p += k.length;
       } else {
-        throw new HashGateError(ErrorCodes.INVALID_ARG, `keys[${i}] must be a string or Uint8Array, got ${describe(k, true)}`, {
-          details: { index: i },
-        });
+        throw badKey('keys', i, k);
       }
       offsets[i - from + 1] = p;
     }

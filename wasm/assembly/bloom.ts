@@ -6,20 +6,20 @@
 // (wrapping u64), exactly as BloomFilterStrategies.MURMUR128_MITZ_64 does.
 //
 // bitSize arrives as f64 (exact below 2^53; JS caps it far lower) so JS never builds a BigInt
-// per call. Seeds are Guava's int seed, sign-extended into both lanes.
+// per call. Seeds are Guava's int seed, sign-extended into both lanes. The *Digests exports take
+// murmur3_128 digests the caller already has (16 bytes each: h1 LE, h2 LE), so a key hashed once
+// for another purpose is not hashed again here.
 import { mm3x64_128, mmH1, mmH2 } from './murmur';
 
 const MAX63: u64 = 0x7fffffffffffffff;
 
 /** Bumped whenever an export's signature or meaning changes; src/bloom/kernel.ts checks it. */
-export const BLOOM_ABI: i32 = 2;
+export const BLOOM_ABI: i32 = 3;
 
-/** Set the k bits of the key at [ptr, ptr+len); returns how many of them were 0 before. */
+/** Set the k bits of the digest (h1, h2); returns how many of them were 0 before. */
 // @ts-ignore: decorator
-@inline function addKey(bits: usize, m: u64, k: i32, ptr: usize, len: i32, seed: u64): u32 {
-  mm3x64_128(ptr, len, seed);
-  let c = mmH1;
-  const h2 = mmH2;
+@inline function addHashed(bits: usize, m: u64, k: i32, h1: u64, h2: u64): u32 {
+  let c = h1;
   let changed: u32 = 0;
   for (let j = 0; j < k; j++) {
     const idx = (c & MAX63) % m;
@@ -38,16 +38,26 @@ export const BLOOM_ABI: i32 = 2;
 }
 
 // @ts-ignore: decorator
-@inline function checkKey(bits: usize, m: u64, k: i32, ptr: usize, len: i32, seed: u64): i32 {
-  mm3x64_128(ptr, len, seed);
-  let c = mmH1;
-  const h2 = mmH2;
+@inline function checkHashed(bits: usize, m: u64, k: i32, h1: u64, h2: u64): i32 {
+  let c = h1;
   for (let j = 0; j < k; j++) {
     const idx = (c & MAX63) % m;
     if ((load<u8>(bits + <usize>(idx >> 3)) & (<u32>1 << <u32>(idx & 7))) == 0) return 0;
     c += h2;
   }
   return 1;
+}
+
+// @ts-ignore: decorator
+@inline function addKey(bits: usize, m: u64, k: i32, ptr: usize, len: i32, seed: u64): u32 {
+  mm3x64_128(ptr, len, seed);
+  return addHashed(bits, m, k, mmH1, mmH2);
+}
+
+// @ts-ignore: decorator
+@inline function checkKey(bits: usize, m: u64, k: i32, ptr: usize, len: i32, seed: u64): i32 {
+  mm3x64_128(ptr, len, seed);
+  return checkHashed(bits, m, k, mmH1, mmH2);
 }
 
 /** Returns how many bits this call set (0 = the key changed nothing). */
@@ -98,6 +108,37 @@ export function bloomCheckBatch(
     store<u8>(out + <usize>i, <u8>r);
     hits += r;
     start = end;
+  }
+  return hits;
+}
+
+/**
+ * `count` digests of 16 bytes at `digests` (h1 LE, h2 LE: murmur3_128 with the filter's seed).
+ * Returns how many keys changed at least one bit; the number of bits set goes to `bitsSetOut`.
+ */
+export function bloomAddDigests(bits: usize, bitSize: f64, k: i32, digests: usize, count: i32, bitsSetOut: usize): i32 {
+  const m = <u64>bitSize;
+  let changed = 0;
+  let set: u32 = 0;
+  for (let i = 0; i < count; i++) {
+    const n = addHashed(bits, m, k, load<u64>(digests), load<u64>(digests, 8));
+    set += n;
+    changed += n != 0 ? 1 : 0;
+    digests += 16;
+  }
+  store<u32>(bitsSetOut, set);
+  return changed;
+}
+
+/** Writes 1 (might contain) or 0 per digest to `out`; returns how many were 1. */
+export function bloomCheckDigests(bits: usize, bitSize: f64, k: i32, digests: usize, count: i32, out: usize): i32 {
+  const m = <u64>bitSize;
+  let hits = 0;
+  for (let i = 0; i < count; i++) {
+    const r = checkHashed(bits, m, k, load<u64>(digests), load<u64>(digests, 8));
+    store<u8>(out + <usize>i, <u8>r);
+    hits += r;
+    digests += 16;
   }
   return hits;
 }
