@@ -8,7 +8,7 @@ import { ErrorCodes, HashGateError } from '../errors.js';
 import type { RedisClient } from '../redis/client.js';
 import { int64Decimal } from '../redis/int64.js';
 import { RawCommand, RespWriter } from '../redis/resp.js';
-import { runScript } from '../redis/scripts.js';
+import { runScript, runScriptWire } from '../redis/scripts.js';
 import type { Layout } from './options.js';
 import { hllKey, metaField, metaKey, windowPattern, bucketKey, type Member } from './layout.js';
 import { FIRST_SEEN } from './scripts.js';
@@ -45,13 +45,6 @@ export class RedisStore implements DedupStore {
   };
 
   /**
-   * Whether SCRIPT LOAD was sent on the current connection. Loading it ahead of the first
-   * EVALSHA (same connection, so Redis runs them in that order) avoids the NOSCRIPT retry, which
-   * would let a later batch overtake this one and swap two callers' answers.
-   */
-  private scriptSent = false;
-
-  /**
    * HyperLogLog members of one-key batches not yet sent, per HLL key. A PFADD next to every
    * SADD made the sequential call ~1.4x a plain SADD round trip (Redis answers both together);
    * they go out together instead, at HLL_FLUSH_KEYS members or after HLL_FLUSH_MS. The HLL
@@ -75,8 +68,6 @@ export class RedisStore implements DedupStore {
     redis.on('ready', this.readyListener);
     // Without a listener ioredis prints every reconnect failure; failures surface per call anyway.
     if (owned) redis.on('error', this.errorListener);
-    // a new connection may reach a restarted Redis without the script
-    redis.on('ready', () => (this.scriptSent = false));
   }
 
   get status(): string {
@@ -161,20 +152,8 @@ export class RedisStore implements DedupStore {
     if (!this.cluster && b.count === 1) return this.addOne(b, hk, answers);
     if (!this.cluster) {
       const wire = this.encodeBatch(b, G, hk);
-      if (!this.scriptSent) {
-        this.scriptSent = true;
-        this.redis.script('LOAD', FIRST_SEEN.lua).catch(() => (this.scriptSent = false));
-      }
       try {
-        let r: Buffer;
-        try {
-          r = (await (this.redis as Redis).sendCommand(new RawCommand('evalsha', [], wire))) as Buffer;
-        } catch (err) {
-          if (!(err instanceof Error && err.message.startsWith('NOSCRIPT'))) throw err;
-          this.scriptSent = false;
-          await this.redis.script('LOAD', FIRST_SEEN.lua);
-          r = (await (this.redis as Redis).sendCommand(new RawCommand('evalsha', [], wire))) as Buffer;
-        }
+        const r = await runScriptWire(this.redis as Redis, FIRST_SEEN, wire);
         for (let j = 0; j < b.count; j++) answers[j] = r[j]! - 48;
       } catch (cause) {
         throw new StoreBatchError(`Redis rejected or did not acknowledge the batch: ${(cause as Error).message}`, new Uint8Array(G), answers, cause);
