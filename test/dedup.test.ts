@@ -282,44 +282,58 @@ describe('journal', () => {
 });
 
 describe('int64Decimal', () => {
-  it('matches BigInt for any signed 64-bit value', async () => {
-    const { int64Decimal } = await import('../src/dedup/layout.js');
+  it('is the signed decimal of 8 little-endian bytes at any offset', async () => {
+    const { int64Decimal } = await import('../src/redis/int64.js');
+    const buf = new Uint8Array(24);
+    const dv = new DataView(buf.buffer);
     fc.assert(
-      fc.property(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), (v) => {
-        const u = BigInt.asUintN(64, v);
-        const lo = Number(u & 0xffffffffn);
-        const hi = Number(BigInt.asIntN(32, u >> 32n));
-        expect(int64Decimal(lo, hi)).toBe(v.toString());
+      fc.property(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), fc.integer({ min: 0, max: 16 }), (v, o) => {
+        dv.setBigInt64(o, v, true);
+        expect(int64Decimal(dv, o)).toBe(v.toString());
       }),
-      { numRuns: 20_000 },
+      { numRuns: 2_000 },
     );
-    for (const v of [0n, -1n, 1n, -(2n ** 63n), 2n ** 63n - 1n, -100000n, 100000n, -99999n, -100001n, 4294967296n, -4294967296n]) {
-      const u = BigInt.asUintN(64, v);
-      expect(int64Decimal(Number(u & 0xffffffffn), Number(BigInt.asIntN(32, u >> 32n)))).toBe(v.toString());
+    for (const v of [0n, -1n, 1n, -(2n ** 63n), 2n ** 63n - 1n, -100000n, 100000n, 4294967296n, -4294967296n]) {
+      dv.setBigInt64(3, v, true);
+      expect(int64Decimal(dv, 3)).toBe(v.toString());
     }
   });
 });
 
 describe('RespWriter', () => {
   it('int64 bulk strings carry the same digits as int64Decimal', async () => {
-    const { RespWriter } = await import('../src/dedup/resp.js');
-    const { int64Decimal } = await import('../src/dedup/layout.js');
+    const { RespWriter } = await import('../src/redis/resp.js');
+    const { int64Decimal } = await import('../src/redis/int64.js');
+    const dv = new DataView(new ArrayBuffer(8));
     fc.assert(
       fc.property(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), (v) => {
-        const u = BigInt.asUintN(64, v);
-        const lo = Number(u & 0xffffffffn);
-        const hi = Number(BigInt.asIntN(32, u >> 32n));
+        dv.setBigInt64(0, v, true);
         const w = new RespWriter(1);
-        w.int64(lo, hi);
-        const s = int64Decimal(lo, hi);
+        w.int64(dv, 0);
+        const s = int64Decimal(dv, 0);
         expect(w.bytes().toString('latin1')).toBe(`$${s.length}\r\n${s}\r\n`);
       }),
-      { numRuns: 20_000 },
+      { numRuns: 2_000 },
     );
     const w = new RespWriter(1);
     w.array(2);
     w.str('键');
     w.member(Buffer.from([0, 255]));
     expect(w.bytes()).toEqual(Buffer.concat([Buffer.from('*2\r\n$3\r\n键\r\n$2\r\n'), Buffer.from([0, 255]), Buffer.from('\r\n')]));
+  });
+
+  it('bulk strings of any length, copied by bytes, by words or in one piece, while the buffer grows', async () => {
+    const { RespWriter } = await import('../src/redis/resp.js');
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 300 }), fc.nat(7), fc.boolean(), (bytes, skip, words) => {
+        const src = new Uint8Array(bytes.length + skip);
+        src.set(bytes, skip);
+        const w = new RespWriter(1);
+        w.str('x');
+        w.bulk(src, skip, src.length, words ? new DataView(src.buffer) : undefined);
+        expect(w.bytes()).toEqual(Buffer.concat([Buffer.from(`$1\r\nx\r\n$${bytes.length}\r\n`), Buffer.from(bytes), Buffer.from('\r\n')]));
+      }),
+      { numRuns: 500 },
+    );
   });
 });

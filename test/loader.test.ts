@@ -8,7 +8,8 @@ import { RegionHasher } from '../src/loader/hasher.js';
 import { bucketOf, murmur3_128 } from '../src/hash/index.js';
 import { load } from '../src/loader/loader.js';
 import { bucketsOfDigests } from '../src/dedup/layout.js';
-import { encodeMembers, writeInt64Le, type LoadSink, type SinkBatch } from '../src/loader/sink.js';
+import { encodeMembers, type LoadSink, type SinkBatch } from '../src/loader/sink.js';
+import { RespWriter } from '../src/redis/resp.js';
 import { makeWindowCoder } from '../src/loader/window.js';
 import { FileChunkReader, isOversize } from '../src/loader/reader.js';
 import { expandInputs } from '../src/loader/inputs.js';
@@ -72,27 +73,36 @@ describe('loader bucket assignment (property)', () => {
         const dv = new DataView(d.buffer, d.byteOffset, 16);
         const out = bucketsOfDigests(d, 'compact', n, new Uint32Array(1));
         expect(out[0]).toBe(Number(dv.getBigUint64(8, true) % BigInt(n)));
-        const buf = Buffer.alloc(32);
-        const end = writeInt64Le(buf, 0, d, 0);
-        expect(buf.subarray(0, end).toString()).toBe(dv.getBigInt64(0, true).toString());
+        const w = new RespWriter(1);
+        encodeMembers({ window: 'w', bucket: 0, count: 1, keys: d, keyOffsets: Uint32Array.from([0, 8]) }, true, w);
+        const v = dv.getBigInt64(0, true).toString();
+        expect(w.bytes().toString()).toBe(`$${v.length}\r\n${v}\r\n`);
       }),
       { numRuns: 300 },
     );
-    const edge = Buffer.alloc(32);
     for (const v of [0n, -1n, 1n, 9223372036854775807n, -9223372036854775808n, 10000n, -10000n]) {
       const src = new Uint8Array(8);
       new DataView(src.buffer).setBigInt64(0, v, true);
-      expect(edge.subarray(0, writeInt64Le(edge, 0, src, 0)).toString()).toBe(v.toString());
+      const w = new RespWriter(1);
+      encodeMembers({ window: 'w', bucket: 0, count: 1, keys: src, keyOffsets: Uint32Array.from([0, 8]) }, true, w);
+      expect(w.bytes().toString()).toBe(`$${v.toString().length}\r\n${v}\r\n`);
     }
   });
 
   it('RESP member encoding (sets and compact)', () => {
     const keys = Buffer.from('ab' + 'x'.repeat(60));
     const batch: SinkBatch = { window: 'w', bucket: 0, count: 2, keys, keyOffsets: Uint32Array.from([0, 2, 62]) };
-    expect(encodeMembers(batch, false).toString()).toBe(`$2\r\nab\r\n$60\r\n${'x'.repeat(60)}\r\n`);
+    const w = new RespWriter(1);
+    const offs = new Uint32Array(3);
+    w.str('head'); // members go after what the writer already holds; offsets count from the first
+    encodeMembers(batch, false, w, undefined, offs);
+    expect(w.bytes().toString()).toBe(`$4\r\nhead\r\n$2\r\nab\r\n$60\r\n${'x'.repeat(60)}\r\n`);
+    expect([...offs]).toEqual([0, 8, 75]);
     const d = new Uint8Array(16);
     new DataView(d.buffer).setBigInt64(0, -5n, true);
-    expect(encodeMembers({ window: 'w', bucket: 0, count: 1, keys: d, keyOffsets: Uint32Array.from([0, 8]) }, true).toString()).toBe('$2\r\n-5\r\n');
+    const c = new RespWriter(1);
+    encodeMembers({ window: 'w', bucket: 0, count: 1, keys: d, keyOffsets: Uint32Array.from([0, 8]) }, true, c);
+    expect(c.bytes().toString()).toBe('$2\r\n-5\r\n');
   });
 });
 

@@ -19,7 +19,7 @@ import {
   redissonShape,
   redissonSuffixKey,
 } from './redisson.js';
-import { ADD_LUA, CONTAINS_LUA, COUNT_LUA, TRY_INIT_LUA } from './redis-scripts.js';
+import { defineScripts, type Scripted } from './redis-scripts.js';
 
 export type RedisBloomKey = string | Uint8Array;
 
@@ -72,31 +72,10 @@ export interface RedisBloomConfig {
   falseProbability: number | undefined;
 }
 
-type Scripted = {
-  hgBloomContainsBuffer(...args: Array<string | Buffer | number>): Promise<Buffer>;
-  hgBloomAddBuffer(...args: Array<string | Buffer | number>): Promise<Buffer>;
-  hgBloomAddPublishBuffer(...args: Array<string | Buffer | number>): Promise<Buffer>;
-  hgBloomTryInit(...args: Array<string | number>): Promise<[number, string, string]>;
-  hgBloomCount(...args: string[]): Promise<[string, string, number]>;
-};
-
 interface PendingChecks {
   write: boolean;
   keys: RedisBloomKey[];
   settle: Array<{ resolve(v: boolean): void; reject(e: unknown): void }>;
-}
-
-function defineScripts(redis: Redis | Cluster): Scripted {
-  const c = redis as unknown as Partial<Scripted> & { defineCommand(n: string, d: { lua: string; numberOfKeys: number }): void };
-  if (typeof c.defineCommand !== 'function') throw invalidType('options.redis', 'an ioredis Redis or Cluster client', redis);
-  if (c.hgBloomAddBuffer === undefined) {
-    c.defineCommand('hgBloomContains', { lua: CONTAINS_LUA, numberOfKeys: 2 });
-    c.defineCommand('hgBloomAdd', { lua: ADD_LUA, numberOfKeys: 2 });
-    c.defineCommand('hgBloomAddPublish', { lua: ADD_LUA, numberOfKeys: 4 });
-    c.defineCommand('hgBloomTryInit', { lua: TRY_INIT_LUA, numberOfKeys: 1 });
-    c.defineCommand('hgBloomCount', { lua: COUNT_LUA, numberOfKeys: 2 });
-  }
-  return c as Scripted;
 }
 
 function parseIntField(v: string | null | undefined): number | undefined {

@@ -13,6 +13,9 @@
 //   '0' probes: GETBIT/SETBIT per probe, stopping at a key's first zero bit on reads.
 // Writes in snapshot mode SETBIT only the bits the snapshot shows as 0, and count a key as changed
 // when SETBIT reports an old 0 (so duplicates inside one batch count once, as in Redisson).
+import type { Cluster, Redis } from 'ioredis';
+import { invalidType } from '../errors.js';
+import { canRunScripts, LuaScript, runScript, type ScriptArg } from '../redis/scripts.js';
 
 const CHECK = `local size = redis.call('HGET', KEYS[1], 'size')
 local kk = redis.call('HGET', KEYS[1], 'hashIterations')
@@ -56,7 +59,7 @@ const SNAPSHOT_BIT = `      local bp = ix % 8
 const BIT_CLEAR = 'byte == nil or byte % (m + m) < m';
 
 /** Returns one '0'/'1' per key: all k bits set. */
-export const CONTAINS_LUA = `#!lua flags=no-writes
+const CONTAINS_LUA = `#!lua flags=no-writes
 ${CHECK}
 ${WINDOW}
 local out = {}
@@ -88,7 +91,7 @@ return table.concat(out)
  * stream) and KEYS[4] (sequence counter), a batch that changed bits is also appended to the
  * stream, trimmed to about ARGV[6] entries.
  */
-export const ADD_LUA = `#!lua
+const ADD_LUA = `#!lua
 ${CHECK}
 ${WINDOW}
 local changed = 0
@@ -123,7 +126,7 @@ return table.concat(flags)
 `;
 
 /** Creates the config unless it exists; returns {created 0/1, stored size, stored hashIterations}. */
-export const TRY_INIT_LUA = `#!lua
+const TRY_INIT_LUA = `#!lua
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, redis.call('HGET', KEYS[1], 'size') or '', redis.call('HGET', KEYS[1], 'hashIterations') or ''}
 end
@@ -132,9 +135,34 @@ return {1, ARGV[1], ARGV[2]}
 `;
 
 /** {size, hashIterations, set bits} from one consistent snapshot. */
-export const COUNT_LUA = `#!lua flags=no-writes
+const COUNT_LUA = `#!lua flags=no-writes
 local size = redis.call('HGET', KEYS[1], 'size')
 local k = redis.call('HGET', KEYS[1], 'hashIterations')
 if not size or not k then return redis.error_reply('HGBLOOMNOCONFIG') end
 return {size, k, redis.call('BITCOUNT', KEYS[2])}
 `;
+
+const CONTAINS = new LuaScript(CONTAINS_LUA);
+const ADD = new LuaScript(ADD_LUA);
+const TRY_INIT = new LuaScript(TRY_INIT_LUA);
+const COUNT = new LuaScript(COUNT_LUA);
+
+/** The scripts as calls on one client; KEYS = config hash, bitmap [, change stream, sequence key]. */
+export type Scripted = {
+  hgBloomContainsBuffer(...args: ScriptArg[]): Promise<Buffer>;
+  hgBloomAddBuffer(...args: ScriptArg[]): Promise<Buffer>;
+  hgBloomAddPublishBuffer(...args: ScriptArg[]): Promise<Buffer>;
+  hgBloomTryInit(...args: Array<string | number>): Promise<[number, string, string]>;
+  hgBloomCount(...args: string[]): Promise<[string, string, number]>;
+};
+
+export function defineScripts(redis: Redis | Cluster): Scripted {
+  if (!canRunScripts(redis)) throw invalidType('options.redis', 'an ioredis Redis or Cluster client', redis);
+  return {
+    hgBloomContainsBuffer: (...a) => runScript(redis, CONTAINS, 2, a, true) as Promise<Buffer>,
+    hgBloomAddBuffer: (...a) => runScript(redis, ADD, 2, a, true) as Promise<Buffer>,
+    hgBloomAddPublishBuffer: (...a) => runScript(redis, ADD, 4, a, true) as Promise<Buffer>,
+    hgBloomTryInit: (...a) => runScript(redis, TRY_INIT, 1, a) as Promise<[number, string, string]>,
+    hgBloomCount: (...a) => runScript(redis, COUNT, 2, a) as Promise<[string, string, number]>,
+  };
+}

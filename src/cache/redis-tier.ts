@@ -6,12 +6,10 @@
 // since ioredis writes without waiting for replies). Standalone keeps one MGET and one pipeline
 // per batch.
 import calculateSlot from 'cluster-key-slot';
-import type { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError } from '../errors.js';
+import { isCluster, type RedisClient } from '../redis/client.js';
 
-export type RedisClient = Redis | Cluster;
-
-export const isCluster = (c: RedisClient): c is Cluster => (c as Cluster).isCluster === true;
+export { isCluster, type RedisClient };
 
 export interface MgetResult {
   /** Per key: the value, null = absent, undefined = its node did not answer (Cluster only). */

@@ -4,5 +4,6 @@ export { windowId, WindowClock, type WindowSpec, type WindowKind, type WindowFn 
 export * as layout from './layout.js';
 export { Journal } from './journal.js';
 export { StoreBatchError, MemoryStore, type DedupStore } from './store.js';
-export { RedisStore, createRedisClient } from './redis-store.js';
+export { RedisStore } from './redis-store.js';
+export { createRedisClient } from '../redis/client.js';
 export { LmdbStore } from './lmdb-store.js';

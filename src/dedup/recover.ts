@@ -11,8 +11,9 @@
 import { statSync } from 'node:fs';
 import { Cluster, type Redis } from 'ioredis';
 import { Journal, type JournalRecord, type JournalRecordV1, type JournalRecordV2 } from './journal.js';
-import { bucketKey, bucketsOfDigests, compactMember, hllKey, metaField, metaKey, type Member, type RedisClient } from './layout.js';
-import { RedisLock } from './lock.js';
+import type { RedisClient } from '../redis/client.js';
+import { RedisLock } from '../redis/lock.js';
+import { bucketKey, bucketsOfDigests, compactMember, hllKey, metaField, metaKey, type Member } from './layout.js';
 
 export interface RecoverReport {
   /** True when another instance held the recover lock; nothing was replayed. */

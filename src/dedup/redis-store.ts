@@ -3,50 +3,16 @@
 // issued at once so they share each node's connection back to back (pipelined on the wire);
 // atomic per bucket only. ioredis auto-pipelining is off for Cluster on purpose: after a master
 // restart its auto-pipelines kept failing with MOVED instead of following the redirection.
-import { Redis, Cluster, type RedisOptions } from 'ioredis';
-import { ErrorCodes, HashGateError, HashGateTypeError, invalidUrl } from '../errors.js';
-import type { Layout, RedisConfig } from './options.js';
-import { hllKey, int64Decimal, metaField, metaKey, windowPattern, bucketKey, type Member, type RedisClient } from './layout.js';
-import { FIRST_SEEN_LUA, FIRST_SEEN_SHA, runScript } from './scripts.js';
-import { RawCommand, RespWriter } from './resp.js';
+import { Cluster, type Redis } from 'ioredis';
+import { ErrorCodes, HashGateError } from '../errors.js';
+import type { RedisClient } from '../redis/client.js';
+import { int64Decimal } from '../redis/int64.js';
+import { RawCommand, RespWriter } from '../redis/resp.js';
+import { runScript, runScriptWire } from '../redis/scripts.js';
+import type { Layout } from './options.js';
+import { hllKey, metaField, metaKey, windowPattern, bucketKey, type Member } from './layout.js';
+import { FIRST_SEEN } from './scripts.js';
 import { StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
-
-/** Refuses what ioredis would misread: a URL that is not redis:// or rediss:// (never echoes it: it may hold a password). */
-export function checkRedisUrl(url: string, name = 'redis'): void {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `${name} must be a redis:// URL (or rediss://); the value given could not be parsed`, { name });
-  }
-  if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') {
-    throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `${name} must be a redis:// or rediss:// URL, got a ${u.protocol} URL`, { name, scheme: u.protocol });
-  }
-}
-
-export function createRedisClient(config: RedisConfig, commandTimeoutMs: number): RedisClient {
-  // Fail fast instead of queueing forever: fail-open needs an answer within the timeout.
-  // disconnectTimeout: ioredis arms it on disconnect() even for a socket that already closed (a
-  // refused connection), and nothing clears it then; short, so close() never keeps a process
-  // alive for long.
-  const ours: RedisOptions = { maxRetriesPerRequest: 1, commandTimeout: commandTimeoutMs, enableAutoPipelining: false, disconnectTimeout: 100 };
-  if (typeof config === 'string') {
-    checkRedisUrl(config);
-    try {
-      return new Redis(config, ours);
-    } catch (err) {
-      throw invalidUrl('redis', 'a redis:// URL', err);
-    }
-  }
-  if (config !== null && typeof config === 'object' && 'cluster' in config && Array.isArray(config.cluster)) {
-    return new Cluster(config.cluster, {
-      enableAutoPipelining: false,
-      ...(config.options ?? {}),
-      redisOptions: { ...ours, ...((config.options?.redisOptions as RedisOptions | undefined) ?? {}) },
-    });
-  }
-  return new Redis({ ...ours, ...(config as RedisOptions) });
-}
 
 const yieldToLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
 const HLL_FLUSH_KEYS = 256;
@@ -79,13 +45,6 @@ export class RedisStore implements DedupStore {
   };
 
   /**
-   * Whether SCRIPT LOAD was sent on the current connection. Loading it ahead of the first
-   * EVALSHA (same connection, so Redis runs them in that order) avoids the NOSCRIPT retry, which
-   * would let a later batch overtake this one and swap two callers' answers.
-   */
-  private scriptSent = false;
-
-  /**
    * HyperLogLog members of one-key batches not yet sent, per HLL key. A PFADD next to every
    * SADD made the sequential call ~1.4x a plain SADD round trip (Redis answers both together);
    * they go out together instead, at HLL_FLUSH_KEYS members or after HLL_FLUSH_MS. The HLL
@@ -109,8 +68,6 @@ export class RedisStore implements DedupStore {
     redis.on('ready', this.readyListener);
     // Without a listener ioredis prints every reconnect failure; failures surface per call anyway.
     if (owned) redis.on('error', this.errorListener);
-    // a new connection may reach a restarted Redis without the script
-    redis.on('ready', () => (this.scriptSent = false));
   }
 
   get status(): string {
@@ -195,20 +152,8 @@ export class RedisStore implements DedupStore {
     if (!this.cluster && b.count === 1) return this.addOne(b, hk, answers);
     if (!this.cluster) {
       const wire = this.encodeBatch(b, G, hk);
-      if (!this.scriptSent) {
-        this.scriptSent = true;
-        this.redis.script('LOAD', FIRST_SEEN_LUA).catch(() => (this.scriptSent = false));
-      }
       try {
-        let r: Buffer;
-        try {
-          r = (await (this.redis as Redis).sendCommand(new RawCommand('evalsha', [], wire))) as Buffer;
-        } catch (err) {
-          if (!(err instanceof Error && err.message.startsWith('NOSCRIPT'))) throw err;
-          this.scriptSent = false;
-          await this.redis.script('LOAD', FIRST_SEEN_LUA);
-          r = (await (this.redis as Redis).sendCommand(new RawCommand('evalsha', [], wire))) as Buffer;
-        }
+        const r = await runScriptWire(this.redis as Redis, FIRST_SEEN, wire);
         for (let j = 0; j < b.count; j++) answers[j] = r[j]! - 48;
       } catch (cause) {
         throw new StoreBatchError(`Redis rejected or did not acknowledge the batch: ${(cause as Error).message}`, new Uint8Array(G), answers, cause);
@@ -224,7 +169,7 @@ export class RedisStore implements DedupStore {
       const members: Member[] = new Array(e - s);
       for (let j = s; j < e; j++) members[j - s] = b.member(j);
       calls.push(
-        runScript(this.redis, FIRST_SEEN_LUA, 1, [b.groupKeys[g]!, '1', '0', String(e - s), members]).then(
+        runScript(this.redis, FIRST_SEEN, 1, [b.groupKeys[g]!, '1', '0', String(e - s), ...members]).then(
           (r) => {
             const str = r as string;
             for (let j = s; j < e; j++) answers[j] = str.charCodeAt(j - s) - 48;
@@ -258,10 +203,8 @@ export class RedisStore implements DedupStore {
     let member: Member;
     if (b.compact !== undefined) {
       const o = b.compact.idx[0]! << 4;
-      const lo = b.compact.dv.getUint32(o, true);
-      const hi = b.compact.dv.getInt32(o + 4, true);
-      w.int64(lo, hi);
-      member = this.hll ? int64Decimal(lo, hi) : '';
+      w.int64(b.compact.dv, o);
+      member = this.hll ? int64Decimal(b.compact.dv, o) : '';
     } else {
       member = b.member(0);
       w.member(member);
@@ -307,7 +250,7 @@ export class RedisStore implements DedupStore {
     const w = new RespWriter(64 + G * 48 + b.count * (b.compact ? 26 : 40));
     w.array(3 + numKeys + 2 + G + b.count);
     w.str('EVALSHA');
-    w.str(FIRST_SEEN_SHA);
+    w.str(FIRST_SEEN.sha);
     w.str(String(numKeys));
     for (let g = 0; g < G; g++) w.str(b.groupKeys[g]!);
     if (this.hll) w.str(hk);
@@ -316,10 +259,7 @@ export class RedisStore implements DedupStore {
     for (let g = 0; g < G; g++) w.str(String(b.starts[g + 1]! - b.starts[g]!));
     if (b.compact !== undefined) {
       const { dv, idx } = b.compact;
-      for (let j = 0; j < b.count; j++) {
-        const o = idx[j]! << 4;
-        w.int64(dv.getUint32(o, true), dv.getInt32(o + 4, true));
-      }
+      for (let j = 0; j < b.count; j++) w.int64(dv, idx[j]! << 4);
     } else {
       for (let j = 0; j < b.count; j++) w.member(b.member(j));
     }

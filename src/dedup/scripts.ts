@@ -1,8 +1,7 @@
-// Lua run by Redis. EVALSHA first, EVAL on NOSCRIPT (which also re-caches the script after a
-// restart or SCRIPT FLUSH). The `#!lua` shebang (Redis 7) makes Redis refuse the whole script
-// before it runs when it is out of memory, so a script call is all-or-nothing.
-import { createHash } from 'node:crypto';
-import type { RedisClient } from './layout.js';
+// The dedup store's Lua script (run through src/redis/scripts.ts). The `#!lua` shebang (Redis 7)
+// makes Redis refuse the whole script before it runs when it is out of memory, so a script call
+// is all-or-nothing.
+import { LuaScript } from '../redis/scripts.js';
 
 /**
  * KEYS = bucket keys of G groups [+ the HyperLogLog key when ARGV[2] == '1'];
@@ -11,7 +10,7 @@ import type { RedisClient } from './layout.js';
  * SMISMEMBER + SADD per group (chunks of 4000 to stay under Lua's unpack limit); a group of one
  * member is a single SADD, whose reply is already the answer.
  */
-export const FIRST_SEEN_LUA = `#!lua
+const FIRST_SEEN_LUA = `#!lua
 local g = tonumber(ARGV[1])
 local hll = ARGV[2] == '1'
 local hk = KEYS[g + 1]
@@ -53,25 +52,4 @@ end
 return table.concat(out)
 `;
 
-export const RELEASE_LOCK_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
-export const REFRESH_LOCK_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
-
-const shas = new Map<string, string>();
-export const FIRST_SEEN_SHA = createHash('sha1').update(FIRST_SEEN_LUA).digest('hex');
-const sha1 = (s: string): string => {
-  let h = shas.get(s);
-  if (h === undefined) shas.set(s, (h = createHash('sha1').update(s).digest('hex')));
-  return h;
-};
-
-/** EVALSHA with EVAL fallback. `args` = numkeys, keys..., argv... (arrays are flattened by ioredis). */
-export async function runScript(redis: RedisClient, lua: string, numKeys: number, args: Array<string | Buffer | number | Array<string | Buffer>>): Promise<unknown> {
-  try {
-    return await redis.call('evalsha', sha1(lua), numKeys, ...(args as string[]));
-  } catch (err) {
-    if (err instanceof Error && err.message.startsWith('NOSCRIPT')) {
-      return redis.call('eval', lua, numKeys, ...(args as string[]));
-    }
-    throw err;
-  }
-}
+export const FIRST_SEEN = new LuaScript(FIRST_SEEN_LUA);

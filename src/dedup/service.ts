@@ -33,11 +33,12 @@ import { DigestSet, SeenCache } from './cache.js';
 import { Journal, type JournalRecordV2 } from './journal.js';
 import {
   bucketKey, bucketsOfDigests, compactMember, digestKeys, orderByBucket, setsMember,
-  type Member, type RedisClient,
+  type Member,
 } from './layout.js';
 import { parseDedupOptions, type DedupOptions, type RedisConfig, type ResolvedDedupOptions } from './options.js';
 import { emptyReport, replayJournal, type RecoverReport } from './recover.js';
-import { createRedisClient, RedisStore } from './redis-store.js';
+import { createRedisClient, type RedisClient } from '../redis/client.js';
+import { RedisStore } from './redis-store.js';
 import { LmdbStore } from './lmdb-store.js';
 import { MemoryStore, StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
 import { noopMetrics } from '../metrics/noop.js';

@@ -6,6 +6,7 @@
 //   SP:<attr>:#<hex>[~i]       set for a long value hashed with murmur3_128; ~i = probe slot i
 //   SP:<attr>:#<hex>[~i]:raw   the raw value that owns that slot (collision check)
 //   SP:~dev:<deviceId>         hash: v:<attr> -> raw value, k:<attr> -> resolved set key
+import { LuaScript } from '../redis/scripts.js';
 
 const RESOLVE = `
 local MAXP = 8
@@ -42,7 +43,7 @@ end
 `;
 
 /** KEYS[1]=device record; ARGV: id, mode, n, then n x (attr, value, baseKey, hashed). */
-export const PUT = `${RESOLVE}${UNLINK}
+export const PUT = new LuaScript(`${RESOLVE}${UNLINK}
 local dev = KEYS[1]
 local id, mode, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local old = redis.call('HGETALL', dev)
@@ -92,10 +93,10 @@ if mode == 'replace' then
   end
 end
 return 1
-`;
+`);
 
 /** KEYS[1]=device record; ARGV[1]=id. Returns 1 when the device existed. */
-export const REMOVE = `${UNLINK}
+export const REMOVE = new LuaScript(`${UNLINK}
 local dev = KEYS[1]
 local old = redis.call('HGETALL', dev)
 if #old == 0 then return 0 end
@@ -104,13 +105,13 @@ for j = 1, #old, 2 do
 end
 redis.call('DEL', dev)
 return 1
-`;
+`);
 
 // Below ARGV[3] members (sinterThreshold) the C SINTER/SUNION beats a Lua walk even when the limit is tiny; above it
 // the walk's early exit at \`limit\` wins and keeps the reply bounded.
 
 /** KEYS[1]=any key of the shard (routing only); ARGV: limit, n, small, then n x (baseKey, value, hashed). */
-export const MATCH = `${RESOLVE}
+export const MATCH = new LuaScript(`${RESOLVE}
 local limit, n, small = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local sets = {}
 for j = 1, n do
@@ -154,10 +155,10 @@ repeat
   end
 until cursor == '0'
 return out
-`;
+`);
 
 /** Same arguments as MATCH; union instead of intersection. */
-export const ANY = `${RESOLVE}
+export const ANY = new LuaScript(`${RESOLVE}
 local limit, n, small = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local sets, total = {}, 0
 for j = 1, n do
@@ -195,7 +196,7 @@ for j = 1, #sets do
   until cursor == '0'
 end
 return out
-`;
+`);
 
 /**
  * Many queries in one script call: the service pattern sends hundreds of one-device queries at
@@ -204,8 +205,8 @@ return out
  * 'a' any), len, and the len arguments MATCH/ANY take. Returns one reply per query, in order.
  * The bodies are MATCH's and ANY's, reading their arguments at an offset instead of from 1.
  */
-const atOffset = (script: string): string => script.slice(RESOLVE.length).replace(/ARGV\[/g, 'ARGV[o + ');
-export const QUERY_MANY = `${RESOLVE}
+const atOffset = (script: LuaScript): string => script.lua.slice(RESOLVE.length).replace(/ARGV\[/g, 'ARGV[o + ');
+export const QUERY_MANY = new LuaScript(`${RESOLVE}
 local function matchWalk(o)
 ${atOffset(MATCH)}
 end
@@ -249,4 +250,4 @@ for i = 1, q do
   p = p + 2 + len
 end
 return res
-`;
+`);

@@ -9,6 +9,8 @@
 // ship whole sets between nodes and cannot update a device atomically, so it was not chosen.
 // Standalone Redis uses a single untagged partition, i.e. plain `idx:<attr>:<value>` keys other services can read.
 import type { Cluster, Redis } from 'ioredis';
+import { isCluster } from '../redis/client.js';
+import { runScript } from '../redis/scripts.js';
 import { murmur3_128Hex, murmur3_32 } from '../hash/index.js';
 import { HashGateError, ErrorCodes } from '../errors.js';
 import type { IndexBackend } from './types.js';
@@ -48,20 +50,10 @@ interface PendingQuery {
   reject: (e: unknown) => void;
 }
 
-type Scripted = {
-  hgIdxPut(...args: (string | number)[]): Promise<number>;
-  hgIdxRemove(...args: (string | number)[]): Promise<number>;
-  hgIdxMatch(...args: (string | number)[]): Promise<string[]>;
-  hgIdxAny(...args: (string | number)[]): Promise<string[]>;
-  hgIdxQueryMany(...args: (string | number)[]): Promise<string[][]>;
-};
-
-const isCluster = (c: Redis | Cluster): c is Cluster => (c as Cluster).isCluster === true;
 
 export class RedisIndexBackend implements IndexBackend {
   readonly kind = 'redis' as const;
   private readonly client: Redis | Cluster;
-  private readonly s: Scripted;
   private readonly shardPrefixes: string[];
   private readonly maxValueLength: number;
   private readonly small: string;
@@ -77,15 +69,6 @@ export class RedisIndexBackend implements IndexBackend {
     this.shardPrefixes = Array.from({ length: opts.shards }, (_, i) =>
       tagged ? `${opts.keyPrefix}:{${opts.shards === 1 ? opts.keyPrefix : i}}` : opts.keyPrefix,
     );
-    const c = this.client as unknown as { hgIdxPut?: unknown; defineCommand(n: string, d: { lua: string; numberOfKeys?: number }): void };
-    if (!c.hgIdxPut) {
-      c.defineCommand('hgIdxPut', { lua: PUT, numberOfKeys: 1 });
-      c.defineCommand('hgIdxRemove', { lua: REMOVE, numberOfKeys: 1 });
-      c.defineCommand('hgIdxMatch', { lua: MATCH, numberOfKeys: 1 });
-      c.defineCommand('hgIdxAny', { lua: ANY, numberOfKeys: 1 });
-    }
-    if (!(c as { hgIdxQueryMany?: unknown }).hgIdxQueryMany) c.defineCommand('hgIdxQueryMany', { lua: QUERY_MANY, numberOfKeys: 1 });
-    this.s = this.client as unknown as Scripted;
     // directQueries sends plain commands that autopipelining already batches: nothing to merge
     const co = opts.coalesce ?? false;
     this.co = co === false || this.direct ? undefined : new Coalescer<PendingQuery>(co, (items) => this.runMerged(items));
@@ -117,7 +100,7 @@ export class RedisIndexBackend implements IndexBackend {
       args.push(a, v, sp + suffix, hashed);
     }
     try {
-      await this.s.hgIdxPut(...args);
+      await runScript(this.client, PUT, 1, args);
     } catch (e) {
       throw this.wrap(e, 'put');
     }
@@ -126,7 +109,7 @@ export class RedisIndexBackend implements IndexBackend {
   async remove(deviceId: string): Promise<boolean> {
     this.co?.flush(); // queries issued before this write must not see it
     try {
-      return (await this.s.hgIdxRemove(`${this.shardOf(deviceId)}:~dev:${deviceId}`, deviceId)) === 1;
+      return (await runScript(this.client, REMOVE, 1, [`${this.shardOf(deviceId)}:~dev:${deviceId}`, deviceId])) === 1;
     } catch (e) {
       throw this.wrap(e, 'remove');
     }
@@ -187,7 +170,7 @@ export class RedisIndexBackend implements IndexBackend {
         // the raw value only matters for a hashed key's collision check: not sent otherwise
         for (const [suffix, hashed, v] of it.suffixes) args.push(sp + suffix, hashed === '1' ? v : '', hashed);
       }
-      calls[s] = this.s.hgIdxQueryMany(...args);
+      calls[s] = runScript(this.client, QUERY_MANY, 1, args) as Promise<string[][]>;
     }
     Promise.all(calls).then(
       (parts) => {
@@ -265,7 +248,7 @@ export class RedisIndexBackend implements IndexBackend {
     }
     const args: string[] = [`${sp}:~dev:`, String(limit), String(suffixes.length), this.small];
     for (const [suffix, hashed, v] of suffixes) args.push(sp + suffix, v, hashed);
-    return kind === 'match' ? await this.s.hgIdxMatch(...args) : await this.s.hgIdxAny(...args);
+    return (await runScript(this.client, kind === 'match' ? MATCH : ANY, 1, args)) as string[];
   }
 
   match(terms: ReadonlyArray<readonly [string, string]>, limit: number): Promise<string[]> {

@@ -13,9 +13,10 @@
 //   P:stats    hash docs, collisions;                     P:cfg  hash epoch, active
 import type { Cluster, Redis } from 'ioredis';
 import { HashGateError, ErrorCodes } from '../errors.js';
+import { LuaScript, runScript } from '../redis/scripts.js';
 import type { CollisionRecord, IdStore, IdStoreConfig, IdStoreStats, StoredDoc, UpsertOutcome, UpsertPlan } from './types.js';
 
-const UPSERT = `
+const UPSERT = new LuaScript(`
 local P = ARGV[1]
 local epoch = redis.call('HGET', P .. ':cfg', 'epoch') or '0'
 if epoch ~= ARGV[2] then
@@ -58,10 +59,10 @@ redis.call('HSET', P .. ':col', colId, rec)
 redis.call('SADD', P .. ':collided', lid)
 redis.call('HINCRBY', P .. ':stats', 'collisions', 1)
 return { 'collision', pid, lid, rec }
-`;
+`);
 
 // ARGV: P, lid, keep, drop...
-const MERGE = `
+const MERGE = new LuaScript(`
 local P, lid, keep = ARGV[1], ARGV[2], ARGV[3]
 for i = 4, #ARGV do
   local pid = ARGV[i]
@@ -72,10 +73,10 @@ for i = 4, #ARGV do
   end
 end
 return 1
-`;
+`);
 
 // ARGV: P, lid, pid, newLid, raw, alg
-const MOVE = `
+const MOVE = new LuaScript(`
 local P, lid, pid, newLid, raw, alg = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 redis.call('HSET', P .. ':b:' .. lid, '!r', '1')
 local dk = P .. ':d:' .. pid
@@ -86,9 +87,9 @@ redis.call('HSET', P .. ':b:' .. newLid, pid, raw)
 redis.call('HSET', dk, 'lid', newLid, 'alg', alg, 'x', '0')
 redis.call('HDEL', dk, 'w')
 return 1
-`;
+`);
 
-const ESCALATE = `
+const ESCALATE = new LuaScript(`
 local k = ARGV[1] .. ':cfg'
 local active = redis.call('HGET', k, 'active') or ''
 if active ~= ARGV[2] then
@@ -96,9 +97,7 @@ if active ~= ARGV[2] then
   redis.call('HINCRBY', k, 'epoch', 1)
 end
 return { redis.call('HGET', k, 'epoch'), redis.call('HGET', k, 'active') }
-`;
-
-type Scripted = Record<'hgIdsUpsert' | 'hgIdsMerge' | 'hgIdsMove' | 'hgIdsEscalate', (...a: string[]) => Promise<unknown>>;
+`);
 
 export interface RedisIdStoreOptions {
   /** A standalone client or a Cluster (see the header: one slot per store). */
@@ -109,22 +108,12 @@ export interface RedisIdStoreOptions {
 export class RedisIdStore implements IdStore {
   readonly kind = 'redis';
   private readonly r: Redis | Cluster;
-  private readonly s: Scripted;
   private readonly P: string;
 
   constructor(opts: RedisIdStoreOptions) {
     this.r = opts.client;
     const cluster = (opts.client as Cluster).isCluster === true;
     this.P = cluster && !/\{[^}]+\}/.test(opts.keyPrefix) ? `{${opts.keyPrefix}}` : opts.keyPrefix;
-    const c = this.r as unknown as { hgIdsUpsert?: unknown };
-    if (!c.hgIdsUpsert) {
-      // KEYS[1] (P:cfg) only routes the call; the scripts build their key names from ARGV[1]
-      this.r.defineCommand('hgIdsUpsert', { lua: UPSERT, numberOfKeys: 1 });
-      this.r.defineCommand('hgIdsMerge', { lua: MERGE, numberOfKeys: 1 });
-      this.r.defineCommand('hgIdsMove', { lua: MOVE, numberOfKeys: 1 });
-      this.r.defineCommand('hgIdsEscalate', { lua: ESCALATE, numberOfKeys: 1 });
-    }
-    this.s = this.r as unknown as Scripted;
   }
 
   private async call<T>(op: string, f: () => Promise<T>): Promise<T> {
@@ -137,7 +126,7 @@ export class RedisIdStore implements IdStore {
 
   async upsert(p: UpsertPlan): Promise<UpsertOutcome> {
     const out = (await this.call('upsert', () =>
-      this.s.hgIdsUpsert(this.P + ':cfg', this.P, String(p.epoch), p.raw, p.physicalId, p.collisionId, p.algorithm, String(p.now), String(p.lids.length), ...p.lids),
+      runScript(this.r, UPSERT, 1, [this.P + ':cfg', this.P, String(p.epoch), p.raw, p.physicalId, p.collisionId, p.algorithm, String(p.now), String(p.lids.length), ...p.lids]),
     )) as string[];
     const [status, a, b, rec] = out;
     if (status === 'stale') return { status, epoch: Number(a), active: b ?? '' };
@@ -187,11 +176,11 @@ export class RedisIdStore implements IdStore {
   }
 
   async merge(lid: string, keep: string, drop: string[]): Promise<void> {
-    await this.call('merge', () => this.s.hgIdsMerge(this.P + ':cfg', this.P, lid, keep, ...drop));
+    await this.call('merge', () => runScript(this.r, MERGE, 1, [this.P + ':cfg', this.P, lid, keep, ...drop]));
   }
 
   async move(lid: string, physicalId: string, newLid: string, raw: string, algorithm: string): Promise<void> {
-    await this.call('move', () => this.s.hgIdsMove(this.P + ':cfg', this.P, lid, physicalId, newLid, raw, algorithm));
+    await this.call('move', () => runScript(this.r, MOVE, 1, [this.P + ':cfg', this.P, lid, physicalId, newLid, raw, algorithm]));
   }
 
   async resolveCollisions(lid: string, update: (r: CollisionRecord) => CollisionRecord | undefined): Promise<number> {
@@ -222,7 +211,7 @@ export class RedisIdStore implements IdStore {
   }
 
   async escalate(active: string): Promise<IdStoreConfig> {
-    const [e, a] = (await this.call('escalate', () => this.s.hgIdsEscalate(this.P + ':cfg', this.P, active))) as string[];
+    const [e, a] = (await this.call('escalate', () => runScript(this.r, ESCALATE, 1, [this.P + ':cfg', this.P, active]))) as string[];
     return { epoch: Number(e), active: a ?? '' };
   }
 

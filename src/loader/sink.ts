@@ -1,9 +1,10 @@
 // Where loaded batches go. The loader only needs "add these members to this (window, bucket),
 // idempotently, and tell me when it is acknowledged"; the Redis layouts implement that.
-import { Command, type Cluster, type Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import { bucketKey, hllKey, metaField, metaKey } from '../dedup/layout.js';
-import { copyWords, viewOf } from './buffers.js';
+import { RawCommand, RespWriter } from '../redis/resp.js';
+import { viewOf } from './buffers.js';
 
 /** One batch of one (window, bucket): key i = keys[keyOffsets[i] .. keyOffsets[i+1]). */
 export interface SinkBatch {
@@ -35,106 +36,37 @@ export function isTransient(err: unknown): boolean {
   return /ECONNRESET|ECONNREFUSED|ECONNABORTED|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENOTCONN|Connection is closed|Stream isn't writeable|MaxRetriesPerRequest|enableOfflineQueue|Command timed out|timed out|LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY|OOM|Failed to refresh slots|None of startup nodes/i.test(msg);
 }
 
-/**
- * A SADD whose wire form is built by us: one Buffer per batch instead of ioredis encoding every
- * member argument. args keep only the key so Cluster still routes by its slot.
- */
-class RawCommand extends Command {
-  constructor(name: string, key: string, private readonly wire: Buffer) {
-    super(name, [key], { replyEncoding: null });
-  }
-  override toWritable(): Buffer {
-    return this.wire;
-  }
-}
-
-const CRLF_0 = 13;
-const CRLF_1 = 10;
-
-/** Writes the decimal digits of a non-negative integer at buf[p]; returns the new position. */
-function writeInt(buf: Buffer, p: number, v: number): number {
-  if (v < 10) {
-    buf[p] = 48 + v;
-    return p + 1;
-  }
-  const s = String(v);
-  for (let i = 0; i < s.length; i++) buf[p + i] = s.charCodeAt(i);
-  return p + s.length;
-}
+/** Room the RESP bulk strings of `n` members take at most: int64 decimals, or `keyBytes` of raw keys. */
+const membersRoom = (compact: boolean, n: number, keyBytes: number): number => (compact ? n * 27 : keyBytes + n * 15);
 
 /**
- * Signed 64-bit decimal of 8 little-endian bytes at src[p] (the compact layout's member), written
- * at out[q]; returns the new position. BigInt's own toString beats hand-rolled limb division 2x.
+ * Appends the RESP bulk strings of a batch's members (or of its `rows`) to `w`: raw key bytes
+ * ('sets') or int64 decimals of the 8 digest bytes ('compact'). `offsOut[j]` gets where member j
+ * starts, relative to where the first one starts.
  */
-const scratch8 = new Uint8Array(8);
-const scratchView = new DataView(scratch8.buffer);
-export function writeInt64Le(out: Buffer, q: number, src: Uint8Array, p: number): number {
-  for (let i = 0; i < 8; i++) scratch8[i] = src[p + i]!;
-  const s = scratchView.getBigInt64(0, true).toString();
-  for (let i = 0; i < s.length; i++) out[q++] = s.charCodeAt(i);
-  return q;
-}
-
-/** RESP bulk strings of a batch's members: raw key bytes ('sets') or int64 decimals ('compact'). */
-export function encodeMembers(batch: SinkBatch, compact: boolean, headRoom = 0, rows?: Uint32Array, offsOut?: Uint32Array): Buffer {
+export function encodeMembers(batch: SinkBatch, compact: boolean, w: RespWriter, rows?: Uint32Array, offsOut?: Uint32Array): void {
   const n = rows ? rows.length : batch.count;
   const ko = batch.keyOffsets;
   const src = batch.keys;
-  let bytes = 0;
-  if (!compact) {
-    if (rows) for (let j = 0; j < n; j++) bytes += ko[rows[j]! + 1]! - ko[rows[j]!]!;
-    else bytes = ko[n]! - ko[0]!;
-  }
-  const out = Buffer.allocUnsafe(headRoom + (compact ? n * 28 : bytes + n * 15));
   const sdv = viewOf(src);
-  const odv = viewOf(out);
-  let p = headRoom;
+  const base = w.p;
   for (let j = 0; j < n; j++) {
-    if (offsOut) offsOut[j] = p - headRoom;
+    if (offsOut) offsOut[j] = w.p - base;
     const i = rows ? rows[j]! : j;
-    const s = ko[i]!;
-    const e = ko[i + 1]!;
-    out[p++] = 36; // '$'
-    if (compact) {
-      // reserve 2 digits for the length, write the number, then fill the length in
-      const lenAt = p;
-      p += 4;
-      const end = writeInt64Le(out, p, src, s);
-      const len = end - p;
-      if (len < 10) {
-        out.copyWithin(lenAt + 3, p, end);
-        out[lenAt] = 48 + len;
-        out[lenAt + 1] = CRLF_0;
-        out[lenAt + 2] = CRLF_1;
-        p = end - 1;
-      } else {
-        out[lenAt] = 48 + Math.floor(len / 10);
-        out[lenAt + 1] = 48 + (len % 10);
-        out[lenAt + 2] = CRLF_0;
-        out[lenAt + 3] = CRLF_1;
-        p = end;
-      }
-    } else {
-      p = writeInt(out, p, e - s);
-      out[p++] = CRLF_0;
-      out[p++] = CRLF_1;
-      p = copyWords(src, sdv, s, e, out, odv, p);
-    }
-    out[p++] = CRLF_0;
-    out[p++] = CRLF_1;
+    if (compact) w.int64(sdv, ko[i]!);
+    else w.bulk(src, ko[i]!, ko[i + 1]!, sdv);
   }
-  if (offsOut) offsOut[n] = p - headRoom;
-  return out.subarray(0, p);
+  if (offsOut) offsOut[n] = w.p - base;
 }
 
-/** `*<n+2>\r\n$len\r\nCMD\r\n$len\r\nkey\r\n` followed by the encoded members. */
-export function commandWire(cmd: string, key: string, count: number, members: Buffer): Buffer {
-  const head = `*${count + 2}\r\n$${cmd.length}\r\n${cmd}\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`;
-  const hl = Buffer.byteLength(head);
-  const out = Buffer.allocUnsafe(hl + members.length);
-  out.write(head, 0, 'utf8');
-  members.copy(out, hl);
-  return out;
+/** `cmd key member...` with the members already in RESP form (`members[s..e)`, `count` of them). */
+function command(cmd: string, key: string, count: number, members: Buffer, s: number, e: number): Buffer {
+  const w = new RespWriter(32 + Buffer.byteLength(key) + e - s);
+  w.array(count + 2);
+  w.str(cmd);
+  w.str(key);
+  w.raw(members, s, e);
+  return w.bytes();
 }
 
 export type LoaderLayout = 'sets' | 'compact';
@@ -223,7 +155,9 @@ export class RedisLayoutSink implements LoadSink {
     const compact = layout === 'compact';
     // every member is encoded once; SADDs copy their rows' encodings, PFADD copies them all
     const offs = new Uint32Array(n + 1);
-    const all = encodeMembers(batch, compact, 0, undefined, offs);
+    const enc = new RespWriter(membersRoom(compact, n, batch.keyOffsets[n]! - batch.keyOffsets[0]!));
+    encodeMembers(batch, compact, enc, undefined, offs);
+    const all = enc.bytes();
     const allView = viewOf(all);
     // order rows by bucket: bucket * 2^20 + row sorts as one Float64Array (rows < 2^20)
     const order = new Float64Array(n);
@@ -243,22 +177,20 @@ export class RedisLayoutSink implements LoadSink {
           bytes += offs[row + 1]! - offs[row]!;
         }
         const key = layoutKeys.bucket(layout, prefix, batch.window, bucket);
-        const head = `*${b - a + 2}\r\n$4\r\nSADD\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`;
-        const hl = Buffer.byteLength(head);
-        const wire = Buffer.allocUnsafe(hl + bytes);
-        wire.write(head, 0, 'utf8');
-        const wv = viewOf(wire);
-        let p = hl;
+        const w = new RespWriter(32 + Buffer.byteLength(key) + bytes);
+        w.array(b - a + 2);
+        w.str('SADD');
+        w.str(key);
         for (let j = a; j < b; j++) {
           const row = order[j]! % 1048576;
-          p = copyWords(all, allView, offs[row]!, offs[row + 1]!, wire, wv, p);
+          w.raw(all, offs[row]!, offs[row + 1]!, allView);
         }
-        adds.push(r.sendCommand(new RawCommand('sadd', key, wire)) as Promise<unknown>);
+        adds.push(r.sendCommand(new RawCommand('sadd', [key], w.bytes())) as Promise<unknown>);
         a = b;
       }
       if (this.hll) {
         const hk = layoutKeys.hll(layout, prefix, batch.window);
-        adds.push((r.sendCommand(new RawCommand('pfadd', hk, commandWire('PFADD', hk, n, all))) as Promise<unknown>).then(() => 0));
+        adds.push((r.sendCommand(new RawCommand('pfadd', [hk], command('PFADD', hk, n, all, 0, all.length))) as Promise<unknown>).then(() => 0));
       }
     } finally {
       uncork();
@@ -277,28 +209,31 @@ export class RedisLayoutSink implements LoadSink {
     if (batch.rowBuckets) return this.addGrouped(batch, batch.rowBuckets);
     const { layout, prefix } = this.opts;
     const key = layoutKeys.bucket(layout, prefix, batch.window, batch.bucket);
-    // members are encoded once, right after room for the SADD header; PFADD copies them
-    const head = `*${batch.count + 2}\r\n$4\r\nSADD\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`;
-    const hl = Buffer.byteLength(head);
-    const wire = encodeMembers(batch, layout === 'compact', hl);
-    wire.write(head, 0, 'utf8');
+    // members are encoded once, right after the SADD header; PFADD copies them
+    const compact = layout === 'compact';
+    const w = new RespWriter(32 + Buffer.byteLength(key) + membersRoom(compact, batch.count, batch.keyOffsets[batch.count]! - batch.keyOffsets[0]!));
+    w.array(batch.count + 2);
+    w.str('SADD');
+    w.str(key);
+    const m0 = w.p;
+    encodeMembers(batch, compact, w);
+    const wire = w.bytes();
     const r = this.redis as Redis;
     if (this.hll) {
       const hk = layoutKeys.hll(layout, prefix, batch.window);
-      const members = wire.subarray(hl);
       const uncork = this.cork();
       let sadd: Promise<unknown>;
       let pfadd: Promise<unknown>;
       try {
-        sadd = r.sendCommand(new RawCommand('sadd', key, wire)) as Promise<unknown>;
-        pfadd = r.sendCommand(new RawCommand('pfadd', hk, commandWire('PFADD', hk, batch.count, members))) as Promise<unknown>;
+        sadd = r.sendCommand(new RawCommand('sadd', [key], wire)) as Promise<unknown>;
+        pfadd = r.sendCommand(new RawCommand('pfadd', [hk], command('PFADD', hk, batch.count, wire, m0, wire.length))) as Promise<unknown>;
       } finally {
         uncork();
       }
       const [added] = await Promise.all([sadd, pfadd]);
       return Number(added);
     }
-    return Number(await r.sendCommand(new RawCommand('sadd', key, wire)));
+    return Number(await r.sendCommand(new RawCommand('sadd', [key], wire)));
   }
 
   async close(): Promise<void> {

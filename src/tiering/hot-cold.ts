@@ -15,9 +15,10 @@ import {
 import { checkTable, CACHE_DEFAULTS, type TieredCache } from '../cache/tiered-cache.js';
 import type { BloomWritable, CacheValue, ColdEntry, ColdStore } from '../cache/types.js';
 import type { InvalidationBus } from '../cache/bus.js';
-import { isCluster, setMany } from '../cache/redis-tier.js';
-// the dedup replay's owner-token lock (SET NX PX; compare-and-refresh/-release in Lua)
-import { RedisLock } from '../dedup/lock.js';
+import { setMany } from '../cache/redis-tier.js';
+import { isCluster } from '../redis/client.js';
+// the Redis layer's owner-token lock (SET NX PX; compare-and-refresh/-release in Lua)
+import { RedisLock } from '../redis/lock.js';
 
 export const TIERING_DEFAULTS = {
   mode: 'migrate',

@@ -1,0 +1,66 @@
+// How every Lua script is run: through ioredis scripting, or by hand for a call sent as prebuilt RESP.
+//
+// runScript: ioredis sends EVAL the first time a script goes out on a connection (which caches it there),
+// EVALSHA after that, and EVAL again after a NOSCRIPT (a restarted or flushed Redis); on a Cluster
+// the call is routed by its keys. Because the first call per connection is an EVAL, no call waits
+// for a NOSCRIPT round trip that later calls could overtake. Scripts are defined on the caller's
+// client under a name derived from their SHA1 (so scripts of different components never clash and
+// a shared client defines each once); the number of keys is passed per call, so one script can run
+// with different key counts.
+import { createHash } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { RedisClient } from './client.js';
+import { RawCommand } from './resp.js';
+
+export type ScriptArg = string | Buffer | number;
+
+export class LuaScript {
+  readonly sha: string;
+  /** The ioredis command this script is defined as (string replies; `${command}Buffer` for Buffers). */
+  readonly command: string;
+  /** Connections (their sockets) that were sent SCRIPT LOAD of this script (runScriptWire). */
+  readonly loadedOn = new WeakSet<object>();
+
+  constructor(readonly lua: string) {
+    this.sha = createHash('sha1').update(lua).digest('hex');
+    this.command = `hgLua${this.sha}`;
+  }
+}
+
+type Scripting = Record<string, ((...args: ScriptArg[]) => Promise<unknown>) | undefined> & {
+  defineCommand(name: string, d: { lua: string }): void;
+};
+
+/** Whether `redis` can run scripts (an ioredis Redis or Cluster). */
+export const canRunScripts = (redis: unknown): boolean =>
+  redis !== null && typeof redis === 'object' && typeof (redis as Partial<Scripting>).defineCommand === 'function';
+
+/** Runs `script` with `keys` (the first `numKeys` of `args` are key names); replies decoded as UTF-8 strings, or as Buffers with `buffer`. */
+export function runScript(redis: RedisClient, script: LuaScript, numKeys: number, args: readonly ScriptArg[], buffer = false): Promise<unknown> {
+  const c = redis as unknown as Scripting;
+  if (c[script.command] === undefined) c.defineCommand(script.command, { lua: script.lua });
+  const f = c[buffer ? `${script.command}Buffer` : script.command]!;
+  return f.call(c, numKeys, ...args);
+}
+
+/**
+ * A script call whose whole wire form (EVALSHA sha numkeys keys... args...) the caller built with
+ * RespWriter; standalone Redis only, reply left as a Buffer. SCRIPT LOAD goes out ahead of the
+ * first such call on each connection (same socket, so Redis runs them in that order): no call
+ * waits for a NOSCRIPT round trip that a later call could overtake, which would swap two callers'
+ * answers. A NOSCRIPT anyway (SCRIPT FLUSH) loads the script and sends the call again.
+ */
+export async function runScriptWire(redis: Redis, script: LuaScript, wire: Buffer): Promise<Buffer> {
+  const socket = (redis as unknown as { stream?: object }).stream;
+  if (socket !== undefined && !script.loadedOn.has(socket)) {
+    script.loadedOn.add(socket);
+    redis.script('LOAD', script.lua).catch(() => script.loadedOn.delete(socket));
+  }
+  try {
+    return (await redis.sendCommand(new RawCommand('evalsha', [], wire))) as Buffer;
+  } catch (err) {
+    if (!(err instanceof Error && err.message.startsWith('NOSCRIPT'))) throw err;
+    await redis.script('LOAD', script.lua);
+    return (await redis.sendCommand(new RawCommand('evalsha', [], wire))) as Buffer;
+  }
+}
