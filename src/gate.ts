@@ -13,10 +13,12 @@ import type { CacheValue } from './cache/index.js';
 import { FingerprintIndex, type FingerprintIndexOptions } from './fingerprint/index.js';
 import { IdRegistry, type IdRegistryOptions } from './ids/index.js';
 import { resolveMetrics, type Metrics, type MetricsOptions } from './metrics/index.js';
-import { cacheTierTotals, journalDirStats } from './metrics/adapters.js';
+import { bloomStats, cacheTierTotals, journalDirStats } from './metrics/adapters.js';
+import { observeBatch } from './metrics/observe.js';
 import type { RemoteTierSnapshot } from './cache/index.js';
-import { KernelPool, type PoolStats } from './pool/pool.js';
-import type { KeyInput } from './pool/slots.js';
+import { KernelPool, type KernelJob, type KernelPoolStats } from './pool/pool.js';
+import type { Lane } from './pool/lanes.js';
+import { Rollback } from './util/rollback.js';
 import { COALESCE_DEFAULTS, parseCoalesceOptions, type CoalesceOptions, type ResolvedCoalesce } from './util/coalescer.js';
 
 export type Keys = ReadonlyArray<string | Uint8Array> | PackedKeys;
@@ -35,7 +37,10 @@ export interface HashGateOptions {
   chunkKeys?: number;
   /** Key bytes per worker task (a longer key runs inline). Default 1 MiB. */
   chunkBytes?: number;
-  /** Shared slots (bounds memory and in-flight tasks). Default 2 * threads + 2. */
+  /**
+   * Shared transfer buffers between the main thread and the workers (bounds memory and in-flight
+   * tasks). Default 2 * threads + 2.
+   */
   slots?: number;
   /** A worker idle this long exits; piscina starts a new one on demand. Default 30_000. */
   idleTimeoutMs?: number;
@@ -140,7 +145,7 @@ export interface GateBloomStats {
 }
 
 export interface GateStats {
-  pool: PoolStats | undefined;
+  pool: KernelPoolStats | undefined;
   /** The gate's filter (bloomAdd/bloomCheck). */
   bloom: GateBloomStats | undefined;
   /** The filter firstSeen samples its false positive rate with. */
@@ -205,15 +210,33 @@ function bloomOption(name: string, b: unknown): BloomFilter | undefined {
   throw invalidType(name, 'false, a BloomFilter or { expectedItems, fpp }', b);
 }
 
-function bloomStats(b: BloomFilter | undefined, measuredFpp: number | undefined): GateBloomStats | undefined {
+function gateBloomStats(b: BloomFilter | undefined, measuredFpp: number | undefined): GateBloomStats | undefined {
   if (b === undefined) return undefined;
+  const s = bloomStats(b);
   return {
-    bitSize: b.bitSize,
-    hashFunctions: b.hashFunctions,
-    bitCount: b.bitCount(),
-    expectedFpp: b.expectedFpp(),
+    bitSize: s.bitSize,
+    hashFunctions: s.hashFunctions,
+    bitCount: s.bitsSet,
+    expectedFpp: s.expectedFpp,
     measuredFpp,
-    approximateElements: b.approximateElementCount(),
+    approximateElements: s.approximateElements ?? b.approximateElementCount(),
+  };
+}
+
+/** A job whose answer is an array with `width` elements per key, filled in place chunk by chunk. */
+function arrayJob<A extends Uint8Array | Uint32Array>(
+  op: KernelJob<A>['op'],
+  width: number,
+  make: (length: number) => A,
+  inline: (keys: Keys) => A,
+  laneOut: (lane: Lane, count: number) => A,
+): KernelJob<A> {
+  return {
+    op,
+    inline,
+    start: (total) => make(total * width),
+    fromLane: (out, lane, from, count) => (out.set(laneOut(lane, count), from * width), out),
+    fromInline: (out, part, from) => (out.set(part, from * width), out),
   };
 }
 
@@ -231,7 +254,7 @@ export class HashGate {
   readonly index: FingerprintIndex | undefined;
   readonly ids: IdRegistry | undefined;
   readonly metrics: Metrics;
-  private readonly pool: KernelPool | undefined;
+  private readonly pool: KernelPool;
   private readonly unregister: Array<() => void> = [];
   private readonly counters: GateDedupCounters = { bloomFalsePositives: 0, bloomTrueNegatives: 0 };
   private closed = false;
@@ -241,61 +264,60 @@ export class HashGate {
     this.metrics = withOptionPath('options.metrics', () => resolveMetrics(options.metrics, 'options.metrics'));
     this.bloom = bloomOption('options.bloom', options.bloom);
     this.firstSeenBloom = bloomOption('options.firstSeenBloom', options.firstSeenBloom);
+    const o = this.options;
 
-    const dedupOptions: DedupServiceOptions = {};
-    if (options.redis !== undefined) dedupOptions.redis = options.redis;
-    if (options.dedup !== undefined) dedupOptions.dedup = options.dedup;
-    if (options.now !== undefined) dedupOptions.now = options.now;
-    dedupOptions.metrics = this.metrics;
-    dedupOptions.coalesce = this.options.coalesce;
-    this.dedup = withOptionPath('options', () => new DedupService(dedupOptions));
-
-    if (options.cache !== undefined) {
-      const c: TieredCacheOptions = { ...options.cache };
-      if (c.now === undefined && options.now !== undefined) c.now = options.now;
-      if (c.coalesce === undefined) c.coalesce = this.options.coalesce;
-      try {
-        this.cache = withOptionPath('options.cache', () => new TieredCache(c));
-      } catch (err) {
-        // Bad cache options must not leave the dedup store's Redis connection open.
-        void this.dedup.close().catch(() => undefined);
-        throw err;
-      }
-    }
-
+    // Bad options for a later part must not leave an earlier part's connections or threads open.
+    const rollback = new Rollback();
     try {
+      const dedupOptions: DedupServiceOptions = {};
+      if (options.redis !== undefined) dedupOptions.redis = options.redis;
+      if (options.dedup !== undefined) dedupOptions.dedup = options.dedup;
+      if (options.now !== undefined) dedupOptions.now = options.now;
+      dedupOptions.metrics = this.metrics;
+      dedupOptions.coalesce = o.coalesce;
+      this.dedup = rollback.add(withOptionPath('options', () => new DedupService(dedupOptions)));
+
+      if (options.cache !== undefined) {
+        const c: TieredCacheOptions = { ...options.cache };
+        if (c.now === undefined && options.now !== undefined) c.now = options.now;
+        if (c.coalesce === undefined) c.coalesce = o.coalesce;
+        this.cache = rollback.add(withOptionPath('options.cache', () => new TieredCache(c)));
+      }
+
       const ix = options.index;
-      this.index =
+      this.index = rollback.add(
         ix === undefined
           ? undefined
           : withOptionPath('options.index', () => {
               if (ix !== true && (ix === null || typeof ix !== 'object')) return new FingerprintIndex(ix); // its own type error
               const io: FingerprintIndexOptions = ix === true ? {} : { ...ix };
-              if (io.coalesce === undefined) io.coalesce = this.options.coalesce;
+              if (io.coalesce === undefined) io.coalesce = o.coalesce;
               return new FingerprintIndex(io);
-            });
+            }),
+      );
       const ids = options.ids;
-      this.ids = ids === undefined ? undefined : withOptionPath('options.ids', () => new IdRegistry(ids === true ? {} : { now: options.now ?? Date.now, ...ids }));
+      this.ids = rollback.add(
+        ids === undefined ? undefined : withOptionPath('options.ids', () => new IdRegistry(ids === true ? {} : { now: options.now ?? Date.now, ...ids })),
+      );
+
+      this.pool = rollback.add(
+        new KernelPool({
+          threads: o.threads,
+          maxQueue: o.maxQueue,
+          inlineThreshold: o.inlineThreshold,
+          layout: { chunkKeys: o.chunkKeys, bytesCap: o.chunkBytes },
+          lanes: o.slots,
+          idleTimeoutMs: o.idleTimeoutMs,
+          ...(this.bloom === undefined ? {} : { bloom: this.bloom.toShared() }),
+          ...(options.testHooks === true ? { testHooks: true } : {}),
+        }),
+      );
     } catch (err) {
-      void this.dedup.close().catch(() => undefined);
-      void this.cache?.close().catch(() => undefined);
+      rollback.undo();
       throw err;
     }
     const ids = this.ids;
     if (ids !== undefined) ids.on('collision', () => this.metrics.collision(ids.activeAlgorithm));
-
-    const o = this.options;
-    if (o.threads > 0) {
-      this.pool = new KernelPool({
-        threads: o.threads,
-        maxQueue: o.maxQueue,
-        layout: { chunkKeys: o.chunkKeys, bytesCap: o.chunkBytes },
-        slots: o.slots,
-        idleTimeoutMs: o.idleTimeoutMs,
-        ...(this.bloom === undefined ? {} : { bloom: this.bloom.toShared() }),
-        ...(options.testHooks === true ? { testHooks: true } : {}),
-      });
-    }
     if (this.metrics.enabled) this.registerGauges();
   }
 
@@ -321,21 +343,13 @@ export class HashGate {
   private registerGauges(): void {
     for (const [label, bloom] of [['gate', this.bloom], ['first_seen', this.firstSeenBloom]] as const) {
       if (bloom === undefined) continue;
-      this.unregister.push(
-        this.metrics.bloomSource(label, () => ({
-          bitSize: bloom.bitSize,
-          bitsSet: bloom.bitCount(),
-          hashFunctions: bloom.hashFunctions,
-          expectedFpp: bloom.expectedFpp(),
-          approximateElements: bloom.approximateElementCount(),
-        })),
-      );
+      this.unregister.push(this.metrics.bloomSource(label, () => bloomStats(bloom)));
     }
     const pool = this.pool;
-    if (pool !== undefined) {
+    if (pool.threaded) {
       this.unregister.push(
         this.metrics.poolSource('kernel', () => {
-          const s = pool.stats();
+          const s = pool.stats()!;
           return { threads: s.threads, queueDepth: s.queued, utilization: s.utilization, completedTasks: s.tasks };
         }),
       );
@@ -355,57 +369,41 @@ export class HashGate {
     if (this.closed) throw new HashGateError(ErrorCodes.CLOSED, 'HashGate is closed');
   }
 
-  private usePool(n: number): boolean {
-    return this.pool !== undefined && n > this.options.inlineThreshold;
-  }
-
   /** Digests back to back, identical to hashBatch() from the package root. */
   async hashBatch(keys: Keys, options: { algorithm?: HashAlgorithm; seed?: number } = {}): Promise<Uint8Array> {
     this.check();
     const n = keyCount(keys, 'keys');
-    const start = this.metrics.batchStart('hash', n);
-    try {
-      if (!this.usePool(n)) {
-        const out = hashBatch(keys, options);
-        this.metrics.batchEnd('hash', n, start);
-        return out;
-      }
-      // Validate options up front (same errors as the inline path) by hashing zero keys.
+    return observeBatch(this.metrics, 'hash', n, () => {
+      // Validate options up front (same errors whichever thread hashes) by hashing zero keys.
       hashBatch([], options);
       const algorithm = options.algorithm ?? 'murmur3_128';
-      const seed = options.seed ?? 0;
       const size = digestSize(algorithm);
-      const out = new Uint8Array(n * size);
-      await this.pool!.run(
-        keys as KeyInput,
-        n,
-        { op: 'hash', algorithm, seed },
-        (slot, from, count) => out.set(slot.views.out.subarray(0, count * size), from * size),
-        (from, to) => out.set(hashBatch(sliceKeys(keys, from, to), options), from * size),
+      const job = arrayJob(
+        { op: 'hash', algorithm, seed: options.seed ?? 0 },
+        size,
+        (length) => new Uint8Array(length),
+        (k) => hashBatch(k, options),
+        (lane, count) => lane.views.out.subarray(0, count * size),
       );
-      this.metrics.batchEnd('hash', n, start);
-      return out;
-    } catch (err) {
-      this.metrics.batchEnd('hash', n, start, err);
-      throw err;
-    }
+      return this.pool.run(keys, n, job);
+    });
   }
 
   /** Java-compatible buckets (Guava murmur3_128 asLong() mod buckets) for every key. */
   async bucketsOf(keys: Keys, buckets: number): Promise<Uint32Array> {
     this.check();
     const n = keyCount(keys, 'keys');
-    if (!this.usePool(n)) return bucketsOf(keys, buckets);
-    bucketsOf([], buckets);
-    const out = new Uint32Array(n);
-    await this.pool!.run(
-      keys as KeyInput,
-      n,
-      { op: 'buckets', buckets },
-      (slot, from, count) => out.set(new Uint32Array(slot.views.out.buffer, slot.views.out.byteOffset, count), from),
-      (from, to) => out.set(bucketsOf(sliceKeys(keys, from, to), buckets), from),
-    );
-    return out;
+    return observeBatch(this.metrics, 'buckets', n, () => {
+      bucketsOf([], buckets);
+      const job = arrayJob(
+        { op: 'buckets', buckets },
+        1,
+        (length) => new Uint32Array(length),
+        (k) => bucketsOf(k, buckets),
+        (lane, count) => new Uint32Array(lane.views.out.buffer, lane.views.out.byteOffset, count),
+      );
+      return this.pool.run(keys, n, job);
+    });
   }
 
   private requireBloom(method: string): BloomFilter {
@@ -420,25 +418,15 @@ export class HashGate {
     this.check();
     const bloom = this.requireBloom('bloomAdd');
     const n = keyCount(keys, 'keys');
-    const start = this.metrics.batchStart('bloom_add', n);
-    let changed = 0;
-    if (!this.usePool(n)) {
-      changed = bloom.addAll(keys);
-    } else {
-      await this.pool!.run(
-        keys as KeyInput,
-        n,
-        { op: 'bloomAdd' },
-        (_slot, _from, _count, result) => {
-          changed += result;
-        },
-        (from, to) => {
-          changed += bloom.addAll(sliceKeys(keys, from, to));
-        },
-      );
-    }
-    this.metrics.batchEnd('bloom_add', n, start);
-    return changed;
+    return observeBatch(this.metrics, 'bloom_add', n, () =>
+      this.pool.run(keys, n, {
+        op: { op: 'bloomAdd' },
+        inline: (k) => bloom.addAll(k),
+        start: () => 0,
+        fromLane: (changed, _lane, _from, _count, result) => changed + result,
+        fromInline: (changed, part) => changed + part,
+      }),
+    );
   }
 
   /** 1 = maybe present, 0 = definitely absent, per key. */
@@ -446,23 +434,14 @@ export class HashGate {
     this.check();
     const bloom = this.requireBloom('bloomCheck');
     const n = keyCount(keys, 'keys');
-    const start = this.metrics.batchStart('bloom_check', n);
-    let out: Uint8Array;
-    if (!this.usePool(n)) {
-      out = bloom.mightContainAll(keys);
-    } else {
-      const res = new Uint8Array(n);
-      out = res;
-      await this.pool!.run(
-        keys as KeyInput,
-        n,
-        { op: 'bloomCheck' },
-        (slot, from, count) => res.set(slot.views.out.subarray(0, count), from),
-        (from, to) => res.set(bloom.mightContainAll(sliceKeys(keys, from, to)), from),
-      );
-    }
-    this.metrics.batchEnd('bloom_check', n, start);
-    return out;
+    const job = arrayJob(
+      { op: 'bloomCheck' },
+      1,
+      (length) => new Uint8Array(length),
+      (k) => bloom.mightContainAll(k),
+      (lane, count) => lane.views.out.subarray(0, count),
+    );
+    return observeBatch(this.metrics, 'bloom_check', n, () => this.pool.run(keys, n, job));
   }
 
   /**
@@ -480,8 +459,7 @@ export class HashGate {
 
   private async firstSeenObserved(keys: Keys, options: { at?: Date } | undefined): Promise<Uint8Array> {
     const n = keyCount(keys, 'keys');
-    const start = this.metrics.batchStart('dedup', n);
-    try {
+    return observeBatch(this.metrics, 'dedup', n, async () => {
       const fsb = this.firstSeenBloom;
       const before = fsb === undefined ? undefined : fsb.mightContainAll(keys);
       const answers = await this.dedup.firstSeen(keys, options);
@@ -500,12 +478,8 @@ export class HashGate {
         fsb!.addAll(keys);
       }
       // Dedup counts reach the metrics through dedupSource (read on scrape), not per batch here.
-      this.metrics.batchEnd('dedup', n, start);
       return answers;
-    } catch (err) {
-      this.metrics.batchEnd('dedup', n, start, err);
-      throw err;
-    }
+    });
   }
 
   /** Replays the fail-open journal into Redis (one instance at a time, under a Redis lock). */
@@ -532,28 +506,17 @@ export class HashGate {
       return Promise.reject(new HashGateError(ErrorCodes.INVALID_OPTION, 'lookup needs a cache: open the gate with options.cache'));
     }
     if (!this.metrics.enabled) return this.cache.lookup(table, keys);
-    return this.lookupObserved(this.cache, table, keys);
-  }
-
-  private async lookupObserved(cache: TieredCache, table: string, keys: readonly string[]): Promise<(CacheValue | undefined)[]> {
-    const start = this.metrics.batchStart('lookup', keys.length);
-    try {
-      const out = await cache.lookup(table, keys);
-      this.metrics.batchEnd('lookup', keys.length, start);
-      return out;
-    } catch (err) {
-      this.metrics.batchEnd('lookup', keys.length, start, err);
-      throw err;
-    }
+    const cache = this.cache;
+    return observeBatch(this.metrics, 'lookup', keys.length, () => cache.lookup(table, keys));
   }
 
   stats(): GateStats {
     const c = this.counters;
     const sampled = c.bloomFalsePositives + c.bloomTrueNegatives;
     return {
-      pool: this.pool?.stats(),
-      bloom: bloomStats(this.bloom, undefined),
-      firstSeenBloom: bloomStats(this.firstSeenBloom, sampled === 0 ? undefined : c.bloomFalsePositives / sampled),
+      pool: this.pool.stats(),
+      bloom: gateBloomStats(this.bloom, undefined),
+      firstSeenBloom: gateBloomStats(this.firstSeenBloom, sampled === 0 ? undefined : c.bloomFalsePositives / sampled),
       dedup: { ...c },
     };
   }
@@ -581,7 +544,7 @@ export class HashGate {
     if (c?.cold !== undefined) tiers.cacheCold = remoteTierHealth(c.cold);
     if (this.closed) tiers.dedup = { ...tiers.dedup, status: 'down', reason: 'gate closed' };
     const worst = Object.values(tiers).reduce<HealthStatus>((w, t) => (RANK[t.status] > RANK[w] ? t.status : w), 'up');
-    const p = this.pool?.stats();
+    const p = this.pool.stats();
     return {
       status: worst,
       ready: !this.closed && tiers.dedup.status !== 'down',
@@ -618,21 +581,13 @@ export class HashGate {
 
   /** Test-only access to the pool (crash tests). */
   get _pool(): KernelPool | undefined {
-    return this.pool;
+    return this.pool.threaded ? this.pool : undefined;
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     for (const u of this.unregister) u();
-    await Promise.all([this.pool?.close(), this.dedup.close(), this.cache?.close(), this.index?.close(), this.ids?.close()]);
+    await Promise.all([this.pool.close(), this.dedup.close(), this.cache?.close(), this.index?.close(), this.ids?.close()]);
   }
 }
-
-/** keys[from..to) without copying key bytes. */
-function sliceKeys(keys: Keys, from: number, to: number): Keys {
-  if (Array.isArray(keys)) return (keys as ReadonlyArray<string | Uint8Array>).slice(from, to);
-  const pk = keys as PackedKeys;
-  return { bytes: pk.bytes, offsets: pk.offsets.subarray(from, to + 1), count: to - from };
-}
-
