@@ -141,7 +141,7 @@ export class HBaseStore {
   private readonly regions: RegionCache;
   private closed = false;
   private counts: HBaseCallCounts = freshCounts();
-  /** What scanRegions (scanner.ts) uses of this store. */
+  // what scanRegions (scanner.ts) uses of this store
   private readonly scanHost: ScanHost;
 
   constructor(options: HBaseStoreOptions = {}) {
