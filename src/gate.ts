@@ -14,7 +14,7 @@ import { FingerprintIndex, type FingerprintIndexOptions } from './fingerprint/in
 import { IdRegistry, type IdRegistryOptions } from './ids/index.js';
 import { resolveMetrics, type Metrics, type MetricsOptions } from './metrics/index.js';
 import { bloomStats, cacheTierTotals, journalDirStats } from './metrics/adapters.js';
-import { observeBatch } from './metrics/observe.js';
+import { timeBatch } from './metrics/time-batch.js';
 import type { RemoteTierSnapshot } from './cache/index.js';
 import { KernelPool, type KernelJob, type KernelPoolStats } from './pool/pool.js';
 import type { Lane } from './pool/lanes.js';
@@ -373,7 +373,7 @@ export class HashGate {
   async hashBatch(keys: Keys, options: { algorithm?: HashAlgorithm; seed?: number } = {}): Promise<Uint8Array> {
     this.check();
     const n = keyCount(keys, 'keys');
-    return observeBatch(this.metrics, 'hash', n, () => {
+    return timeBatch(this.metrics, 'hash', n, () => {
       // Validate options up front (same errors whichever thread hashes) by hashing zero keys.
       hashBatch([], options);
       const algorithm = options.algorithm ?? 'murmur3_128';
@@ -393,7 +393,7 @@ export class HashGate {
   async bucketsOf(keys: Keys, buckets: number): Promise<Uint32Array> {
     this.check();
     const n = keyCount(keys, 'keys');
-    return observeBatch(this.metrics, 'buckets', n, () => {
+    return timeBatch(this.metrics, 'buckets', n, () => {
       bucketsOf([], buckets);
       const job = arrayJob(
         { op: 'buckets', buckets },
@@ -418,7 +418,7 @@ export class HashGate {
     this.check();
     const bloom = this.requireBloom('bloomAdd');
     const n = keyCount(keys, 'keys');
-    return observeBatch(this.metrics, 'bloom_add', n, () =>
+    return timeBatch(this.metrics, 'bloom_add', n, () =>
       this.pool.run(keys, n, {
         op: { op: 'bloomAdd' },
         inline: (k) => bloom.addAll(k),
@@ -441,7 +441,7 @@ export class HashGate {
       (k) => bloom.mightContainAll(k),
       (lane, count) => lane.views.out.subarray(0, count),
     );
-    return observeBatch(this.metrics, 'bloom_check', n, () => this.pool.run(keys, n, job));
+    return timeBatch(this.metrics, 'bloom_check', n, () => this.pool.run(keys, n, job));
   }
 
   /**
@@ -459,7 +459,7 @@ export class HashGate {
 
   private async firstSeenObserved(keys: Keys, options: { at?: Date } | undefined): Promise<Uint8Array> {
     const n = keyCount(keys, 'keys');
-    return observeBatch(this.metrics, 'dedup', n, async () => {
+    return timeBatch(this.metrics, 'dedup', n, async () => {
       const fsb = this.firstSeenBloom;
       const before = fsb === undefined ? undefined : fsb.mightContainAll(keys);
       const answers = await this.dedup.firstSeen(keys, options);
@@ -507,7 +507,7 @@ export class HashGate {
     }
     if (!this.metrics.enabled) return this.cache.lookup(table, keys);
     const cache = this.cache;
-    return observeBatch(this.metrics, 'lookup', keys.length, () => cache.lookup(table, keys));
+    return timeBatch(this.metrics, 'lookup', keys.length, () => cache.lookup(table, keys));
   }
 
   stats(): GateStats {

@@ -2,7 +2,7 @@
 // rejects, so a failed batch is counted as an error instead of vanishing from the metrics.
 import type { BatchOp, Metrics } from './types.js';
 
-export async function observeBatch<T>(metrics: Metrics, op: BatchOp, keys: number, run: () => T | Promise<T>): Promise<T> {
+export async function timeBatch<T>(metrics: Metrics, op: BatchOp, keys: number, run: () => T | Promise<T>): Promise<T> {
   const start = metrics.batchStart(op, keys);
   try {
     const out = await run();
