@@ -17,6 +17,7 @@ import { bloomStats, cacheTierTotals, journalDirStats } from './metrics/adapters
 import { timeBatch } from './metrics/time-batch.js';
 import type { RemoteTierSnapshot } from './cache/index.js';
 import { KernelPool, type KernelJob, type KernelPoolStats } from './pool/pool.js';
+import type { ChunkOp } from './pool/messages.js';
 import type { Lane } from './pool/lanes.js';
 import { Rollback } from './util/rollback.js';
 import { COALESCE_DEFAULTS, parseCoalesceOptions, type CoalesceOptions, type ResolvedCoalesce } from './util/coalescer.js';
@@ -223,19 +224,25 @@ function gateBloomStats(b: BloomFilter | undefined, measuredFpp: number | undefi
   };
 }
 
-/** A job whose answer is an array with `width` elements per key, filled in place chunk by chunk. */
+/**
+ * A job whose answer is an array with `width` elements per key, filled in place chunk by chunk.
+ * `offload` runs only when the batch goes to the workers: it checks options and picks the task.
+ */
 function arrayJob<A extends Uint8Array | Uint32Array>(
-  op: KernelJob<A>['op'],
-  width: number,
-  make: (length: number) => A,
   inline: (keys: Keys) => A,
-  laneOut: (lane: Lane, count: number) => A,
+  offload: () => { op: ChunkOp; width: number },
+  make: (length: number) => A,
+  laneOut: (lane: Lane, count: number, width: number) => A,
 ): KernelJob<A> {
+  let width = 1;
   return {
-    op,
     inline,
-    start: (total) => make(total * width),
-    fromLane: (out, lane, from, count) => (out.set(laneOut(lane, count), from * width), out),
+    offload: (total) => {
+      const o = offload();
+      width = o.width;
+      return { op: o.op, acc: make(total * width) };
+    },
+    fromLane: (out, lane, from, count) => (out.set(laneOut(lane, count, width), from * width), out),
     fromInline: (out, part, from) => (out.set(part, from * width), out),
   };
 }
@@ -373,37 +380,34 @@ export class HashGate {
   async hashBatch(keys: Keys, options: { algorithm?: HashAlgorithm; seed?: number } = {}): Promise<Uint8Array> {
     this.check();
     const n = keyCount(keys, 'keys');
-    return timeBatch(this.metrics, 'hash', n, () => {
-      // Validate options up front (same errors whichever thread hashes) by hashing zero keys.
-      hashBatch([], options);
-      const algorithm = options.algorithm ?? 'murmur3_128';
-      const size = digestSize(algorithm);
-      const job = arrayJob(
-        { op: 'hash', algorithm, seed: options.seed ?? 0 },
-        size,
-        (length) => new Uint8Array(length),
-        (k) => hashBatch(k, options),
-        (lane, count) => lane.views.out.subarray(0, count * size),
-      );
-      return this.pool.run(keys, n, job);
-    });
+    const job = arrayJob(
+      (k) => hashBatch(k, options),
+      () => {
+        // the same option errors as the inline path, before any chunk is sent
+        hashBatch([], options);
+        const algorithm = options.algorithm ?? 'murmur3_128';
+        return { op: { op: 'hash', algorithm, seed: options.seed ?? 0 }, width: digestSize(algorithm) };
+      },
+      (length) => new Uint8Array(length),
+      (lane, count, width) => lane.views.out.subarray(0, count * width),
+    );
+    return timeBatch(this.metrics, 'hash', n, () => this.pool.run(keys, n, job));
   }
 
   /** Java-compatible buckets (Guava murmur3_128 asLong() mod buckets) for every key. */
   async bucketsOf(keys: Keys, buckets: number): Promise<Uint32Array> {
     this.check();
     const n = keyCount(keys, 'keys');
-    return timeBatch(this.metrics, 'buckets', n, () => {
-      bucketsOf([], buckets);
-      const job = arrayJob(
-        { op: 'buckets', buckets },
-        1,
-        (length) => new Uint32Array(length),
-        (k) => bucketsOf(k, buckets),
-        (lane, count) => new Uint32Array(lane.views.out.buffer, lane.views.out.byteOffset, count),
-      );
-      return this.pool.run(keys, n, job);
-    });
+    const job = arrayJob(
+      (k) => bucketsOf(k, buckets),
+      () => {
+        bucketsOf([], buckets);
+        return { op: { op: 'buckets', buckets }, width: 1 };
+      },
+      (length) => new Uint32Array(length),
+      (lane, count) => new Uint32Array(lane.views.out.buffer, lane.views.out.byteOffset, count),
+    );
+    return timeBatch(this.metrics, 'buckets', n, () => this.pool.run(keys, n, job));
   }
 
   private requireBloom(method: string): BloomFilter {
@@ -420,9 +424,8 @@ export class HashGate {
     const n = keyCount(keys, 'keys');
     return timeBatch(this.metrics, 'bloom_add', n, () =>
       this.pool.run(keys, n, {
-        op: { op: 'bloomAdd' },
         inline: (k) => bloom.addAll(k),
-        start: () => 0,
+        offload: () => ({ op: { op: 'bloomAdd' }, acc: 0 }),
         fromLane: (changed, _lane, _from, _count, result) => changed + result,
         fromInline: (changed, part) => changed + part,
       }),
@@ -435,10 +438,9 @@ export class HashGate {
     const bloom = this.requireBloom('bloomCheck');
     const n = keyCount(keys, 'keys');
     const job = arrayJob(
-      { op: 'bloomCheck' },
-      1,
-      (length) => new Uint8Array(length),
       (k) => bloom.mightContainAll(k),
+      () => ({ op: { op: 'bloomCheck' }, width: 1 }),
+      (length) => new Uint8Array(length),
       (lane, count) => lane.views.out.subarray(0, count),
     );
     return timeBatch(this.metrics, 'bloom_check', n, () => this.pool.run(keys, n, job));

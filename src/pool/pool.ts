@@ -53,11 +53,13 @@ export interface KernelPoolStats {
  * answer: an output array, or a count.
  */
 export interface KernelJob<R> {
-  op: ChunkOp;
   /** Answers keys on the calling thread: a whole small batch, or one key too large for a lane. */
   inline(keys: KeyInput): R;
-  /** The answer of a batch cut into chunks, before any chunk is in. */
-  start(total: number): R;
+  /**
+   * Called once when the batch goes to the workers, before its first chunk (so option checks the
+   * inline path does anyway cost nothing on small batches): the chunk task and the empty answer.
+   */
+  offload(total: number): { op: ChunkOp; acc: R };
   /** Adds the answer for keys[from..from+count) to acc: from a worker's lane, or from inline(). */
   fromLane(acc: R, lane: Lane, from: number, count: number, result: number): R;
   fromInline(acc: R, part: R, from: number): R;
@@ -124,7 +126,9 @@ export class KernelPool {
         { details: { pending: this.pendingChunks, chunks, maxQueue: this.options.maxQueue } },
       );
     }
-    let acc = job.start(total);
+    const offloaded = job.offload(total);
+    const op = offloaded.op;
+    let acc = offloaded.acc;
     this.pendingChunks += chunks;
     const running: Promise<void>[] = [];
     let firstError: unknown;
@@ -150,7 +154,7 @@ export class KernelPool {
         const count = to - from;
         from = to;
         this.tasks++;
-        const task = { ...job.op, lane: lane.index, count } as KernelTask;
+        const task = { ...op, lane: lane.index, count } as KernelTask;
         running.push(
           (piscina.run(task) as Promise<number>).then(
             (result) => {
