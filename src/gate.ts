@@ -2,7 +2,7 @@
 // the dedup service and (when configured) the tiered lookup cache, and routes each call to the
 // cheapest place that can answer it.
 import { availableParallelism } from 'node:os';
-import { Redis, Cluster } from 'ioredis';
+import type { Redis, Cluster } from 'ioredis';
 import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType, withOptionPath } from './errors.js';
 import { hashBatch, bucketsOf, digestSize, type HashAlgorithm, type PackedKeys, checkPackedKeys } from './hash/index.js';
 import { BloomFilter, type BloomFilterOptions } from './bloom/index.js';
@@ -15,11 +15,11 @@ import { IdRegistry, type IdRegistryOptions } from './ids/index.js';
 import { resolveMetrics, type Metrics, type MetricsOptions } from './metrics/index.js';
 import { bloomStats, cacheTierTotals, journalDirStats } from './metrics/adapters.js';
 import { timeBatch } from './metrics/time-batch.js';
-import type { RemoteTierSnapshot } from './cache/index.js';
 import { KernelPool, type KernelJob, type KernelPoolStats } from './pool/pool.js';
 import type { ChunkOp } from './pool/messages.js';
 import type { Lane } from './pool/lanes.js';
 import { Rollback } from './util/rollback.js';
+import { gateHealth, type GateHealth } from './gate-health.js';
 import { COALESCE_DEFAULTS, parseCoalesceOptions, type CoalesceOptions, type ResolvedCoalesce } from './util/coalescer.js';
 
 export type Keys = ReadonlyArray<string | Uint8Array> | PackedKeys;
@@ -154,55 +154,8 @@ export interface GateStats {
   dedup: GateDedupCounters;
 }
 
-/** up: answering normally; degraded: answering, but not from where it should (fail-open journal,
- * a cache tier skipped, a connection still being made); down: calls to it fail. */
-export type HealthStatus = 'up' | 'degraded' | 'down';
-
-export interface TierHealth {
-  status: HealthStatus;
-  /** Why it is not up (connection state, breaker open, journal backlog, ...). */
-  reason?: string;
-}
-
-export interface GateHealth {
-  /** The worst status of any tier. */
-  status: HealthStatus;
-  /** False when the gate is closed or first-seen answers cannot be given (a readiness probe). */
-  ready: boolean;
-  tiers: {
-    dedup: TierHealth & {
-      store: 'memory' | 'redis';
-      /** Standalone Redis with replicas: how many are online, and the largest lag INFO reports. */
-      replicas?: number;
-      replicaLagSeconds?: number;
-    };
-    cacheRedis?: TierHealth;
-    cacheCold?: TierHealth;
-  };
-  /** Fail-open journal waiting to be replayed into Redis (only with a Redis dedup store). */
-  journal?: { dir: string; backlogBytes: number; segments: number; oldestAgeSeconds: number };
-  pool?: { threads: number; queued: number };
-}
-
-const RANK: Record<HealthStatus, number> = { up: 0, degraded: 1, down: 2 };
-
-/** Online replicas and their largest lag from INFO replication (master side); {} when none. */
-function replication(info: string): { replicas?: number; replicaLagSeconds?: number } {
-  let replicas = 0;
-  let lag = 0;
-  for (const m of info.matchAll(/^slave\d+:.*?state=(\w+).*?lag=(\d+)/gm)) {
-    if (m[1] !== 'online') continue;
-    replicas++;
-    lag = Math.max(lag, Number(m[2]));
-  }
-  return replicas === 0 ? {} : { replicas, replicaLagSeconds: lag };
-}
-
-function remoteTierHealth(t: RemoteTierSnapshot): TierHealth {
-  if (t.breakerOpen) return { status: 'down', reason: `breaker open${t.lastError ? ` after ${t.lastError.code}` : ''}` };
-  if (!t.healthy) return { status: 'degraded', reason: `last call failed${t.lastError ? `: ${t.lastError.code}` : ''}` };
-  return { status: 'up' };
-}
+// The health report's types are part of the gate's public surface.
+export type { GateHealth, TierHealth, HealthStatus } from './gate-health.js';
 
 function bloomOption(name: string, b: unknown): BloomFilter | undefined {
   if (b === undefined || b === false) return undefined;
@@ -527,58 +480,9 @@ export class HashGate {
    * Health of every tier for probes and dashboards. Never rejects: a tier that cannot be reached
    * is reported, not thrown. With a Redis dedup store it sends one PING (bounded by timeoutMs).
    */
-  async health(options: { timeoutMs?: number } = {}): Promise<GateHealth> {
-    const timeoutMs = options.timeoutMs ?? 1000;
-    const dedup = await this.dedupHealth(timeoutMs);
-    const tiers: GateHealth['tiers'] = { dedup };
-    let journal: GateHealth['journal'];
-    if (this.dedup.redis !== undefined) {
-      const dir = this.dedup.options.journalDir;
-      const j = journalDirStats(dir);
-      journal = { dir, backlogBytes: j.bytes, segments: j.segments ?? 0, oldestAgeSeconds: j.oldestAgeSeconds ?? 0 };
-      if (j.bytes > 0 && dedup.status === 'up') {
-        // keys answered by fail-open are not in Redis yet: other instances can answer them 1 again
-        tiers.dedup = { ...dedup, status: 'degraded', reason: `${j.bytes} B of fail-open journal not replayed yet` };
-      }
-    }
-    const c = this.cache?.stats();
-    if (c?.redis !== undefined) tiers.cacheRedis = remoteTierHealth(c.redis);
-    if (c?.cold !== undefined) tiers.cacheCold = remoteTierHealth(c.cold);
-    if (this.closed) tiers.dedup = { ...tiers.dedup, status: 'down', reason: 'gate closed' };
-    const worst = Object.values(tiers).reduce<HealthStatus>((w, t) => (RANK[t.status] > RANK[w] ? t.status : w), 'up');
-    const p = this.pool.stats();
-    return {
-      status: worst,
-      ready: !this.closed && tiers.dedup.status !== 'down',
-      tiers,
-      ...(journal === undefined ? {} : { journal }),
-      ...(p === undefined ? {} : { pool: { threads: p.threads, queued: p.queued } }),
-    };
-  }
-
-  private async dedupHealth(timeoutMs: number): Promise<GateHealth['tiers']['dedup']> {
-    const redis = this.dedup.redis;
-    if (redis === undefined) return { store: 'memory', status: 'up' };
-    const failOpen = this.dedup.options.onStoreError === 'fail-open';
-    // while Redis cannot answer, fail-open still answers (journaled): degraded; fail-closed rejects: down
-    const notUp = (reason: string): TierHealth & { store: 'redis' } => ({ store: 'redis', status: failOpen ? 'degraded' : 'down', reason });
-    if (redis.status !== 'ready') return notUp(`redis connection is ${redis.status}`);
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      // a Cluster client sends INFO to one arbitrary node, so replication is reported for standalone only
-      const standalone = redis instanceof Redis;
-      const [, info] = await Promise.race([
-        Promise.all([redis.ping(), standalone ? redis.info('replication') : Promise.resolve(undefined)]),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no PONG within ${timeoutMs} ms`)), timeoutMs);
-        }),
-      ]);
-      return { store: 'redis', status: 'up', ...(info === undefined ? {} : replication(info)) };
-    } catch (err) {
-      return notUp(`redis PING failed: ${(err as Error).message}`);
-    } finally {
-      clearTimeout(timer);
-    }
+  health(options: { timeoutMs?: number } = {}): Promise<GateHealth> {
+    const sources = { dedup: this.dedup, cache: this.cache, closed: () => this.closed, pool: () => this.pool.stats() };
+    return gateHealth(sources, options.timeoutMs ?? 1000);
   }
 
   /** Test-only access to the pool (crash tests). */

@@ -14,7 +14,7 @@ import type { ChunkOp, KernelTask, KernelWorkerData } from './messages.js';
 // dist/workers/kernel-worker.js, the same file whether this module runs from dist or (vitest) src.
 const WORKER_SPECIFIER = '#kernel-worker';
 
-export function workerFile(): string {
+function workerFile(): string {
   try {
     return createRequire(import.meta.url).resolve(WORKER_SPECIFIER);
   } catch (err) {
