@@ -2,7 +2,7 @@
 // the dedup service and (when configured) the tiered lookup cache, and routes each call to the
 // cheapest place that can answer it.
 import { availableParallelism } from 'node:os';
-import { Redis, Cluster } from 'ioredis';
+import type { Redis, Cluster } from 'ioredis';
 import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType, withOptionPath } from './errors.js';
 import { hashBatch, hashChecked, bucketsOf, bucketsChecked, digests128, digestSize, type HashAlgorithm } from './hash/index.js';
 import { checkKeys, type CheckedKeys, type Keys } from './hash/keys.js';
@@ -15,10 +15,13 @@ import type { CacheValue } from './cache/index.js';
 import { FingerprintIndex, type FingerprintIndexOptions } from './fingerprint/index.js';
 import { IdRegistry, type IdRegistryOptions } from './ids/index.js';
 import { resolveMetrics, type Metrics, type MetricsOptions } from './metrics/index.js';
-import { cacheTierTotals, journalDirStats } from './metrics/adapters.js';
-import type { RemoteTierSnapshot } from './cache/index.js';
-import { KernelPool, type PoolStats } from './pool/pool.js';
-import type { KeyInput } from './pool/slots.js';
+import { bloomStats, cacheTierTotals, journalDirStats } from './metrics/adapters.js';
+import { timeBatch } from './metrics/time-batch.js';
+import { KernelPool, type KernelJob, type KernelPoolStats } from './pool/pool.js';
+import type { ChunkOp } from './pool/messages.js';
+import type { Lane } from './pool/lanes.js';
+import { Rollback } from './util/rollback.js';
+import { gateHealth, type GateHealth } from './gate-health.js';
 import { COALESCE_DEFAULTS, parseCoalesceOptions, type CoalesceOptions, type ResolvedCoalesce } from './util/coalescer.js';
 
 export type { Keys } from './hash/keys.js';
@@ -37,7 +40,10 @@ export interface HashGateOptions {
   chunkKeys?: number;
   /** Key bytes per worker task (a longer key runs inline). Default 1 MiB. */
   chunkBytes?: number;
-  /** Shared slots (bounds memory and in-flight tasks). Default 2 * threads + 2. */
+  /**
+   * Shared transfer buffers between the main thread and the workers (bounds memory and in-flight
+   * tasks). Default 2 * threads + 2.
+   */
   slots?: number;
   /** A worker idle this long exits; piscina starts a new one on demand. Default 30_000. */
   idleTimeoutMs?: number;
@@ -142,7 +148,7 @@ export interface GateBloomStats {
 }
 
 export interface GateStats {
-  pool: PoolStats | undefined;
+  pool: KernelPoolStats | undefined;
   /** The gate's filter (bloomAdd/bloomCheck). */
   bloom: GateBloomStats | undefined;
   /** The filter firstSeen samples its false positive rate with. */
@@ -150,55 +156,8 @@ export interface GateStats {
   dedup: GateDedupCounters;
 }
 
-/** up: answering normally; degraded: answering, but not from where it should (fail-open journal,
- * a cache tier skipped, a connection still being made); down: calls to it fail. */
-export type HealthStatus = 'up' | 'degraded' | 'down';
-
-export interface TierHealth {
-  status: HealthStatus;
-  /** Why it is not up (connection state, breaker open, journal backlog, ...). */
-  reason?: string;
-}
-
-export interface GateHealth {
-  /** The worst status of any tier. */
-  status: HealthStatus;
-  /** False when the gate is closed or first-seen answers cannot be given (a readiness probe). */
-  ready: boolean;
-  tiers: {
-    dedup: TierHealth & {
-      store: 'memory' | 'redis';
-      /** Standalone Redis with replicas: how many are online, and the largest lag INFO reports. */
-      replicas?: number;
-      replicaLagSeconds?: number;
-    };
-    cacheRedis?: TierHealth;
-    cacheCold?: TierHealth;
-  };
-  /** Fail-open journal waiting to be replayed into Redis (only with a Redis dedup store). */
-  journal?: { dir: string; backlogBytes: number; segments: number; oldestAgeSeconds: number };
-  pool?: { threads: number; queued: number };
-}
-
-const RANK: Record<HealthStatus, number> = { up: 0, degraded: 1, down: 2 };
-
-/** Online replicas and their largest lag from INFO replication (master side); {} when none. */
-function replication(info: string): { replicas?: number; replicaLagSeconds?: number } {
-  let replicas = 0;
-  let lag = 0;
-  for (const m of info.matchAll(/^slave\d+:.*?state=(\w+).*?lag=(\d+)/gm)) {
-    if (m[1] !== 'online') continue;
-    replicas++;
-    lag = Math.max(lag, Number(m[2]));
-  }
-  return replicas === 0 ? {} : { replicas, replicaLagSeconds: lag };
-}
-
-function remoteTierHealth(t: RemoteTierSnapshot): TierHealth {
-  if (t.breakerOpen) return { status: 'down', reason: `breaker open${t.lastError ? ` after ${t.lastError.code}` : ''}` };
-  if (!t.healthy) return { status: 'degraded', reason: `last call failed${t.lastError ? `: ${t.lastError.code}` : ''}` };
-  return { status: 'up' };
-}
+// The health report's types are part of the gate's public surface.
+export type { GateHealth, TierHealth, HealthStatus } from './gate-health.js';
 
 function bloomOption(name: string, b: unknown): BloomFilter | undefined {
   if (b === undefined || b === false) return undefined;
@@ -207,15 +166,39 @@ function bloomOption(name: string, b: unknown): BloomFilter | undefined {
   throw invalidType(name, 'false, a BloomFilter or { expectedItems, fpp }', b);
 }
 
-function bloomStats(b: BloomFilter | undefined, measuredFpp: number | undefined): GateBloomStats | undefined {
+function gateBloomStats(b: BloomFilter | undefined, measuredFpp: number | undefined): GateBloomStats | undefined {
   if (b === undefined) return undefined;
+  const s = bloomStats(b);
   return {
-    bitSize: b.bitSize,
-    hashFunctions: b.hashFunctions,
-    bitCount: b.bitCount(),
-    expectedFpp: b.expectedFpp(),
+    bitSize: s.bitSize,
+    hashFunctions: s.hashFunctions,
+    bitCount: s.bitsSet,
+    expectedFpp: s.expectedFpp,
     measuredFpp,
-    approximateElements: b.approximateElementCount(),
+    approximateElements: s.approximateElements ?? b.approximateElementCount(),
+  };
+}
+
+/**
+ * A job whose answer is an array with `width` elements per key, filled in place chunk by chunk.
+ * `offload` runs only when the batch goes to the workers: it checks options and picks the task.
+ */
+function arrayJob<A extends Uint8Array | Uint32Array>(
+  inline: (batch: CheckedKeys) => A,
+  offload: () => { op: ChunkOp; width: number },
+  make: (length: number) => A,
+  laneOut: (lane: Lane, count: number, width: number) => A,
+): KernelJob<A> {
+  let width = 1;
+  return {
+    inline,
+    offload: (total) => {
+      const o = offload();
+      width = o.width;
+      return { op: o.op, acc: make(total * width) };
+    },
+    fromLane: (out, lane, from, count) => (out.set(laneOut(lane, count, width), from * width), out),
+    fromInline: (out, part, from) => (out.set(part, from * width), out),
   };
 }
 
@@ -228,7 +211,7 @@ export class HashGate {
   readonly index: FingerprintIndex | undefined;
   readonly ids: IdRegistry | undefined;
   readonly metrics: Metrics;
-  private readonly pool: KernelPool | undefined;
+  private readonly pool: KernelPool;
   private readonly unregister: Array<() => void> = [];
   private readonly counters: GateDedupCounters = { bloomFalsePositives: 0, bloomTrueNegatives: 0 };
   private closed = false;
@@ -238,61 +221,60 @@ export class HashGate {
     this.metrics = withOptionPath('options.metrics', () => resolveMetrics(options.metrics, 'options.metrics'));
     this.bloom = bloomOption('options.bloom', options.bloom);
     this.firstSeenBloom = bloomOption('options.firstSeenBloom', options.firstSeenBloom);
+    const o = this.options;
 
-    const dedupOptions: DedupServiceOptions = {};
-    if (options.redis !== undefined) dedupOptions.redis = options.redis;
-    if (options.dedup !== undefined) dedupOptions.dedup = options.dedup;
-    if (options.now !== undefined) dedupOptions.now = options.now;
-    dedupOptions.metrics = this.metrics;
-    dedupOptions.coalesce = this.options.coalesce;
-    this.dedup = withOptionPath('options', () => new DedupService(dedupOptions));
-
-    if (options.cache !== undefined) {
-      const c: TieredCacheOptions = { ...options.cache };
-      if (c.now === undefined && options.now !== undefined) c.now = options.now;
-      if (c.coalesce === undefined) c.coalesce = this.options.coalesce;
-      try {
-        this.cache = withOptionPath('options.cache', () => new TieredCache(c));
-      } catch (err) {
-        // Bad cache options must not leave the dedup store's Redis connection open.
-        void this.dedup.close().catch(() => undefined);
-        throw err;
-      }
-    }
-
+    // Bad options for a later part must not leave an earlier part's connections or threads open.
+    const rollback = new Rollback();
     try {
+      const dedupOptions: DedupServiceOptions = {};
+      if (options.redis !== undefined) dedupOptions.redis = options.redis;
+      if (options.dedup !== undefined) dedupOptions.dedup = options.dedup;
+      if (options.now !== undefined) dedupOptions.now = options.now;
+      dedupOptions.metrics = this.metrics;
+      dedupOptions.coalesce = o.coalesce;
+      this.dedup = rollback.add(withOptionPath('options', () => new DedupService(dedupOptions)));
+
+      if (options.cache !== undefined) {
+        const c: TieredCacheOptions = { ...options.cache };
+        if (c.now === undefined && options.now !== undefined) c.now = options.now;
+        if (c.coalesce === undefined) c.coalesce = o.coalesce;
+        this.cache = rollback.add(withOptionPath('options.cache', () => new TieredCache(c)));
+      }
+
       const ix = options.index;
-      this.index =
+      this.index = rollback.add(
         ix === undefined
           ? undefined
           : withOptionPath('options.index', () => {
               if (ix !== true && (ix === null || typeof ix !== 'object')) return new FingerprintIndex(ix); // its own type error
               const io: FingerprintIndexOptions = ix === true ? {} : { ...ix };
-              if (io.coalesce === undefined) io.coalesce = this.options.coalesce;
+              if (io.coalesce === undefined) io.coalesce = o.coalesce;
               return new FingerprintIndex(io);
-            });
+            }),
+      );
       const ids = options.ids;
-      this.ids = ids === undefined ? undefined : withOptionPath('options.ids', () => new IdRegistry(ids === true ? {} : { now: options.now ?? Date.now, ...ids }));
+      this.ids = rollback.add(
+        ids === undefined ? undefined : withOptionPath('options.ids', () => new IdRegistry(ids === true ? {} : { now: options.now ?? Date.now, ...ids })),
+      );
+
+      this.pool = rollback.add(
+        new KernelPool({
+          threads: o.threads,
+          maxQueue: o.maxQueue,
+          inlineThreshold: o.inlineThreshold,
+          layout: { chunkKeys: o.chunkKeys, bytesCap: o.chunkBytes },
+          lanes: o.slots,
+          idleTimeoutMs: o.idleTimeoutMs,
+          ...(this.bloom === undefined ? {} : { bloom: this.bloom.toShared() }),
+          ...(options.testHooks === true ? { testHooks: true } : {}),
+        }),
+      );
     } catch (err) {
-      void this.dedup.close().catch(() => undefined);
-      void this.cache?.close().catch(() => undefined);
+      rollback.undo();
       throw err;
     }
     const ids = this.ids;
     if (ids !== undefined) ids.on('collision', () => this.metrics.collision(ids.activeAlgorithm));
-
-    const o = this.options;
-    if (o.threads > 0) {
-      this.pool = new KernelPool({
-        threads: o.threads,
-        maxQueue: o.maxQueue,
-        layout: { chunkKeys: o.chunkKeys, bytesCap: o.chunkBytes },
-        slots: o.slots,
-        idleTimeoutMs: o.idleTimeoutMs,
-        ...(this.bloom === undefined ? {} : { bloom: this.bloom.toShared() }),
-        ...(options.testHooks === true ? { testHooks: true } : {}),
-      });
-    }
     if (this.metrics.enabled) this.registerGauges();
   }
 
@@ -318,21 +300,13 @@ export class HashGate {
   private registerGauges(): void {
     for (const [label, bloom] of [['gate', this.bloom], ['first_seen', this.firstSeenBloom]] as const) {
       if (bloom === undefined) continue;
-      this.unregister.push(
-        this.metrics.bloomSource(label, () => ({
-          bitSize: bloom.bitSize,
-          bitsSet: bloom.bitCount(),
-          hashFunctions: bloom.hashFunctions,
-          expectedFpp: bloom.expectedFpp(),
-          approximateElements: bloom.approximateElementCount(),
-        })),
-      );
+      this.unregister.push(this.metrics.bloomSource(label, () => bloomStats(bloom)));
     }
     const pool = this.pool;
-    if (pool !== undefined) {
+    if (pool.threaded) {
       this.unregister.push(
         this.metrics.poolSource('kernel', () => {
-          const s = pool.stats();
+          const s = pool.stats()!;
           return { threads: s.threads, queueDepth: s.queued, utilization: s.utilization, completedTasks: s.tasks };
         }),
       );
@@ -352,61 +326,40 @@ export class HashGate {
     if (this.closed) throw new HashGateError(ErrorCodes.CLOSED, 'HashGate is closed');
   }
 
-  private usePool(n: number): boolean {
-    return this.pool !== undefined && n > this.options.inlineThreshold;
-  }
-
   /** Digests back to back, identical to hashBatch() from the package root. */
   async hashBatch(keys: Keys, options: { algorithm?: HashAlgorithm; seed?: number } = {}): Promise<Uint8Array> {
     this.check();
     // Validated once, here: the pool and the inline path both get the checked batch, so a bad
     // key is the same HashGateTypeError (naming its index) whichever path would have run.
     const batch = checkKeys(keys);
-    const n = batch.count;
-    const start = this.metrics.batchStart('hash', n);
-    try {
-      if (!this.usePool(n)) {
-        const out = hashChecked(batch, options);
-        this.metrics.batchEnd('hash', n, start);
-        return out;
-      }
-      // Validate options up front (same errors as the inline path) by hashing zero keys.
-      hashBatch([], options);
-      const algorithm = options.algorithm ?? 'murmur3_128';
-      const seed = options.seed ?? 0;
-      const size = digestSize(algorithm);
-      const out = new Uint8Array(n * size);
-      await this.pool!.run(
-        batch.keys as KeyInput,
-        n,
-        { op: 'hash', algorithm, seed },
-        (slot, from, count) => out.set(slot.views.out.subarray(0, count * size), from * size),
-        (from, to) => out.set(hashChecked(batch.slice(from, to), options), from * size),
-      );
-      this.metrics.batchEnd('hash', n, start);
-      return out;
-    } catch (err) {
-      this.metrics.batchEnd('hash', n, start, err);
-      throw err;
-    }
+    const job = arrayJob(
+      (b) => hashChecked(b, options),
+      () => {
+        // the same option errors as the inline path, before any chunk is sent
+        hashBatch([], options);
+        const algorithm = options.algorithm ?? 'murmur3_128';
+        return { op: { op: 'hash', algorithm, seed: options.seed ?? 0 }, width: digestSize(algorithm) };
+      },
+      (length) => new Uint8Array(length),
+      (lane, count, width) => lane.views.out.subarray(0, count * width),
+    );
+    return timeBatch(this.metrics, 'hash', batch.count, () => this.pool.run(batch, job));
   }
 
   /** Java-compatible buckets (Guava murmur3_128 asLong() mod buckets) for every key. */
   async bucketsOf(keys: Keys, buckets: number): Promise<Uint32Array> {
     this.check();
     const batch = checkKeys(keys);
-    const n = batch.count;
-    bucketsOf([], buckets);
-    if (!this.usePool(n)) return bucketsChecked(batch, buckets);
-    const out = new Uint32Array(n);
-    await this.pool!.run(
-      batch.keys as KeyInput,
-      n,
-      { op: 'buckets', buckets },
-      (slot, from, count) => out.set(new Uint32Array(slot.views.out.buffer, slot.views.out.byteOffset, count), from),
-      (from, to) => out.set(bucketsChecked(batch.slice(from, to), buckets), from),
+    const job = arrayJob(
+      (b) => bucketsChecked(b, buckets),
+      () => {
+        bucketsOf([], buckets);
+        return { op: { op: 'buckets', buckets }, width: 1 };
+      },
+      (length) => new Uint32Array(length),
+      (lane, count) => new Uint32Array(lane.views.out.buffer, lane.views.out.byteOffset, count),
     );
-    return out;
+    return timeBatch(this.metrics, 'buckets', batch.count, () => this.pool.run(batch, job));
   }
 
   private requireBloom(method: string): BloomFilter {
@@ -421,25 +374,14 @@ export class HashGate {
     this.check();
     const bloom = this.requireBloom('bloomAdd');
     const batch = checkKeys(keys);
-    const start = this.metrics.batchStart('bloom_add', batch.count);
-    let changed = 0;
-    if (!this.usePool(batch.count)) {
-      changed = addChecked(bloom, batch);
-    } else {
-      await this.pool!.run(
-        batch.keys as KeyInput,
-        batch.count,
-        { op: 'bloomAdd' },
-        (_slot, _from, _count, result) => {
-          changed += result;
-        },
-        (from, to) => {
-          changed += addChecked(bloom, batch.slice(from, to));
-        },
-      );
-    }
-    this.metrics.batchEnd('bloom_add', batch.count, start);
-    return changed;
+    return timeBatch(this.metrics, 'bloom_add', batch.count, () =>
+      this.pool.run(batch, {
+        inline: (b) => addChecked(bloom, b),
+        offload: () => ({ op: { op: 'bloomAdd' }, acc: 0 }),
+        fromLane: (changed, _lane, _from, _count, result) => changed + result,
+        fromInline: (changed, part) => changed + part,
+      }),
+    );
   }
 
   /** 1 = maybe present, 0 = definitely absent, per key. */
@@ -447,24 +389,13 @@ export class HashGate {
     this.check();
     const bloom = this.requireBloom('bloomCheck');
     const batch = checkKeys(keys);
-    const n = batch.count;
-    const start = this.metrics.batchStart('bloom_check', n);
-    let out: Uint8Array;
-    if (!this.usePool(n)) {
-      out = containsChecked(bloom, batch);
-    } else {
-      const res = new Uint8Array(n);
-      out = res;
-      await this.pool!.run(
-        batch.keys as KeyInput,
-        n,
-        { op: 'bloomCheck' },
-        (slot, from, count) => res.set(slot.views.out.subarray(0, count), from),
-        (from, to) => res.set(containsChecked(bloom, batch.slice(from, to)), from),
-      );
-    }
-    this.metrics.batchEnd('bloom_check', n, start);
-    return out;
+    const job = arrayJob(
+      (b) => containsChecked(bloom, b),
+      () => ({ op: { op: 'bloomCheck' }, width: 1 }),
+      (length) => new Uint8Array(length),
+      (lane, count) => lane.views.out.subarray(0, count),
+    );
+    return timeBatch(this.metrics, 'bloom_check', batch.count, () => this.pool.run(batch, job));
   }
 
   /**
@@ -481,7 +412,6 @@ export class HashGate {
   }
 
   private async firstSeenObserved(keys: Keys, options: { at?: Date } | undefined): Promise<Uint8Array> {
-    const fsb = this.firstSeenBloom;
     // Each key is checked once (by dedup's rules) and hashed once: the same murmur3_128 digests
     // answer the filter's check and add, and (when seeds agree) the dedup store's lookup.
     let batch: CheckedKeys | undefined;
@@ -492,14 +422,10 @@ export class HashGate {
       invalid = err;
     }
     const n = batch?.count ?? (Array.isArray(keys) ? keys.length : 0);
-    const start = this.metrics.batchStart('dedup', n);
-    try {
+    return timeBatch(this.metrics, 'dedup', n, async () => {
       if (batch === undefined) throw invalid;
-      if (fsb === undefined) {
-        const answers = await firstSeenHashed(this.dedup, batch, undefined, options);
-        this.metrics.batchEnd('dedup', n, start);
-        return answers;
-      }
+      const fsb = this.firstSeenBloom;
+      if (fsb === undefined) return firstSeenHashed(this.dedup, batch, undefined, options);
       const digests = digests128(batch, fsb.seed);
       const before = fsb.mightContainDigests(digests);
       const answers = await firstSeenHashed(this.dedup, batch, fsb.seed === 0 ? digests : undefined, options);
@@ -516,12 +442,8 @@ export class HashGate {
       this.metrics.bloomSample('first_seen', fp + tn, fp);
       fsb.addDigests(digests);
       // Dedup counts reach the metrics through dedupSource (read on scrape), not per batch here.
-      this.metrics.batchEnd('dedup', n, start);
       return answers;
-    } catch (err) {
-      this.metrics.batchEnd('dedup', n, start, err);
-      throw err;
-    }
+    });
   }
 
   /** Replays the fail-open journal into Redis (one instance at a time, under a Redis lock). */
@@ -548,28 +470,17 @@ export class HashGate {
       return Promise.reject(new HashGateError(ErrorCodes.INVALID_OPTION, 'lookup needs a cache: open the gate with options.cache'));
     }
     if (!this.metrics.enabled) return this.cache.lookup(table, keys);
-    return this.lookupObserved(this.cache, table, keys);
-  }
-
-  private async lookupObserved(cache: TieredCache, table: string, keys: readonly string[]): Promise<(CacheValue | undefined)[]> {
-    const start = this.metrics.batchStart('lookup', keys.length);
-    try {
-      const out = await cache.lookup(table, keys);
-      this.metrics.batchEnd('lookup', keys.length, start);
-      return out;
-    } catch (err) {
-      this.metrics.batchEnd('lookup', keys.length, start, err);
-      throw err;
-    }
+    const cache = this.cache;
+    return timeBatch(this.metrics, 'lookup', keys.length, () => cache.lookup(table, keys));
   }
 
   stats(): GateStats {
     const c = this.counters;
     const sampled = c.bloomFalsePositives + c.bloomTrueNegatives;
     return {
-      pool: this.pool?.stats(),
-      bloom: bloomStats(this.bloom, undefined),
-      firstSeenBloom: bloomStats(this.firstSeenBloom, sampled === 0 ? undefined : c.bloomFalsePositives / sampled),
+      pool: this.pool.stats(),
+      bloom: gateBloomStats(this.bloom, undefined),
+      firstSeenBloom: gateBloomStats(this.firstSeenBloom, sampled === 0 ? undefined : c.bloomFalsePositives / sampled),
       dedup: { ...c },
     };
   }
@@ -578,69 +489,20 @@ export class HashGate {
    * Health of every tier for probes and dashboards. Never rejects: a tier that cannot be reached
    * is reported, not thrown. With a Redis dedup store it sends one PING (bounded by timeoutMs).
    */
-  async health(options: { timeoutMs?: number } = {}): Promise<GateHealth> {
-    const timeoutMs = options.timeoutMs ?? 1000;
-    const dedup = await this.dedupHealth(timeoutMs);
-    const tiers: GateHealth['tiers'] = { dedup };
-    let journal: GateHealth['journal'];
-    if (this.dedup.redis !== undefined) {
-      const dir = this.dedup.options.journalDir;
-      const j = journalDirStats(dir);
-      journal = { dir, backlogBytes: j.bytes, segments: j.segments ?? 0, oldestAgeSeconds: j.oldestAgeSeconds ?? 0 };
-      if (j.bytes > 0 && dedup.status === 'up') {
-        // keys answered by fail-open are not in Redis yet: other instances can answer them 1 again
-        tiers.dedup = { ...dedup, status: 'degraded', reason: `${j.bytes} B of fail-open journal not replayed yet` };
-      }
-    }
-    const c = this.cache?.stats();
-    if (c?.redis !== undefined) tiers.cacheRedis = remoteTierHealth(c.redis);
-    if (c?.cold !== undefined) tiers.cacheCold = remoteTierHealth(c.cold);
-    if (this.closed) tiers.dedup = { ...tiers.dedup, status: 'down', reason: 'gate closed' };
-    const worst = Object.values(tiers).reduce<HealthStatus>((w, t) => (RANK[t.status] > RANK[w] ? t.status : w), 'up');
-    const p = this.pool?.stats();
-    return {
-      status: worst,
-      ready: !this.closed && tiers.dedup.status !== 'down',
-      tiers,
-      ...(journal === undefined ? {} : { journal }),
-      ...(p === undefined ? {} : { pool: { threads: p.threads, queued: p.queued } }),
-    };
-  }
-
-  private async dedupHealth(timeoutMs: number): Promise<GateHealth['tiers']['dedup']> {
-    const redis = this.dedup.redis;
-    if (redis === undefined) return { store: 'memory', status: 'up' };
-    const failOpen = this.dedup.options.onStoreError === 'fail-open';
-    // while Redis cannot answer, fail-open still answers (journaled): degraded; fail-closed rejects: down
-    const notUp = (reason: string): TierHealth & { store: 'redis' } => ({ store: 'redis', status: failOpen ? 'degraded' : 'down', reason });
-    if (redis.status !== 'ready') return notUp(`redis connection is ${redis.status}`);
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      // a Cluster client sends INFO to one arbitrary node, so replication is reported for standalone only
-      const standalone = redis instanceof Redis;
-      const [, info] = await Promise.race([
-        Promise.all([redis.ping(), standalone ? redis.info('replication') : Promise.resolve(undefined)]),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no PONG within ${timeoutMs} ms`)), timeoutMs);
-        }),
-      ]);
-      return { store: 'redis', status: 'up', ...(info === undefined ? {} : replication(info)) };
-    } catch (err) {
-      return notUp(`redis PING failed: ${(err as Error).message}`);
-    } finally {
-      clearTimeout(timer);
-    }
+  health(options: { timeoutMs?: number } = {}): Promise<GateHealth> {
+    const sources = { dedup: this.dedup, cache: this.cache, closed: () => this.closed, pool: () => this.pool.stats() };
+    return gateHealth(sources, options.timeoutMs ?? 1000);
   }
 
   /** Test-only access to the pool (crash tests). */
   get _pool(): KernelPool | undefined {
-    return this.pool;
+    return this.pool.threaded ? this.pool : undefined;
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     for (const u of this.unregister) u();
-    await Promise.all([this.pool?.close(), this.dedup.close(), this.cache?.close(), this.index?.close(), this.ids?.close()]);
+    await Promise.all([this.pool.close(), this.dedup.close(), this.cache?.close(), this.index?.close(), this.ids?.close()]);
   }
 }

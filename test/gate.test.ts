@@ -205,6 +205,27 @@ describe('HashGate metrics', () => {
   });
 });
 
+describe('HashGate batch metrics', () => {
+  it('ends a failed pooled batch as an error and records bucketsOf', async () => {
+    const { Registry } = await import('prom-client');
+    const { parseExposition, sampleValue } = await import('./helpers/exposition.js');
+    const registry = new Registry();
+    const gate = await HashGate.open({ ...POOLED, bloom: { expectedItems: 1000, fpp: 0.01 }, metrics: { registry } });
+    try {
+      const bad = ['a', 'b', 42 as unknown as string];
+      await expect(gate.bloomAdd(bad)).rejects.toMatchObject({ code: 'HG_ERR_INVALID_ARG' });
+      await expect(gate.bloomCheck(bad)).rejects.toMatchObject({ code: 'HG_ERR_INVALID_ARG' });
+      await gate.bucketsOf(['x', 'y', 'z'], 7);
+      const m = parseExposition(await registry.metrics());
+      expect(sampleValue(m, 'hashgate_batch_errors_total', { op: 'bloom_add' })).toBe(1);
+      expect(sampleValue(m, 'hashgate_batch_errors_total', { op: 'bloom_check' })).toBe(1);
+      expect(sampleValue(m, 'hashgate_batch_keys_total', { op: 'buckets' })).toBe(3);
+    } finally {
+      await gate.close();
+    }
+  });
+});
+
 describe('HashGate index and ids', () => {
   it('exposes an embedded fingerprint index and logical-id registry', async () => {
     const gate = await HashGate.open({ threads: 0, index: true, ids: true });

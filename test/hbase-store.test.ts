@@ -1,6 +1,7 @@
 // HBaseStore pieces that need no server: option validation, key ranges, meta row parsing.
 import { describe, it, expect } from 'vitest';
-import { HBaseStore, prefixEnd } from '../src/hbase/client.js';
+import { HBaseStore } from '../src/hbase/client.js';
+import { prefixEnd } from '../src/hbase/scanner.js';
 import { parseMetaRow, isRelocateException, RegionCache } from '../src/hbase/regions.js';
 import { proto } from '../src/hbase/wire.js';
 import { ErrorCodes } from '../src/errors.js';

@@ -33,10 +33,12 @@
 // Redis and HBase. Redis value = 10-byte envelope [version][flags: archived][ts f64 BE] + payload,
 // so the write time travels with the value to HBase, where it becomes the cell timestamp and the
 // family TTL (90 days, coldTableDdl()) expires it. Writes and hot -> cold migration: src/tiering.
-export { TieredCache, CACHE_DEFAULTS, createFailFastRedis, checkTable } from './tiered-cache.js';
+export { TieredCache, createFailFastRedis, checkTable } from './tiered-cache.js';
+export { CACHE_DEFAULTS } from './options.js';
 export { InvalidationBus, BUS_DEFAULTS } from './bus.js';
 export type { InvalidationBusOptions, BusListener, BusStats, BusOption } from './bus.js';
-export type { TieredCacheOptions, RedisTierOptions, ColdTierOptions, BloomOption, LookupResult } from './tiered-cache.js';
+export type { LookupResult } from './tiered-cache.js';
+export type { TieredCacheOptions, RedisTierOptions, ColdTierOptions, BloomOption } from './options.js';
 export { MemoryColdStore, MEMORY_COLD_DEFAULTS } from './memory-cold.js';
 export { encodeValue, decodeValue, decodeEnvelopeValue, wrapEnvelope, readEnvelope, FLAG_ARCHIVED, HEADER_BYTES } from './codec.js';
 export type { Envelope } from './codec.js';

@@ -8,99 +8,20 @@
 // a negative entry, which would read as "absent" for negativeTtlMs, nor a lower tier's possibly
 // older copy, which would hide a newer hot value after the tier recovers).
 import { LRUCache } from 'lru-cache';
-import { Redis, type Cluster } from 'ioredis';
-import {
-  ErrorCodes,
-  HashGateError,
-  checkInt,
-  checkKnownKeys,
-  invalidType,
-  invalidUrl,
-  outOfRange,
-} from '../errors.js';
+import { Redis } from 'ioredis';
+import { ErrorCodes, HashGateError, invalidType, invalidUrl, outOfRange } from '../errors.js';
 import { FLAG_ARCHIVED, HEADER_BYTES, decodeEnvelopeValue, decodeValue, wrapEnvelope } from './codec.js';
 import { RemoteTierStats, type CacheStats, type TierError } from './stats.js';
-import { errorKind, publishStoreError } from '../metrics/channels.js';
 import type { BloomLike, CacheValue, ColdCell, ColdStore } from './types.js';
-import { Coalescer, parseCoalesceOptions, type CoalesceOptions, type ResolvedCoalesce } from '../util/coalescer.js';
+import { Coalescer, type ResolvedCoalesce } from '../util/coalescer.js';
 import { isCluster, mgetBuffers, setMany, type MgetResult, type RedisClient } from './redis-tier.js';
-import { resolveBus, type BusListener, type BusOption, type InvalidationBus } from './bus.js';
-import { PersistentLocalTier, parsePersistentLocal } from './persistent-local.js';
+import { resolveBus, type BusListener, type InvalidationBus } from './bus.js';
+import { PersistentLocalTier } from './persistent-local.js';
+import { CACHE_DEFAULTS, resolveCacheOptions, type BloomOption, type TieredCacheOptions } from './options.js';
+import { TierBreaker, withTimeout } from './breaker.js';
 
-export const CACHE_DEFAULTS = {
-  local: { maxEntries: 100_000, maxBytes: 64 * 1024 * 1024, ttlMs: 60_000, maxTables: 64 },
-  negativeTtlMs: 5_000,
-  redis: {
-    /** TTL of values copied up from the cold tier (the writer's 7-day TTL lives in src/tiering). */
-    ttlSeconds: 3_600,
-    prefix: 'hg:v:',
-    timeoutMs: 250,
-    batchSize: 500,
-  },
-  cold: { timeoutMs: 2_000, batchSize: 100 },
-  breaker: { failures: 5, cooldownMs: 1_000 },
-  maxKeysPerLookup: 100_000,
-} as const;
-
-export interface RedisTierOptions {
-  /**
-   * An ioredis client or Cluster you own (not closed by close()), or `url` to let the cache create
-   * one. On a Cluster each batch is split per slot (see redis-tier.ts). Leave ioredis's
-   * enableAutoPipelining off on a Cluster: it re-sends whole pipelines on MOVED and keeps failing
-   * after a master restart.
-   */
-  client?: Redis | Cluster;
-  url?: string;
-  /** TTL of backfilled copies of cold values. Default 3600. */
-  ttlSeconds?: number;
-  /** Key prefix; a key is stored at `${prefix}${table}:${key}`. Default 'hg:v:'. */
-  prefix?: string;
-  /** Per-call timeout; a slow Redis counts as an error and the lookup goes on to the cold tier. */
-  timeoutMs?: number;
-  /** Keys per MGET. */
-  batchSize?: number;
-}
-
-export interface ColdTierOptions {
-  timeoutMs?: number;
-  /** Keys per cold mget call. */
-  batchSize?: number;
-}
-
-export type BloomOption = BloomLike | false | ((table: string) => BloomLike | undefined);
-
-export interface TieredCacheOptions {
-  /**
-   * Limits are per table (see TableState); maxTables (default 64) bounds the number of tables.
-   * `path`: a persistent second local tier on the host (LMDB, see persistent-local.ts) so a
-   * restarted instance is not cold; entries live `persistTtlMs` (default 1 h), at most
-   * `persistMaxEntries` (default 1M).
-   */
-  local?: { maxEntries?: number; maxBytes?: number; ttlMs?: number; maxTables?: number; path?: string; persistTtlMs?: number; persistMaxEntries?: number };
-  negativeTtlMs?: number;
-  redis?: RedisTierOptions;
-  cold?: ColdStore;
-  coldOptions?: ColdTierOptions;
-  /** Gate: a key the filter says is absent is answered undefined with no I/O at all. */
-  bloom?: BloomOption;
-  /** After `failures` consecutive errors a tier is skipped for `cooldownMs`, then retried. */
-  breaker?: { failures?: number; cooldownMs?: number };
-  maxKeysPerLookup?: number;
-  /** Called for every tier failure (also published on diagnostics_channel 'hashgate:store:error'). */
-  onTierError?: (err: TierError, cause: unknown) => void;
-  now?: () => number;
-  /**
-   * Merge the local-tier misses of concurrent lookups of one table into one load (one MGET per
-   * event-loop turn instead of one per call). Default on; false = one load per call.
-   */
-  coalesce?: CoalesceOptions | false;
-  /**
-   * Fleet-wide L1 invalidation (src/cache/bus.ts): invalidate() (and so HotColdStore writes through
-   * this cache) is published on Redis pub/sub and other instances drop their local entries; after a
-   * bus outage the local tier is cleared. true = a bus on copies of the redis tier's connection.
-   */
-  bus?: BusOption | false;
-}
+// src/tiering imports the defaults from here, where they used to live.
+export { CACHE_DEFAULTS } from './options.js';
 
 export interface LookupResult {
   values: (CacheValue | undefined)[];
@@ -118,14 +39,15 @@ const ENTRY_OVERHEAD = 64;
 const BLOOM_BATCH_MIN = 8;
 const noop = (): void => undefined;
 
-type Slot = CacheValue | undefined;
+/** One key's answer: its value, or undefined for absent (or unknown). */
+type Answer = CacheValue | undefined;
 /** Per-key load outcome: not found (yet) or found. */
 const MISSING = 0;
 const FOUND = 1;
 
 /** What one batch load answered: values, and per key 1 when a tier that could hold it did not answer. */
 interface Loaded {
-  vals: Slot[];
+  vals: Answer[];
   gap: Uint8Array | undefined;
   errors: TierError[];
 }
@@ -175,21 +97,6 @@ function gapOf(gap: Uint8Array | undefined, from: number, to: number): Uint8Arra
   return first === -1 || first >= to ? undefined : gap.slice(from, to);
 }
 
-/** ioredis rejects a command its commandTimeout expired with exactly this message (no code). */
-const IOREDIS_COMMAND_TIMEOUT = 'Command timed out';
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  p.catch(noop);
-  let timer: NodeJS.Timeout | undefined;
-  const t = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new HashGateError(ErrorCodes.TIMEOUT, `${what} did not answer within ${ms} ms`)),
-      ms,
-    );
-  });
-  return Promise.race([p, t]).finally(() => clearTimeout(timer));
-}
-
 function pushOnce(list: TierError[], e: TierError): void {
   if (!list.includes(e)) list.push(e);
 }
@@ -197,17 +104,6 @@ function pushOnce(list: TierError[], e: TierError): void {
 function addReport(report: CallReport, errors: readonly TierError[]): void {
   report.degraded = true;
   for (const e of errors) pushOnce(report.errors, e);
-}
-
-/** Reported (not counted as a tier error) when an open breaker made a load skip a tier. */
-function skippedError(tier: 'redis' | 'cold', s: RemoteTierStats, now: number): TierError {
-  return {
-    tier,
-    code: tier === 'redis' ? ErrorCodes.STORE_UNAVAILABLE : ErrorCodes.HBASE_UNAVAILABLE,
-    message: `${tier} tier skipped: circuit breaker open for another ${Math.max(0, s.openUntil - now)} ms`,
-    at: now,
-    skipped: true,
-  };
 }
 
 const TABLE_RE = /^[A-Za-z0-9_.-]{1,128}$/;
@@ -243,10 +139,8 @@ export class TieredCache {
   readonly #coldTimeoutMs: number;
   readonly #coldBatch: number;
   readonly #bloom: BloomOption;
-  readonly #breakerFailures: number;
-  readonly #breakerCooldownMs: number;
+  readonly #breaker: TierBreaker;
   readonly #maxKeys: number;
-  readonly #onTierError: TieredCacheOptions['onTierError'];
   readonly #now: () => number;
   readonly #coalesce: ResolvedCoalesce | false;
   readonly #redisStats = new RemoteTierStats();
@@ -281,94 +175,60 @@ export class TieredCache {
   #loads = 0;
 
   constructor(opts: TieredCacheOptions = {}) {
-    if (opts === null || typeof opts !== 'object') throw invalidType('options', 'an object', opts);
-    // every key of TieredCacheOptions (and of its nested objects) must be listed here
-    checkKnownKeys('options', opts, ['local', 'negativeTtlMs', 'redis', 'cold', 'coldOptions', 'bloom', 'breaker', 'maxKeysPerLookup', 'onTierError', 'now', 'coalesce', 'bus']);
-    checkKnownKeys('local', opts.local, ['maxEntries', 'maxBytes', 'ttlMs', 'maxTables', 'path', 'persistTtlMs', 'persistMaxEntries']);
-    checkKnownKeys('redis', opts.redis, ['client', 'url', 'ttlSeconds', 'prefix', 'timeoutMs', 'batchSize']);
-    checkKnownKeys('coldOptions', opts.coldOptions, ['timeoutMs', 'batchSize']);
-    checkKnownKeys('breaker', opts.breaker, ['failures', 'cooldownMs']);
-    const D = CACHE_DEFAULTS;
-    const l = opts.local ?? {};
-    const maxEntries = checkInt('local.maxEntries', l.maxEntries ?? D.local.maxEntries, 1);
-    const maxBytes = checkInt('local.maxBytes', l.maxBytes ?? D.local.maxBytes, 1024);
-    const ttlMs = checkInt('local.ttlMs', l.ttlMs ?? D.local.ttlMs, 1);
-    this.#negativeTtlMs = checkInt('negativeTtlMs', opts.negativeTtlMs ?? D.negativeTtlMs, 0);
-    this.#now = opts.now ?? Date.now;
-    if (typeof this.#now !== 'function') throw invalidType('now', 'a function', opts.now);
-    this.#maxTables = checkInt('local.maxTables', l.maxTables ?? D.local.maxTables, 1);
-    const l2 = parsePersistentLocal(l as Record<string, unknown>, this.#now);
-    this.#lruOptions = {
-      max: maxEntries,
-      maxSize: maxBytes,
-      ttl: ttlMs,
-      // lru-cache memoises "now" for ttlResolution ms of real time; an injected clock must be exact
-      ...(opts.now ? { perf: { now: opts.now }, ttlResolution: 0 } : {}),
-    };
+    const o = resolveCacheOptions(opts);
+    this.#lruOptions = o.lru;
+    this.#maxTables = o.maxTables;
+    this.#negativeTtlMs = o.negativeTtlMs;
+    this.#now = o.now;
+    this.#prefix = o.prefix;
+    this.#redisTtlMs = o.redisTtlMs;
+    this.#redisTimeoutMs = o.redisTimeoutMs;
+    this.#redisBatch = o.redisBatch;
+    this.#cold = o.cold;
+    this.#coldTimeoutMs = o.coldTimeoutMs;
+    this.#coldBatch = o.coldBatch;
+    this.#bloom = o.bloom;
+    this.#maxKeys = o.maxKeys;
+    this.#coalesce = o.coalesce;
+    this.#breaker = new TierBreaker({
+      failures: o.breakerFailures,
+      cooldownMs: o.breakerCooldownMs,
+      now: o.now,
+      onTierError: o.onTierError,
+      coldKind: () => this.#cold?.kind ?? 'cold',
+    });
 
-    const r = opts.redis;
-    if (r !== undefined) {
-      if (r === null || typeof r !== 'object') throw invalidType('redis', 'an object', r);
-      this.#prefix = r.prefix ?? D.redis.prefix;
-      if (typeof this.#prefix !== 'string') throw invalidType('redis.prefix', 'a string', r.prefix);
-      this.#redisTtlMs = checkInt('redis.ttlSeconds', r.ttlSeconds ?? D.redis.ttlSeconds, 1) * 1000;
-      this.#redisTimeoutMs = checkInt('redis.timeoutMs', r.timeoutMs ?? D.redis.timeoutMs, 1);
-      this.#redisBatch = checkInt('redis.batchSize', r.batchSize ?? D.redis.batchSize, 1, 100_000);
-      if (r.client) {
-        this.#redis = r.client;
+    if (o.redis === undefined) {
+      this.#redis = undefined;
+      this.#ownsRedis = false;
+      this.#mgetTimer = false;
+    } else {
+      if (o.redis.client !== undefined) {
+        this.#redis = o.redis.client;
         this.#ownsRedis = false;
-      } else if (typeof r.url === 'string') {
-        this.#redis = createFailFastRedis(r.url, this.#redisTimeoutMs);
+      } else {
+        this.#redis = createFailFastRedis(o.redis.url, this.#redisTimeoutMs);
         this.#redis.on('error', noop); // connection errors surface through the command failures
         this.#ownsRedis = true;
-      } else {
-        throw invalidType('redis.client', 'an ioredis client (or redis.url a string)', r.client);
       }
       this.#connecting = this.#firstConnect(this.#redis);
       const ct = (this.#redis.options as { commandTimeout?: number } | undefined)?.commandTimeout;
       this.#mgetTimer = !(typeof ct === 'number' && ct > 0 && ct <= this.#redisTimeoutMs);
-    } else {
-      this.#redis = undefined;
-      this.#ownsRedis = false;
-      this.#prefix = D.redis.prefix;
-      this.#redisTtlMs = D.redis.ttlSeconds * 1000;
-      this.#redisTimeoutMs = D.redis.timeoutMs;
-      this.#redisBatch = D.redis.batchSize;
-      this.#mgetTimer = false;
     }
 
-    if (opts.cold !== undefined && (typeof opts.cold?.mget !== 'function' || typeof opts.cold?.mput !== 'function')) {
-      throw invalidType('cold', 'a ColdStore (mget, mput)', opts.cold);
-    }
-    this.#cold = opts.cold;
-    const c = opts.coldOptions ?? {};
-    this.#coldTimeoutMs = checkInt('coldOptions.timeoutMs', c.timeoutMs ?? D.cold.timeoutMs, 1);
-    this.#coldBatch = checkInt('coldOptions.batchSize', c.batchSize ?? D.cold.batchSize, 1, 100_000);
-
-    const b = opts.bloom ?? false;
-    if (b !== false && typeof b !== 'function' && typeof (b as BloomLike).mightContain !== 'function') {
-      throw invalidType('bloom', 'a Bloom filter, a function or false', b);
-    }
-    this.#bloom = b;
-    const br = opts.breaker ?? {};
-    this.#breakerFailures = checkInt('breaker.failures', br.failures ?? D.breaker.failures, 1);
-    this.#breakerCooldownMs = checkInt('breaker.cooldownMs', br.cooldownMs ?? D.breaker.cooldownMs, 0);
-    this.#maxKeys = checkInt('maxKeysPerLookup', opts.maxKeysPerLookup ?? D.maxKeysPerLookup, 1);
-    if (opts.onTierError !== undefined && typeof opts.onTierError !== 'function') {
-      throw invalidType('onTierError', 'a function', opts.onTierError);
-    }
-    this.#onTierError = opts.onTierError;
-    this.#coalesce = parseCoalesceOptions(opts.coalesce, 'coalesce');
-    if (opts.bus !== undefined && opts.bus !== false) {
-      const { bus, owned } = resolveBus(opts.bus, this.#redis);
-      this.#bus = bus;
-      this.#ownsBus = owned;
-      this.#busOff = bus.subscribe(this.#busListener);
-    }
-    // options are all valid by now: open the tier last, and leave no client behind if it fails
+    // options are all valid by now: open the bus and the persistent tier last, and leave no client
+    // behind if either fails
     try {
-      this.#l2 = l2 === undefined ? undefined : new PersistentLocalTier(l2);
+      if (o.bus !== undefined) {
+        const { bus, owned } = resolveBus(o.bus, this.#redis);
+        this.#bus = bus;
+        this.#ownsBus = owned;
+        this.#busOff = bus.subscribe(this.#busListener);
+      }
+      this.#l2 = o.persistent === undefined ? undefined : new PersistentLocalTier(o.persistent);
     } catch (err) {
+      this.#busOff();
+      if (this.#ownsBus) void this.#bus?.close().catch(noop);
       if (this.#ownsRedis) this.#redis?.disconnect();
       throw err;
     }
@@ -404,7 +264,7 @@ export class TieredCache {
   lookup(table: string, keys: readonly string[]): Promise<(CacheValue | undefined)[]> {
     // Not async: a lookup answered wholly by the local tier resolves at once, without the
     // async machinery a function with awaits costs on every call (most service lookups are hits).
-    let r: Slot[] | Promise<Slot[]>;
+    let r: Answer[] | Promise<Answer[]>;
     try {
       r = this.#lookup(table, keys, undefined);
     } catch (err) {
@@ -523,7 +383,7 @@ export class TieredCache {
   }
 
   /** The answer, when the local tier (and Bloom gate) answered every key; else the pending load. Throws on bad input. */
-  #lookup(table: string, keys: readonly string[], report: CallReport | undefined): Slot[] | Promise<Slot[]> {
+  #lookup(table: string, keys: readonly string[], report: CallReport | undefined): Answer[] | Promise<Answer[]> {
     if (this.#closed) throw new HashGateError(ErrorCodes.CLOSED, 'TieredCache is closed');
     let ts = this.#tables.get(table);
     if (ts === undefined) {
@@ -535,7 +395,7 @@ export class TieredCache {
     if (n > this.#maxKeys) throw outOfRange('keys.length', `at most maxKeysPerLookup (${this.#maxKeys})`, n);
     this.#lookups++;
     this.#keys += n;
-    const out: Slot[] = new Array<Slot>(n);
+    const out: Answer[] = new Array<Answer>(n);
     const bloom = this.#bloomFor(table);
     const lru = ts.lru;
     // one kernel call for the whole batch when the filter offers it (keys checked first)
@@ -586,7 +446,7 @@ export class TieredCache {
   }
 
   /** Loads the keys the local tier did not answer (claims, merged loads, followers). */
-  async #lookupMisses(table: string, ts: TableState, keys: readonly string[], out: Slot[], missIdx: number[], report: CallReport | undefined): Promise<Slot[]> {
+  async #lookupMisses(table: string, ts: TableState, keys: readonly string[], out: Answer[], missIdx: number[], report: CallReport | undefined): Promise<Answer[]> {
     // Claim every key nobody is loading yet before the first await, so lookups that start while
     // this one is in flight (or duplicates later in this batch) wait on this load instead of
     // starting their own.
@@ -698,7 +558,7 @@ export class TieredCache {
   async #load(table: string, ts: TableState, keys: string[]): Promise<Loaded> {
     const gen = ts.gen;
     const n = keys.length;
-    const vals: Slot[] = new Array<Slot>(n).fill(undefined);
+    const vals: Answer[] = new Array<Answer>(n).fill(undefined);
     const sizes = new Uint32Array(n);
     const state = new Uint8Array(n); // MISSING
     // 1 = a tier that could hold this key was skipped or failed; allocated on the first gap
@@ -708,9 +568,9 @@ export class TieredCache {
 
     if (redis !== undefined) {
       const rs = this.#redisStats;
-      if (this.#breakerOpen(rs)) {
+      if (this.#breaker.isOpen(rs)) {
         rs.skipped += n;
-        errors.push(skippedError('redis', rs, this.#now()));
+        errors.push(this.#breaker.skipped('redis', rs));
         (ld.gap = new Uint8Array(n)).fill(1);
       } else if (this.#connecting !== undefined && !(await this.#awaitFirstConnect(rs, errors))) {
         (ld.gap = new Uint8Array(n)).fill(1);
@@ -733,13 +593,13 @@ export class TieredCache {
             bufs = res.values;
             partial = res.error;
           } catch (e) {
-            this.#fail(rs, 'redis', e, errors);
+            this.#breaker.fail(rs, 'redis', e, errors);
             (ld.gap ??= new Uint8Array(n)).fill(1, off, end);
             continue;
           }
           rs.latency.record(performance.now() - t0);
-          if (partial === undefined) this.#ok(rs);
-          else this.#fail(rs, 'redis', partial, errors);
+          if (partial === undefined) this.#breaker.ok(rs);
+          else this.#breaker.fail(rs, 'redis', partial, errors);
           let hits = 0;
           let unanswered = 0;
           for (let j = off; j < end; j++) {
@@ -756,7 +616,7 @@ export class TieredCache {
               v = decodeEnvelopeValue(buf);
             } catch (e) {
               // a value is there but unreadable: whatever the cold tier says, Redis did not answer
-              this.#fail(rs, 'redis', e, errors);
+              this.#breaker.fail(rs, 'redis', e, errors);
               (ld.gap ??= new Uint8Array(n))[j] = 1;
               continue;
             }
@@ -818,9 +678,9 @@ export class TieredCache {
     const vals = ld.vals;
     const errors = ld.errors;
     const n = keys.length;
-    if (this.#breakerOpen(cs)) {
+    if (this.#breaker.isOpen(cs)) {
       cs.skipped += miss.length;
-      errors.push(skippedError('cold', cs, this.#now()));
+      errors.push(this.#breaker.skipped('cold', cs));
       const gap = (ld.gap ??= new Uint8Array(n));
       for (const j of miss) gap[j] = 1;
       return;
@@ -838,13 +698,13 @@ export class TieredCache {
           throw new HashGateError(ErrorCodes.STORE, 'cold store mget returned a result of the wrong length');
         }
       } catch (e) {
-        this.#fail(cs, 'cold', e, errors);
+        this.#breaker.fail(cs, 'cold', e, errors);
         const gap = (ld.gap ??= new Uint8Array(n));
         for (const j of idx) gap[j] = 1;
         continue;
       }
       cs.latency.record(performance.now() - t0);
-      this.#ok(cs);
+      this.#breaker.ok(cs);
       for (let q = 0; q < idx.length; q++) {
         const j = idx[q]!;
         const cell = res[q];
@@ -855,7 +715,7 @@ export class TieredCache {
         try {
           vals[j] = decodeValue(cell.value);
         } catch (e) {
-          this.#fail(cs, 'cold', e, errors);
+          this.#breaker.fail(cs, 'cold', e, errors);
           (ld.gap ??= new Uint8Array(n))[j] = 1;
           continue;
         }
@@ -873,7 +733,7 @@ export class TieredCache {
   async #backfillRedis(table: string, keys: string[], found: number[], cells: ColdCell[]): Promise<void> {
     const redis = this.#redis;
     const rs = this.#redisStats;
-    if (redis === undefined || this.#breakerOpen(rs) || redis.status !== 'ready') return;
+    if (redis === undefined || this.#breaker.isOpen(rs) || redis.status !== 'ready') return;
     const items = found.map((j, q) => {
       const cell = cells[q]!;
       return { key: this.#prefix + table + ':' + keys[j], value: wrapEnvelope(cell.value, cell.ts, FLAG_ARCHIVED), px: this.#redisTtlMs, nx: true };
@@ -883,7 +743,7 @@ export class TieredCache {
       rs.backfills += found.length;
     } catch (e) {
       rs.backfillErrors++;
-      this.#fail(rs, 'redis', e, undefined);
+      this.#breaker.fail(rs, 'redis', e, undefined);
     }
   }
 
@@ -914,45 +774,11 @@ export class TieredCache {
       await withTimeout(c, this.#redisTimeoutMs, 'redis first connection');
       return true; // connected, or closed instead: then the MGET below fails and is counted as usual
     } catch (e) {
-      this.#fail(rs, 'redis', e, errors);
+      this.#breaker.fail(rs, 'redis', e, errors);
       return false;
     }
   }
 
-  #breakerOpen(s: RemoteTierStats): boolean {
-    return s.openUntil > this.#now();
-  }
-
-  #ok(s: RemoteTierStats): void {
-    s.consecutiveErrors = 0;
-    s.openUntil = 0;
-  }
-
-  #fail(s: RemoteTierStats, tier: 'redis' | 'cold', e: unknown, errors: TierError[] | undefined): void {
-    s.errors++;
-    s.consecutiveErrors++;
-    const at = this.#now();
-    const code =
-      typeof (e as { code?: unknown })?.code === 'string'
-        ? (e as { code: string }).code
-        : e instanceof Error && e.message === IOREDIS_COMMAND_TIMEOUT
-          ? ErrorCodes.TIMEOUT // the client's commandTimeout bounded the MGET: same code as our own timer
-          : tier === 'redis'
-          ? ErrorCodes.STORE_UNAVAILABLE
-          : ErrorCodes.HBASE_UNAVAILABLE;
-    const err: TierError = { tier, code, message: e instanceof Error ? e.message : String(e), at };
-    s.lastError = err;
-    errors?.push(err);
-    publishStoreError(tier === 'redis' ? 'redis' : (this.#cold?.kind ?? 'cold'), errorKind(e), e);
-    if (this.#onTierError) {
-      try {
-        this.#onTierError(err, e);
-      } catch {
-        // a throwing observer must not turn a degraded lookup into a failed one
-      }
-    }
-    if (s.consecutiveErrors >= this.#breakerFailures) s.openUntil = at + this.#breakerCooldownMs;
-  }
 }
 
 /**

@@ -6,7 +6,7 @@
 // hot path (JS strings + Set cost ~30% of firstSeen's CPU in profiles, lru-cache's list more).
 // Eviction is generational, an LRU approximation: lookups hit `young` then `old`; a hit in `old`
 // is copied to `young`; when `young` holds max/2 entries it becomes `old` and the previous `old`
-// is wiped. Bounded to `max` entries; memory ~ 2 tables x 2 slots/entry x 17 B.
+// is wiped. Bounded to `max` entries; memory ~ 2 tables x 2 cells/entry x 17 B.
 
 const nextPow2 = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(2, n)));
 
@@ -15,27 +15,27 @@ export class DigestSet {
   private words: Uint32Array;
   private used: Uint8Array;
   private mask: number;
-  /** Slots at full capacity. A `growable` table starts small and doubles up to it, so a fresh
+  /** Cells at full capacity. A `growable` table starts small and doubles up to it, so a fresh
    *  process (a restart) does not zero and fault in tens of MiB before its first answer. */
-  private readonly maxSlots: number;
+  private readonly maxCells: number;
   size = 0;
 
   constructor(readonly capacity: number, growable = false) {
-    this.maxSlots = nextPow2(capacity * 2);
-    const slots = growable ? Math.min(this.maxSlots, 4096) : this.maxSlots;
-    this.mask = slots - 1;
-    this.words = new Uint32Array(slots * 4);
-    this.used = new Uint8Array(slots);
+    this.maxCells = nextPow2(capacity * 2);
+    const cells = growable ? Math.min(this.maxCells, 4096) : this.maxCells;
+    this.mask = cells - 1;
+    this.words = new Uint32Array(cells * 4);
+    this.used = new Uint8Array(cells);
   }
 
-  /** Doubles the table (load stays <= 1/2 until maxSlots, where capacity keeps it there). */
+  /** Doubles the table (load stays <= 1/2 until maxCells, where capacity keeps it there). */
   private grow(): void {
     const oldWords = this.words;
     const oldUsed = this.used;
-    const slots = (this.mask + 1) * 2;
-    this.words = new Uint32Array(slots * 4);
-    this.used = new Uint8Array(slots);
-    this.mask = slots - 1;
+    const cells = (this.mask + 1) * 2;
+    this.words = new Uint32Array(cells * 4);
+    this.used = new Uint8Array(cells);
+    this.mask = cells - 1;
     this.size = 0;
     for (let s = 0; s < oldUsed.length; s++) if (oldUsed[s] === 1) this.add(oldWords, s);
   }
@@ -63,7 +63,7 @@ export class DigestSet {
 
   /** Adds digest i; false when it was already there. Caller keeps size <= capacity. */
   add(d: Uint32Array, i: number): boolean {
-    if ((this.size + 1) * 2 > this.mask + 1 && this.mask + 1 < this.maxSlots) this.grow();
+    if ((this.size + 1) * 2 > this.mask + 1 && this.mask + 1 < this.maxCells) this.grow();
     const f = this.find(d, i);
     if (f >= 0) return false;
     const s = -1 - f;

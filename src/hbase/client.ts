@@ -35,9 +35,12 @@
 //   moves mid-scan.
 // - Tables are created with services/hbase (HBaseDdl): this client has no admin API.
 
-import { HashGateError, ErrorCodes, invalidType, outOfRange } from '../errors.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { HashGateError, ErrorCodes, invalidType } from '../errors.js';
 import { RpcConnection, readMetaLocation, redactServerMessage, toBuf, unavailable, proto, loadHBaseClient, type RpcMethod } from './wire.js';
 import { RegionCache, isRelocateException, compareBytes, type RegionLocation } from './regions.js';
+import { bytes, deleteFields, getFields, parseResult, positive, putFields, regionSpec, remoteClass, rowKey, splitColumn } from './fields.js';
+import { scanRegions, type ScanHost } from './scanner.js';
 
 export type Bytes = Buffer | string;
 
@@ -138,6 +141,8 @@ export class HBaseStore {
   private readonly regions: RegionCache;
   private closed = false;
   private counts: HBaseCallCounts = freshCounts();
+  // what scanRegions (scanner.ts) uses of this store
+  private readonly scanHost: ScanHost;
 
   constructor(options: HBaseStoreOptions = {}) {
     if (typeof options !== 'object' || options === null) throw invalidType('options', 'an object', options);
@@ -160,6 +165,16 @@ export class HBaseStore {
       countRpc: (m) => this.countRpc(m, 'hbase:meta'),
       metaTimeoutMs: () => this.callTimeoutMs,
     });
+    this.scanHost = {
+      operationTimeoutMs: this.operationTimeoutMs,
+      scanBatch: DEFAULTS.scanBatch,
+      retryPauseMs: DEFAULTS.retryPauseMs,
+      locate: (table, key, below) =>
+        this.withDeadline('scan', table, (d) => this.retrying(d, async () => (below ? this.regionBelow(table, key) : this.regions.locate(table, key)))),
+      scanRpc: (region, table, request) => this.withDeadline('scan', table, (d) => this.rpc(region, 'Scan', request, d)),
+      closeScanner: (region, scannerId) => this.closeScanner(region, scannerId),
+      invalidateTable: (table) => this.regions.invalidateTable(table),
+    };
   }
 
   /** Snapshot of operation and RPC counters since construction or the last reset. */
@@ -297,131 +312,7 @@ export class HBaseStore {
    */
   async *scanIterator(table: string, options: ScanOptions = {}): AsyncGenerator<HBaseRow> {
     this.count('scan');
-    if (typeof options !== 'object' || options === null) throw invalidType('options', 'an object', options);
-    let lower = options.startRow === undefined ? Buffer.alloc(0) : bytes('options.startRow', options.startRow);
-    let upper = options.stopRow === undefined ? Buffer.alloc(0) : bytes('options.stopRow', options.stopRow);
-    if (options.prefix !== undefined) {
-      const p = bytes('options.prefix', options.prefix);
-      if (compareBytes(p, lower) > 0) lower = p;
-      const end = prefixEnd(p);
-      if (end.length > 0 && (upper.length === 0 || compareBytes(end, upper) < 0)) upper = end;
-    }
-    const limit = options.limit ?? Number.POSITIVE_INFINITY;
-    if (options.limit !== undefined && (!Number.isInteger(limit) || limit < 0)) throw outOfRange('options.limit', 'an integer >= 0', limit);
-    const batch = positive('options.batchSize', options.batchSize, DEFAULTS.scanBatch);
-    const reversed = options.reversed === true;
-    const columns = columnSpecs(options.columns);
-    const maxVersions = options.maxVersions ?? 1;
-    if (limit === 0 || (upper.length > 0 && compareBytes(lower, upper) >= 0)) return;
-
-    let emitted = 0;
-    // forward: next row to read (inclusive). reversed: rows strictly below `cursor` are still to
-    // be read (empty = from the very end of the table)
-    let cursor = reversed ? upper : lower;
-    // relocation budget: operationTimeoutMs from the first failure since the last good batch
-    let relocateUntil = 0;
-    for (;;) {
-      const region = await this.withDeadline('scan', table, (d) => this.retrying(d, async () => reversed
-        ? (cursor.length === 0 ? this.regions.locate(table, LAST_ROW_PROBE) : this.regionBelow(table, cursor))
-        : this.regions.locate(table, cursor)));
-      if (!region) return; // reversed walk went past the first region
-      // A reversed scan has no exclusive upper bound on the wire: open at `cursor` (inclusive) and
-      // skip rows >= cursor. Its lower bound is exclusive, so `lower` itself is enforced here too.
-      let skipFrom: Buffer | null = reversed && cursor.length > 0 ? cursor : null;
-      const scan: Record<string, unknown> = { reversed, maxVersions, column: columns };
-      if (!reversed) {
-        scan['startRow'] = cursor;
-        if (upper.length > 0) scan['stopRow'] = upper;
-      } else if (cursor.length > 0) {
-        scan['startRow'] = cursor;
-      }
-      let scannerId: unknown = null;
-      let regionDone = false;
-      let finished = false;
-      let relocated = false;
-      let lastKey: Buffer | null = null;
-      try {
-        while (!regionDone && !finished) {
-          const want = Math.min(batch, Number.isFinite(limit) ? limit - emitted : batch);
-          const req: Record<string, unknown> = scannerId === null
-            ? { region: regionSpec(region), scan, numberOfRows: want, closeScanner: false }
-            : { region: regionSpec(region), scannerId, numberOfRows: want, closeScanner: false };
-          let resp: any; // eslint-disable-line @typescript-eslint/no-explicit-any
-          try {
-            resp = await this.withDeadline('scan', table, (d) => this.rpc(region, 'Scan', req, d));
-          } catch (err) {
-            // HBase 2 closes a scanner by itself once its region is exhausted (see below). Reopen
-            // after the last row: an exhausted region answers with an empty batch.
-            if (scannerId !== null && remoteClass(err).includes('UnknownScanner')) {
-              scannerId = null;
-              if (lastKey) {
-                if (reversed) {
-                  scan['startRow'] = lastKey;
-                  skipFrom = lastKey;
-                } else {
-                  scan['startRow'] = Buffer.concat([lastKey, ZERO]);
-                }
-              }
-              continue;
-            }
-            // the region moved, split or its table was recreated: find it again and go on after
-            // the last row handed out (the server-side scanner died with the region)
-            if (relocateUntil === 0) relocateUntil = Date.now() + this.operationTimeoutMs;
-            if (isRelocateException(remoteClass(err)) && Date.now() < relocateUntil) {
-              scannerId = null;
-              if (lastKey) cursor = reversed ? lastKey : Buffer.concat([lastKey, ZERO]);
-              relocated = true;
-              break;
-            }
-            throw err;
-          }
-          relocateUntil = 0;
-          if (resp?.scannerId != null) scannerId = resp.scannerId;
-          const results: unknown[] = resp?.results ?? [];
-          for (const r of results) {
-            const row = parseResult(r);
-            if (!row) continue;
-            if (skipFrom && compareBytes(row.key, skipFrom) >= 0) continue;
-            lastKey = row.key;
-            if (reversed ? compareBytes(row.key, lower) < 0 : upper.length > 0 && compareBytes(row.key, upper) >= 0) {
-              finished = true;
-              break;
-            }
-            yield row;
-            emitted++;
-            if (emitted >= limit) {
-              finished = true;
-              break;
-            }
-          }
-          // A short batch does NOT mean the region is exhausted: HBase 2 cuts batches early
-          // (seen live: 3 of 100 rows mid-region) and signals the region end in
-          // more_results_in_region, a field this client's proto lacks. So read until a batch is
-          // empty; at the region end HBase 2 has already closed the scanner, which surfaces as
-          // UnknownScannerException and the reopen above then answers empty.
-          if (resp?.moreResults === false || results.length === 0) {
-            regionDone = true;
-            scannerId = null; // HBase 2 closes a scanner that has nothing left in its region
-          }
-        }
-      } finally {
-        // stopped early (limit, range end, error, consumer break): release the server-side scanner
-        if (scannerId !== null) this.closeScanner(region, scannerId);
-      }
-      if (finished) return;
-      if (relocated) {
-        this.regions.invalidateTable(table);
-        await sleep(DEFAULTS.retryPauseMs);
-        continue;
-      }
-      if (!reversed) {
-        if (region.endKey.length === 0 || (upper.length > 0 && compareBytes(region.endKey, upper) >= 0)) return;
-        cursor = region.endKey;
-      } else {
-        if (region.startKey.length === 0 || compareBytes(region.startKey, lower) <= 0) return;
-        cursor = region.startKey;
-      }
-    }
+    yield* scanRegions(this.scanHost, table, options);
   }
 
   async close(): Promise<void> {
@@ -648,142 +539,9 @@ export class HBaseStore {
   }
 }
 
-// A row greater than any real key for locating the last region (meta lookup key "t,\xff..,999").
-const LAST_ROW_PROBE = Buffer.alloc(64, 0xff);
-const ZERO = Buffer.from([0]);
-
-function remoteClass(err: unknown): string {
-  return err instanceof HashGateError ? String(err.details?.['exceptionClassName'] ?? '') : '';
-}
-
 function freshCounts(): HBaseCallCounts {
   return {
     ops: { get: 0, mget: 0, put: 0, mput: 0, delete: 0, mdelete: 0, checkAndPut: 0, scan: 0 },
     rpcs: { Get: 0, Mutate: 0, Multi: 0, Scan: 0, metaScan: 0 },
   };
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-function positive(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) throw outOfRange(name, 'a positive integer', value);
-  return value;
-}
-
-function bytes(name: string, v: Bytes): Buffer {
-  if (Buffer.isBuffer(v)) return v;
-  if (typeof v === 'string') return Buffer.from(v);
-  throw invalidType(name, 'a Buffer or string', v);
-}
-
-function rowKey(name: string, v: Bytes): Buffer {
-  const b = bytes(name, v);
-  if (b.length === 0) throw new HashGateError(ErrorCodes.EMPTY_KEY, `${name} must not be empty`, { details: { name } });
-  return b;
-}
-
-/** smallest key greater than every key starting with p; empty if none (p is all 0xff) */
-export function prefixEnd(p: Buffer): Buffer {
-  const end = Buffer.from(p);
-  for (let i = end.length - 1; i >= 0; i--) {
-    if (end[i] !== 0xff) {
-      end[i]! += 1;
-      return end.subarray(0, i + 1);
-    }
-  }
-  return Buffer.alloc(0);
-}
-
-function splitColumn(name: string, column: string): [Buffer, Buffer] {
-  if (typeof column !== 'string') throw invalidType(name, "a 'family:qualifier' string", column);
-  const i = column.indexOf(':');
-  if (i <= 0) {
-    throw new HashGateError(ErrorCodes.INVALID_ARG, `${name} must be 'family:qualifier', got '${column}'`, { details: { name } });
-  }
-  return [Buffer.from(column.slice(0, i)), Buffer.from(column.slice(i + 1))];
-}
-
-function columnSpecs(columns: string[] | undefined): { family: Buffer; qualifier: Buffer[] }[] {
-  if (columns === undefined) return [];
-  if (!Array.isArray(columns)) throw invalidType('options.columns', 'an array of strings', columns);
-  const byFamily = new Map<string, Buffer[]>();
-  for (const [n, c] of columns.entries()) {
-    if (typeof c !== 'string' || c.length === 0) throw invalidType(`options.columns[${n}]`, "'family' or 'family:qualifier'", c);
-    const i = c.indexOf(':');
-    const fam = i < 0 ? c : c.slice(0, i);
-    const list = byFamily.get(fam) ?? [];
-    if (i >= 0) list.push(Buffer.from(c.slice(i + 1)));
-    byFamily.set(fam, list);
-  }
-  return [...byFamily].map(([family, qualifier]) => ({ family: Buffer.from(family), qualifier }));
-}
-
-function getFields(row: Buffer, options: ReadOptions): Record<string, unknown> {
-  const maxVersions = options.maxVersions ?? 1;
-  if (!Number.isInteger(maxVersions) || maxVersions < 1) throw outOfRange('options.maxVersions', 'an integer >= 1', maxVersions);
-  return { row, column: columnSpecs(options.columns), maxVersions };
-}
-
-function putFields(row: Buffer, values: Record<string, Bytes>, timestamp: number | undefined, name: string): Record<string, unknown> {
-  if (typeof values !== 'object' || values === null) throw invalidType(name, "an object of 'family:qualifier' -> value", values);
-  if (timestamp !== undefined && (!Number.isSafeInteger(timestamp) || timestamp < 0)) throw outOfRange('timestamp', 'an integer >= 0 (ms)', timestamp);
-  const byFamily = new Map<string, { qualifier: Buffer; value: Buffer; timestamp?: number }[]>();
-  for (const [column, value] of Object.entries(values)) {
-    const [family, qualifier] = splitColumn(`${name} key`, column);
-    const list = byFamily.get(family.toString()) ?? [];
-    const cell: { qualifier: Buffer; value: Buffer; timestamp?: number } = { qualifier, value: bytes(`${name}['${column}']`, value) };
-    if (timestamp !== undefined) cell.timestamp = timestamp;
-    list.push(cell);
-    byFamily.set(family.toString(), list);
-  }
-  if (byFamily.size === 0) throw new HashGateError(ErrorCodes.INVALID_ARG, `${name} must have at least one column`, { details: { name } });
-  return {
-    row,
-    mutateType: 'PUT',
-    columnValue: [...byFamily].map(([family, qualifierValue]) => ({ family: Buffer.from(family), qualifierValue })),
-  };
-}
-
-function deleteFields(row: Buffer, columns?: string[], timestamp?: number): Record<string, unknown> {
-  const columnValue: Record<string, unknown>[] = [];
-  if (columns !== undefined) {
-    if (!Array.isArray(columns)) throw invalidType('options.columns', 'an array of strings', columns);
-    for (const spec of columnSpecs(columns)) {
-      const base = timestamp === undefined ? {} : { timestamp };
-      columnValue.push({
-        family: spec.family,
-        qualifierValue: spec.qualifier.length === 0
-          ? [{ ...base, deleteType: 'DELETE_FAMILY' }]
-          : spec.qualifier.map((q) => ({ ...base, qualifier: q, deleteType: 'DELETE_MULTIPLE_VERSIONS' })),
-      });
-    }
-  }
-  const out: Record<string, unknown> = { row, mutateType: 'DELETE', columnValue };
-  if (timestamp !== undefined && columns === undefined) out['timestamp'] = timestamp;
-  return out;
-}
-
-function regionSpec(region: RegionLocation): Record<string, unknown> {
-  return { type: 'REGION_NAME', value: region.name };
-}
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-function parseResult(result: any): HBaseRow | null {
-  const cells = result?.cell;
-  if (!cells || cells.length === 0) return null;
-  const out: HBaseRow = { key: toBuf(cells[0].row), columns: {}, cells: [] };
-  for (const c of cells) {
-    const family = toBuf(c.family).toString();
-    const qualifier = toBuf(c.qualifier).toString();
-    const value = toBuf(c.value);
-    const cell: HBaseCell = { family, qualifier, value, timestamp: Number(c.timestamp?.toString() ?? 0) };
-    out.cells.push(cell);
-    const col = `${family}:${qualifier}`;
-    // cells of one column come newest first
-    if (!(col in out.columns)) out.columns[col] = value;
-  }
-  return out;
 }

@@ -24,7 +24,8 @@ export interface ParsedRegion {
 }
 
 export class Batcher {
-  slots: (BatchBuffer | undefined)[];
+  /** The buffer filling for each window and bucket group, at cell window * groups + group. */
+  held: (BatchBuffer | undefined)[];
   readonly active = new Set<BatchBuffer>();
   /** Bytes held by live buffers plus their fixed overhead (what --max-buffer-mb bounds). */
   buffered = 0;
@@ -53,11 +54,11 @@ export class Batcher {
     private readonly bucketRows: Float64Array,
     windows: number,
   ) {
-    this.slots = new Array<BatchBuffer | undefined>(Math.max(1, windows) * groups);
+    this.held = new Array<BatchBuffer | undefined>(Math.max(1, windows) * groups);
   }
 
   ensureWindows(windows: number): void {
-    if (this.slots.length < windows * this.groups) this.slots = this.slots.concat(new Array<BatchBuffer | undefined>(windows * this.groups - this.slots.length));
+    if (this.held.length < windows * this.groups) this.held = this.held.concat(new Array<BatchBuffer | undefined>(windows * this.groups - this.held.length));
   }
 
   /** Starts a region; run() then appends its rows. */
@@ -79,7 +80,7 @@ export class Batcher {
 
   /** Appends rows [i, n); returns n, or the index after the row that filled `this.full`. */
   run(i: number, n: number): number {
-    const { kb, kdv, ldv, ko, bk, lineBuf, rowStart, rowEnd, win, seg, compact, slots, bucketRows } = this;
+    const { kb, kdv, ldv, ko, bk, lineBuf, rowStart, rowEnd, win, seg, compact, held, bucketRows } = this;
     const ng = this.groups;
     let buffered = this.buffered;
     let accepted = this.accepted;
@@ -92,12 +93,12 @@ export class Batcher {
       const b0 = bk[i]!;
       bucketRows[b0]!++;
       accepted++;
-      const slot = w * ng + (b0 % ng);
-      let b = slots[slot];
+      const cell = w * ng + (b0 % ng);
+      let b = held[cell];
       if (b === undefined) {
         b = this.pool.get();
-        b.slot = slot;
-        slots[slot] = b;
+        b.cell = cell;
+        held[cell] = b;
         this.active.add(b);
         buffered += BUFFER_OVERHEAD;
       }
@@ -121,7 +122,7 @@ export class Batcher {
 
   /** Takes a buffer out of the batcher for sending: its rows no longer count as buffered. */
   detach(buf: BatchBuffer): void {
-    this.slots[buf.slot] = undefined;
+    this.held[buf.cell] = undefined;
     this.active.delete(buf);
     this.buffered -= buf.usedBytes + BUFFER_OVERHEAD;
   }
@@ -133,6 +134,6 @@ export class Batcher {
 
   /** Window index of a buffer's rows. */
   windowOf(buf: BatchBuffer): number {
-    return Math.floor(buf.slot / this.groups);
+    return Math.floor(buf.cell / this.groups);
   }
 }

@@ -15,7 +15,8 @@ export function copyWords(src: Uint8Array, sdv: DataView, s: number, e: number, 
 export const viewOf = (a: Uint8Array): DataView => new DataView(a.buffer, a.byteOffset, a.byteLength);
 
 export class BatchBuffer {
-  slot = -1;
+  /** Where the Batcher holds it: window * groups + group; -1 when not held. */
+  cell = -1;
   count = 0;
   keys: Buffer;
   private kdv: DataView;
@@ -52,7 +53,7 @@ export class BatchBuffer {
 
   reset(): void {
     this.count = 0;
-    this.slot = -1;
+    this.cell = -1;
   }
 
   private static grow(b: Buffer, need: number): Buffer {

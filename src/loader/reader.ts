@@ -24,7 +24,7 @@ export interface OversizeLine {
 }
 
 /** One of the reader's two buffers: buf[0, fill) holds file bytes starting at offset `base`. */
-interface Slot {
+interface Half {
   buf: Buffer;
   base: number;
   fill: number;
@@ -37,13 +37,13 @@ interface Slot {
  */
 export class FileChunkReader {
   private fh: FileHandle | undefined;
-  private readonly slots: [Slot, Slot];
+  private readonly halves: [Half, Half];
   private cur = 0;
   private pending: Promise<void> | undefined;
 
   /** `endOffset`: stop there as if the file ended (a region that ends on a line boundary). */
   constructor(private readonly path: string, bufferSize: number, startOffset = 0, private readonly endOffset = Infinity) {
-    this.slots = [
+    this.halves = [
       { buf: Buffer.allocUnsafe(bufferSize), base: startOffset, fill: 0, eof: false },
       { buf: Buffer.allocUnsafe(bufferSize), base: startOffset, fill: 0, eof: false },
     ];
@@ -51,7 +51,7 @@ export class FileChunkReader {
 
   async open(): Promise<void> {
     this.fh = await open(this.path, 'r');
-    this.pending = this.fillSlot(this.slots[0]);
+    this.pending = this.fillHalf(this.halves[0]);
   }
 
   async close(): Promise<void> {
@@ -60,8 +60,8 @@ export class FileChunkReader {
     this.fh = undefined;
   }
 
-  /** Reads until the slot is full or the file ends. */
-  private async fillSlot(s: Slot): Promise<void> {
+  /** Reads until the half is full or the file ends. */
+  private async fillHalf(s: Half): Promise<void> {
     while (s.fill < s.buf.length && !s.eof) {
       const want = Math.min(s.buf.length - s.fill, this.endOffset - (s.base + s.fill));
       if (want <= 0) {
@@ -74,14 +74,14 @@ export class FileChunkReader {
     }
   }
 
-  /** Moves x[from, fill) to the other slot's front and starts filling the rest of it. */
-  private handOff(x: Slot, from: number): void {
-    const y = this.slots[this.cur ^ 1]!;
+  /** Moves x[from, fill) to the other half's front and starts filling the rest of it. */
+  private handOff(x: Half, from: number): void {
+    const y = this.halves[this.cur ^ 1]!;
     y.base = x.base + from;
     y.fill = x.buf.copy(y.buf, 0, from, x.fill);
     y.eof = x.eof;
     this.cur ^= 1;
-    this.pending = this.fillSlot(y);
+    this.pending = this.fillHalf(y);
   }
 
   /**
@@ -91,7 +91,7 @@ export class FileChunkReader {
   async next(): Promise<Region | OversizeLine | null> {
     await this.pending;
     this.pending = undefined;
-    const x = this.slots[this.cur]!;
+    const x = this.halves[this.cur]!;
     if (x.fill === 0) return null;
     const lastNl = x.buf.lastIndexOf(NL, x.fill - 1);
     if (lastNl >= 0 && !(x.eof && lastNl < x.fill - 1)) {
@@ -115,7 +115,7 @@ export class FileChunkReader {
       }
       x.base += x.fill;
       x.fill = 0;
-      await this.fillSlot(x);
+      await this.fillHalf(x);
       if (x.fill === 0) {
         this.handOff(x, 0);
         return { offset, head, next: x.base };

@@ -30,19 +30,19 @@ export function makeWindowCoder(spec: WindowFieldSpec): WindowCoder {
   if (spec.format === 'epoch-s' || spec.format === 'epoch-ms') {
     const scale = spec.format === 'epoch-s' ? 1000 : 1;
     // Rows cluster in time and every zone offset is a multiple of 15 minutes, so the local date is
-    // constant inside a 15-minute UTC slot: Intl runs about once per slot seen.
-    const SLOT = 900_000;
-    let slot = -1;
+    // constant inside a 15-minute UTC quarter: Intl runs about once per quarter seen.
+    const QUARTER_MS = 900_000;
+    let quarter = -1;
     let last = -1;
     return (buf, start, end) => {
       if (end - start < 1 || end - start > 16) return -1;
       const v = digitsAt(buf, start, end - start);
       if (v < 0) return -1;
       const ms = v * scale;
-      const s = Math.floor(ms / SLOT);
-      if (s === slot) return last;
+      const s = Math.floor(ms / QUARTER_MS);
+      if (s === quarter) return last;
       const { year: y, month: m, day: d } = localDate(ms, spec.timeZone);
-      slot = s;
+      quarter = s;
       last = code(y, m, d);
       return last;
     };

@@ -1,45 +1,47 @@
-// The worker side of HashGate: a piscina pool whose workers hash and probe the shared Bloom
-// filter over keys encoded into shared slots. Small batches never leave the main thread (a task
-// round trip costs ~20-50 us, more than hashing a few thousand short keys); large ones are cut
-// into slot-sized chunks and pipelined: the main thread encodes chunk i+1 while workers run i.
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+// Where kernel work runs: on the calling thread, or on a piscina pool whose workers hash and probe
+// the shared Bloom filter over keys encoded into shared lanes. Small batches never leave the main
+// thread (a task round trip costs ~20-50 us, more than hashing a few thousand short keys); large
+// ones are cut into lane-sized chunks and pipelined: the main thread encodes chunk i+1 while
+// workers run i.
+import { createRequire } from 'node:module';
 import { Piscina } from 'piscina';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { BloomSharedDescriptor } from '../bloom/index.js';
-import { SlotPool, fillSlot, type KeyInput, type Slot, type SlotLayout } from './slots.js';
-import type { KernelTask, KernelWorkerData } from '../../workers/kernel-worker.js';
+import { LanePool, fillLane, type Lane, type LaneLayout } from './lanes.js';
+import type { CheckedKeys } from '../hash/keys.js';
+import type { ChunkOp, KernelTask, KernelWorkerData } from './messages.js';
 
-// dist/src/pool/pool.js -> dist/workers; src/pool/pool.ts (vitest) -> the built dist/workers.
-const WORKER_CANDIDATES = ['../../workers/kernel-worker.js', '../../dist/workers/kernel-worker.js'];
+// One place names the built worker: package.json "imports" maps #kernel-worker to
+// dist/workers/kernel-worker.js, the same file whether this module runs from dist or (vitest) src.
+const WORKER_SPECIFIER = '#kernel-worker';
 
-export function workerFile(): string {
-  for (const rel of WORKER_CANDIDATES) {
-    const p = fileURLToPath(new URL(rel, import.meta.url));
-    if (existsSync(p)) return p;
+function workerFile(): string {
+  try {
+    return createRequire(import.meta.url).resolve(WORKER_SPECIFIER);
+  } catch (err) {
+    throw new HashGateError(ErrorCodes.WORKER, 'kernel-worker.js not found: run `npm run build` first', {
+      details: { specifier: WORKER_SPECIFIER },
+      cause: err,
+    });
   }
-  throw new HashGateError(ErrorCodes.WORKER, 'kernel-worker.js not found: run `npm run build` first', {
-    details: { tried: WORKER_CANDIDATES },
-  });
 }
 
 export interface KernelPoolOptions {
+  /** Worker threads; 0 = no piscina, every batch runs on the calling thread. */
   threads: number;
   maxQueue: number;
-  layout: SlotLayout;
-  slots: number;
+  /** Batches with at most this many keys run on the calling thread. */
+  inlineThreshold: number;
+  layout: LaneLayout;
+  /** Shared transfer lanes (bounds memory and in-flight chunks). */
+  lanes: number;
   idleTimeoutMs: number;
   bloom?: BloomSharedDescriptor;
   testHooks?: boolean;
 }
 
-export type ChunkOp =
-  | { op: 'hash'; algorithm: 'murmur3_128' | 'murmur3_32' | 'xxh64'; seed: number }
-  | { op: 'buckets'; buckets: number }
-  | { op: 'bloomAdd' }
-  | { op: 'bloomCheck' };
-
-export interface PoolStats {
+/** The kernel pool's own counters (HashGate.stats().pool). */
+export interface KernelPoolStats {
   threads: number;
   tasks: number;
   failedTasks: number;
@@ -47,17 +49,35 @@ export interface PoolStats {
   utilization: number;
 }
 
+/**
+ * One batch of kernel work and how its answer is built, whichever thread computes it. `R` is the
+ * answer: an output array, or a count.
+ */
+export interface KernelJob<R> {
+  /** Answers keys on the calling thread: a whole small batch, or one key too large for a lane. */
+  inline(batch: CheckedKeys): R;
+  /**
+   * Called once when the batch goes to the workers, before its first chunk (so option checks the
+   * inline path does anyway cost nothing on small batches): the chunk task and the empty answer.
+   */
+  offload(total: number): { op: ChunkOp; acc: R };
+  /** Adds the answer for keys[from..from+count) to acc: from a worker's lane, or from inline(). */
+  fromLane(acc: R, lane: Lane, from: number, count: number, result: number): R;
+  fromInline(acc: R, part: R, from: number): R;
+}
+
 export class KernelPool {
-  private readonly piscina: Piscina;
-  private readonly slots: SlotPool;
+  private readonly piscina: Piscina | undefined;
+  private readonly lanes: LanePool | undefined;
   private pendingChunks = 0;
   private tasks = 0;
   private failedTasks = 0;
 
   constructor(private readonly options: KernelPoolOptions) {
-    this.slots = new SlotPool(options.layout, options.slots);
+    if (options.threads === 0) return;
+    this.lanes = new LanePool(options.layout, options.lanes);
     const workerData: KernelWorkerData = {
-      slots: this.slots.buffers,
+      lanes: this.lanes.buffers,
       layout: options.layout,
       ...(options.bloom === undefined ? {} : { bloom: options.bloom }),
       ...(options.testHooks === true ? { testHooks: true } : {}),
@@ -74,7 +94,14 @@ export class KernelPool {
     this.piscina.on('error', () => undefined);
   }
 
-  stats(): PoolStats {
+  /** False when every batch runs on the calling thread (threads: 0). */
+  get threaded(): boolean {
+    return this.piscina !== undefined;
+  }
+
+  /** Undefined when there are no worker threads. */
+  stats(): KernelPoolStats | undefined {
+    if (this.piscina === undefined) return undefined;
     return {
       threads: this.options.threads,
       tasks: this.tasks,
@@ -85,19 +112,16 @@ export class KernelPool {
   }
 
   /**
-   * Runs `op` over keys[0..total) chunk by chunk. `onChunk(slot, from, count, result)` copies
-   * each chunk's result out of the slot before the slot is reused. Rejects with HG_ERR_QUEUE_FULL
-   * when the chunks waiting for a slot would exceed maxQueue.
+   * Runs `job` over a checked batch: on the calling thread when there are no workers or the batch
+   * has at most inlineThreshold keys, else chunk by chunk on the workers. Rejects with
+   * HG_ERR_QUEUE_FULL when the chunks waiting for a lane would exceed maxQueue.
    */
-  async run(
-    keys: KeyInput,
-    total: number,
-    op: ChunkOp,
-    onChunk: (slot: Slot, from: number, count: number, result: number) => void,
-    inline: (from: number, to: number) => void,
-  ): Promise<void> {
-    const chunkKeys = this.options.layout.chunkKeys;
-    const chunks = Math.ceil(total / chunkKeys);
+  async run<R>(batch: CheckedKeys, job: KernelJob<R>): Promise<R> {
+    const { piscina, lanes } = this;
+    const total = batch.count;
+    if (piscina === undefined || lanes === undefined || total <= this.options.inlineThreshold) return job.inline(batch);
+    const keys = batch.keys;
+    const chunks = Math.ceil(total / this.options.layout.chunkKeys);
     if (this.pendingChunks + chunks > this.options.maxQueue) {
       throw new HashGateError(
         ErrorCodes.QUEUE_FULL,
@@ -105,24 +129,27 @@ export class KernelPool {
         { details: { pending: this.pendingChunks, chunks, maxQueue: this.options.maxQueue } },
       );
     }
+    const offloaded = job.offload(total);
+    const op = offloaded.op;
+    let acc = offloaded.acc;
     this.pendingChunks += chunks;
     const running: Promise<void>[] = [];
     let firstError: unknown;
     let from = 0;
     try {
       while (from < total && firstError === undefined) {
-        const slot = await this.slots.acquire();
+        const lane = await lanes.acquire();
         let to: number;
         try {
-          to = fillSlot(slot, keys, from, total);
+          to = fillLane(lane, keys, from, total);
         } catch (err) {
-          this.slots.release(slot);
+          lanes.release(lane);
           throw err;
         }
         if (to === from) {
-          // One key larger than a slot: hash it here rather than refuse it.
-          this.slots.release(slot);
-          inline(from, from + 1);
+          // One key larger than a lane: answer it here rather than refuse it.
+          lanes.release(lane);
+          acc = job.fromInline(acc, job.inline(batch.slice(from, from + 1)), from);
           from += 1;
           continue;
         }
@@ -130,19 +157,19 @@ export class KernelPool {
         const count = to - from;
         from = to;
         this.tasks++;
-        const task = { ...op, slot: slotIndex(slot), count } as KernelTask;
+        const task = { ...op, lane: lane.index, count } as KernelTask;
         running.push(
-          (this.piscina.run(task) as Promise<number>).then(
+          (piscina.run(task) as Promise<number>).then(
             (result) => {
               try {
-                onChunk(slot, start, count, result);
+                acc = job.fromLane(acc, lane, start, count, result);
               } finally {
-                this.slots.release(slot);
+                lanes.release(lane);
               }
             },
             (err: unknown) => {
               this.failedTasks++;
-              this.slots.release(slot);
+              lanes.release(lane);
               firstError ??= err;
             },
           ),
@@ -158,10 +185,12 @@ export class KernelPool {
         cause: firstError,
       });
     }
+    return acc;
   }
 
-  /** Test-only: make one worker throw or exit (needs testHooks). */
+  /** Test-only: make one worker throw or exit (needs testHooks and threads > 0). */
   async runRaw(task: KernelTask): Promise<number> {
+    if (this.piscina === undefined) throw new HashGateError(ErrorCodes.WORKER, 'no worker threads (threads: 0)');
     this.tasks++;
     try {
       return (await this.piscina.run(task)) as number;
@@ -172,10 +201,6 @@ export class KernelPool {
   }
 
   async close(): Promise<void> {
-    await this.piscina.destroy();
+    await this.piscina?.destroy();
   }
-}
-
-function slotIndex(slot: Slot): number {
-  return slot.index;
 }

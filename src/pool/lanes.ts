@@ -1,29 +1,29 @@
-// Shared input/output slots between the main thread and the workers. Keys are encoded once, on
-// the main thread, straight into a SharedArrayBuffer every worker already holds (handed over in
+// Shared transfer lanes between the main thread and the workers. Keys are encoded once, on the
+// main thread, straight into a SharedArrayBuffer every worker already holds (handed over in
 // workerData at start-up), so a task message is a few integers: no structured clone of strings,
-// no per-task buffer transfer. The number of slots bounds memory and in-flight work.
+// no per-task buffer transfer. The number of lanes bounds memory and in-flight work.
 //
-// Slot layout (one SharedArrayBuffer per slot):
+// Lane layout (one SharedArrayBuffer per lane):
 //   [0, offsetsBytes)             count+1 little-endian u32 key offsets (relative to bytes)
 //   [offsetsBytes, +outBytes)     results: up to 16 bytes per key
 //   [.., +bytesCap)               key bytes
-import { badKey } from '../hash/keys.js';
+import { badKey, type Keys } from '../hash/keys.js';
 import type { PackedKeys } from '../hash/index.js';
 
-export interface SlotLayout {
+export interface LaneLayout {
   chunkKeys: number;
   bytesCap: number;
 }
 
-export interface SlotViews {
+export interface LaneViews {
   offsets: Uint32Array;
   out: Uint8Array;
   bytes: Uint8Array;
   packed: PackedKeys;
 }
 
-/** Views over one slot; workers build the same views from the same layout. */
-export function slotViews(sab: SharedArrayBuffer, layout: SlotLayout): SlotViews {
+/** Views over one lane; workers build the same views from the same layout. */
+export function laneViews(sab: SharedArrayBuffer, layout: LaneLayout): LaneViews {
   const offsetsBytes = align64((layout.chunkKeys + 1) * 4);
   const outBytes = layout.chunkKeys * 16;
   const offsets = new Uint32Array(sab, 0, layout.chunkKeys + 1);
@@ -32,7 +32,7 @@ export function slotViews(sab: SharedArrayBuffer, layout: SlotLayout): SlotViews
   return { offsets, out, bytes, packed: { bytes, offsets, count: 0 } };
 }
 
-export const slotByteLength = (layout: SlotLayout): number =>
+export const laneByteLength = (layout: LaneLayout): number =>
   align64((layout.chunkKeys + 1) * 4) + layout.chunkKeys * 16 + layout.bytesCap;
 
 function align64(n: number): number {
@@ -41,32 +41,30 @@ function align64(n: number): number {
 
 type Utf8Buffer = Buffer & { utf8Write(s: string, offset: number, length?: number): number };
 
-export type KeyInput = ReadonlyArray<string | Uint8Array> | PackedKeys;
-
-interface Slot {
+interface Lane {
   index: number;
-  views: SlotViews;
+  views: LaneViews;
   buf: Utf8Buffer;
 }
 
 /**
- * A fixed set of slots with a FIFO of waiters: callers that find every slot busy wait their turn
- * (back-pressure), so memory stays at `slots * slotByteLength` whatever the offered load.
+ * A fixed set of lanes with a FIFO of waiters: callers that find every lane busy wait their turn
+ * (back-pressure), so memory stays at `lanes * laneByteLength` whatever the offered load.
  */
-export class SlotPool {
+export class LanePool {
   readonly buffers: SharedArrayBuffer[];
-  private readonly free: Slot[] = [];
-  private readonly waiters: Array<(s: Slot) => void> = [];
+  private readonly free: Lane[] = [];
+  private readonly waiters: Array<(lane: Lane) => void> = [];
 
   constructor(
-    readonly layout: SlotLayout,
+    readonly layout: LaneLayout,
     count: number,
   ) {
     this.buffers = [];
     for (let i = 0; i < count; i++) {
-      const sab = new SharedArrayBuffer(slotByteLength(layout));
+      const sab = new SharedArrayBuffer(laneByteLength(layout));
       this.buffers.push(sab);
-      const views = slotViews(sab, layout);
+      const views = laneViews(sab, layout);
       this.free.push({ index: i, views, buf: Buffer.from(views.bytes.buffer, views.bytes.byteOffset, views.bytes.byteLength) as Utf8Buffer });
     }
   }
@@ -79,30 +77,30 @@ export class SlotPool {
     return this.free.length;
   }
 
-  acquire(): Promise<Slot> | Slot {
-    const s = this.free.pop();
-    if (s !== undefined) return s;
+  acquire(): Promise<Lane> | Lane {
+    const lane = this.free.pop();
+    if (lane !== undefined) return lane;
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
-  release(slot: Slot): void {
+  release(lane: Lane): void {
     const next = this.waiters.shift();
-    if (next !== undefined) next(slot);
-    else this.free.push(slot);
+    if (next !== undefined) next(lane);
+    else this.free.push(lane);
   }
 }
 
-export type { Slot };
+export type { Lane };
 
 /**
- * Encodes keys[from..) into the slot until it is full (chunkKeys keys or bytesCap bytes).
- * Returns the index after the last key written. A single key larger than the slot returns
+ * Encodes keys[from..) into the lane until it is full (chunkKeys keys or bytesCap bytes).
+ * Returns the index after the last key written. A single key larger than the lane returns
  * `from` unchanged so the caller can take the inline path for it.
  */
-export function fillSlot(slot: Slot, keys: KeyInput, from: number, total: number): number {
-  const { offsets, bytes } = slot.views;
+export function fillLane(lane: Lane, keys: Keys, from: number, total: number): number {
+  const { offsets, bytes } = lane.views;
   const cap = bytes.length;
-  const max = Math.min(total, from + slot.views.offsets.length - 1);
+  const max = Math.min(total, from + lane.views.offsets.length - 1);
   let p = 0;
   let i = from;
   offsets[0] = 0;
@@ -113,7 +111,7 @@ export function fillSlot(slot: Slot, keys: KeyInput, from: number, total: number
       if (typeof k === 'string') {
         // 3 bytes per UTF-16 unit is the worst case; only measure exactly near the end.
         if (p + k.length * 3 > cap && p + Buffer.byteLength(k) > cap) break;
-        p += slot.buf.utf8Write(k, p);
+        p += lane.buf.utf8Write(k, p);
       } else if (k instanceof Uint8Array) {
         if (p + k.length > cap) break;
         bytes.set(k, p);
@@ -134,6 +132,6 @@ export function fillSlot(slot: Slot, keys: KeyInput, from: number, total: number
     const endByte = pk.offsets[i]!;
     bytes.set(pk.bytes.subarray(base, endByte), 0);
   }
-  slot.views.packed.count = i - from;
+  lane.views.packed.count = i - from;
   return i;
 }

@@ -1,0 +1,23 @@
+// What the main thread (src/pool/pool.ts) and the kernel worker (workers/kernel-worker.ts) say to
+// each other: the data a worker starts with, and one task per chunk of keys in a lane.
+import type { HashAlgorithm } from '../hash/index.js';
+import type { BloomSharedDescriptor } from '../bloom/index.js';
+import type { LaneLayout } from './lanes.js';
+
+export interface KernelWorkerData {
+  lanes: SharedArrayBuffer[];
+  layout: LaneLayout;
+  bloom?: BloomSharedDescriptor;
+  /** Lets tests make a worker throw or die on purpose; never set in production. */
+  testHooks?: boolean;
+}
+
+/** What to compute over a chunk of keys. */
+export type ChunkOp =
+  | { op: 'hash'; algorithm: HashAlgorithm; seed: number }
+  | { op: 'buckets'; buckets: number }
+  | { op: 'bloomAdd' }
+  | { op: 'bloomCheck' };
+
+/** One task: an op over the first `count` keys of lane `lane`; 'throw' and 'exit' are test hooks. */
+export type KernelTask = (ChunkOp & { lane: number; count: number }) | { op: 'throw' | 'exit' };
