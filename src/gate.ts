@@ -183,6 +183,19 @@ function gateBloomStats(b: BloomFilter | undefined, measuredFpp: number | undefi
  * A job whose answer is an array with `width` elements per key, filled in place chunk by chunk.
  * `offload` runs only when the batch goes to the workers: it checks options and picks the task.
  */
+/**
+ * Checks a batch once. A bad batch is returned as the error to throw inside the batch timer, so
+ * it is counted like any failed batch (n is the array length, or 0 when the shape is wrong).
+ */
+function tryCheck(check: () => CheckedKeys, keys: unknown): { batch: CheckedKeys; n: number } | { batch: undefined; n: number; invalid: unknown } {
+  try {
+    const batch = check();
+    return { batch, n: batch.count };
+  } catch (invalid) {
+    return { batch: undefined, n: Array.isArray(keys) ? keys.length : 0, invalid };
+  }
+}
+
 function arrayJob<A extends Uint8Array | Uint32Array>(
   inline: (batch: CheckedKeys) => A,
   offload: () => { op: ChunkOp; width: number },
@@ -331,7 +344,7 @@ export class HashGate {
     this.check();
     // Validated once, here: the pool and the inline path both get the checked batch, so a bad
     // key is the same HashGateTypeError (naming its index) whichever path would have run.
-    const batch = checkKeys(keys);
+    const c = tryCheck(() => checkKeys(keys), keys);
     const job = arrayJob(
       (b) => hashChecked(b, options),
       () => {
@@ -343,13 +356,13 @@ export class HashGate {
       (length) => new Uint8Array(length),
       (lane, count, width) => lane.views.out.subarray(0, count * width),
     );
-    return timeBatch(this.metrics, 'hash', batch.count, () => this.pool.run(batch, job));
+    return timeBatch(this.metrics, 'hash', c.n, () => (c.batch === undefined ? Promise.reject(c.invalid) : this.pool.run(c.batch, job)));
   }
 
   /** Java-compatible buckets (Guava murmur3_128 asLong() mod buckets) for every key. */
   async bucketsOf(keys: Keys, buckets: number): Promise<Uint32Array> {
     this.check();
-    const batch = checkKeys(keys);
+    const c = tryCheck(() => checkKeys(keys), keys);
     const job = arrayJob(
       (b) => bucketsChecked(b, buckets),
       () => {
@@ -359,7 +372,7 @@ export class HashGate {
       (length) => new Uint32Array(length),
       (lane, count) => new Uint32Array(lane.views.out.buffer, lane.views.out.byteOffset, count),
     );
-    return timeBatch(this.metrics, 'buckets', batch.count, () => this.pool.run(batch, job));
+    return timeBatch(this.metrics, 'buckets', c.n, () => (c.batch === undefined ? Promise.reject(c.invalid) : this.pool.run(c.batch, job)));
   }
 
   private requireBloom(method: string): BloomFilter {
@@ -373,9 +386,9 @@ export class HashGate {
   async bloomAdd(keys: Keys): Promise<number> {
     this.check();
     const bloom = this.requireBloom('bloomAdd');
-    const batch = checkKeys(keys);
-    return timeBatch(this.metrics, 'bloom_add', batch.count, () =>
-      this.pool.run(batch, {
+    const c = tryCheck(() => checkKeys(keys), keys);
+    return timeBatch(this.metrics, 'bloom_add', c.n, () =>
+      c.batch === undefined ? Promise.reject(c.invalid) : this.pool.run(c.batch, {
         inline: (b) => addChecked(bloom, b),
         offload: () => ({ op: { op: 'bloomAdd' }, acc: 0 }),
         fromLane: (changed, _lane, _from, _count, result) => changed + result,
@@ -388,14 +401,14 @@ export class HashGate {
   async bloomCheck(keys: Keys): Promise<Uint8Array> {
     this.check();
     const bloom = this.requireBloom('bloomCheck');
-    const batch = checkKeys(keys);
+    const c = tryCheck(() => checkKeys(keys), keys);
     const job = arrayJob(
       (b) => containsChecked(bloom, b),
       () => ({ op: { op: 'bloomCheck' }, width: 1 }),
       (length) => new Uint8Array(length),
       (lane, count) => lane.views.out.subarray(0, count),
     );
-    return timeBatch(this.metrics, 'bloom_check', batch.count, () => this.pool.run(batch, job));
+    return timeBatch(this.metrics, 'bloom_check', c.n, () => (c.batch === undefined ? Promise.reject(c.invalid) : this.pool.run(c.batch, job)));
   }
 
   /**
@@ -414,16 +427,10 @@ export class HashGate {
   private async firstSeenObserved(keys: Keys, options: { at?: Date } | undefined): Promise<Uint8Array> {
     // Each key is checked once (by dedup's rules) and hashed once: the same murmur3_128 digests
     // answer the filter's check and add, and (when seeds agree) the dedup store's lookup.
-    let batch: CheckedKeys | undefined;
-    let invalid: unknown;
-    try {
-      batch = checkDedupKeys(this.dedup, keys);
-    } catch (err) {
-      invalid = err;
-    }
-    const n = batch?.count ?? (Array.isArray(keys) ? keys.length : 0);
-    return timeBatch(this.metrics, 'dedup', n, async () => {
-      if (batch === undefined) throw invalid;
+    const c = tryCheck(() => checkDedupKeys(this.dedup, keys), keys);
+    return timeBatch(this.metrics, 'dedup', c.n, async () => {
+      if (c.batch === undefined) throw c.invalid;
+      const batch = c.batch;
       const fsb = this.firstSeenBloom;
       if (fsb === undefined) return firstSeenHashed(this.dedup, batch, undefined, options);
       const digests = digests128(batch, fsb.seed);
