@@ -58,7 +58,7 @@ export interface HashGateOptions {
    * never depend on it. Default off.
    */
   firstSeenBloom?: BloomFilterOptions | BloomFilter | false;
-  /** Redis for dedup (and the lookup cache's hot tier when `cache.redis` is not given). */
+  /** Redis for dedup. The lookup cache's Redis tier is configured separately, as `cache.redis`. */
   redis?: RedisConfig | Redis | Cluster;
   dedup?: DedupOptions;
   /** Multi-level lookup cache (LRU -> Redis -> cold store). */

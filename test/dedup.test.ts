@@ -4,7 +4,8 @@ import { mkdtempSync, rmSync, truncateSync, statSync, readdirSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DedupService, DEFAULTS, parseDedupOptions, windowId, WindowClock, Journal } from '../src/dedup/index.js';
-import { bucketsOfDigests, bucketKey, compactMember, digestKeys, encodeKeys, orderByBucket } from '../src/dedup/layout.js';
+import { bucketsOfDigests, bucketKey, compactMember, digestKeys, orderByBucket } from '../src/dedup/layout.js';
+import { encodeKeys } from './helpers/layout.js';
 import { bucketOf, packKeys } from '../src/hash/index.js';
 import { ErrorCodes } from '../src/errors.js';
 

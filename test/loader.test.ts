@@ -283,7 +283,7 @@ describe('progress reporting', () => {
 
 describe('compact layout keys', () => {
   it('digests (plain and HMAC secret) and buckets match src/dedup/layout.ts encodeKeys', async () => {
-    const { encodeKeys } = await import('../src/dedup/layout.js');
+    const { encodeKeys } = await import('./helpers/layout.js');
     const f = join(dir, 'compact.txt');
     const keys = Array.from({ length: 500 }, (_, i) => personLine(i));
     writeFileSync(f, keys.join('\n') + '\n');

@@ -2,15 +2,16 @@
 // (n, p) gives the same bit array and k as Java: Guava's readFrom/putAll refuse any other shape.
 import { checkNumber, ErrorCodes, HashGateRangeError, invalidType, outOfRange } from '../errors.js';
 
+import { KERNEL_RESERVED_BYTES } from '../hash/kernel.js';
+
 const LOG_TWO = Math.log(2);
 const SQUARED_LOG_TWO = LOG_TWO * LOG_TWO;
 
-/** Bytes below this offset of a filter's memory belong to the wasm kernel (statics, scratch). */
-export const KERNEL_RESERVED_BYTES = 65536;
-/** Bloom header after the kernel area: id + per-thread scratch slot table (see attach.ts). */
-export const HEADER_BYTES = 4096;
+export { KERNEL_RESERVED_BYTES };
+/** Bloom header after the kernel area: id + per-thread scratch lease table (see attach.ts). */
+export const FILTER_HEADER_BYTES = 4096;
 /** Byte offset of the bits in a filter's memory. */
-export const BITS_OFFSET = KERNEL_RESERVED_BYTES + HEADER_BYTES;
+export const BITS_OFFSET = KERNEL_RESERVED_BYTES + FILTER_HEADER_BYTES;
 /** Room kept at the top of the 4 GiB wasm32 memory for per-thread key scratch regions. */
 export const SCRATCH_HEADROOM_BYTES = 64 * 1024 * 1024;
 const WASM_MAX_BYTES = 65536 * 65536;

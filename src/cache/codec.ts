@@ -7,7 +7,7 @@ import { HashGateError, ErrorCodes } from '../errors.js';
 import type { CacheValue } from './types.js';
 
 export const ENVELOPE_VERSION = 1;
-export const HEADER_BYTES = 10;
+export const ENVELOPE_HEADER_BYTES = 10;
 export const FLAG_ARCHIVED = 0x01;
 /** Offset of the flags byte; migration flips FLAG_ARCHIVED in place with SETRANGE (keeps the TTL). */
 export const FLAGS_OFFSET = 1;
@@ -29,11 +29,11 @@ export function decodeValue(payload: Uint8Array): CacheValue {
   }
 }
 
-const range = { start: HEADER_BYTES, end: 0 };
+const range = { start: ENVELOPE_HEADER_BYTES, end: 0 };
 
 /** Decodes the payload of an envelope in place (no header object, no subarray); undefined if not ours. */
 export function decodeEnvelopeValue(buf: Buffer): CacheValue | undefined {
-  if (buf.length < HEADER_BYTES || buf[0] !== ENVELOPE_VERSION) return undefined;
+  if (buf.length < ENVELOPE_HEADER_BYTES || buf[0] !== ENVELOPE_VERSION) return undefined;
   range.end = buf.length;
   try {
     return packr.unpack(buf, range) as CacheValue;
@@ -43,11 +43,11 @@ export function decodeEnvelopeValue(buf: Buffer): CacheValue | undefined {
 }
 
 export function wrapEnvelope(payload: Uint8Array, ts: number, flags = 0): Buffer {
-  const out = Buffer.allocUnsafe(HEADER_BYTES + payload.byteLength);
+  const out = Buffer.allocUnsafe(ENVELOPE_HEADER_BYTES + payload.byteLength);
   out[0] = ENVELOPE_VERSION;
   out[1] = flags;
   out.writeDoubleBE(ts, 2);
-  out.set(payload, HEADER_BYTES);
+  out.set(payload, ENVELOPE_HEADER_BYTES);
   return out;
 }
 
@@ -59,6 +59,6 @@ export interface Envelope {
 
 /** Undefined for bytes that are not ours (foreign keys under the prefix are skipped, not fatal). */
 export function readEnvelope(buf: Buffer): Envelope | undefined {
-  if (buf.length < HEADER_BYTES || buf[0] !== ENVELOPE_VERSION) return undefined;
-  return { flags: buf[1]!, ts: buf.readDoubleBE(2), payload: buf.subarray(HEADER_BYTES) };
+  if (buf.length < ENVELOPE_HEADER_BYTES || buf[0] !== ENVELOPE_VERSION) return undefined;
+  return { flags: buf[1]!, ts: buf.readDoubleBE(2), payload: buf.subarray(ENVELOPE_HEADER_BYTES) };
 }

@@ -40,7 +40,7 @@ export type { InvalidationBusOptions, BusListener, BusStats, BusOption } from '.
 export type { LookupResult } from './tiered-cache.js';
 export type { TieredCacheOptions, RedisTierOptions, ColdTierOptions, BloomOption } from './options.js';
 export { MemoryColdStore, MEMORY_COLD_DEFAULTS } from './memory-cold.js';
-export { encodeValue, decodeValue, decodeEnvelopeValue, wrapEnvelope, readEnvelope, FLAG_ARCHIVED, HEADER_BYTES } from './codec.js';
+export { encodeValue, decodeValue, decodeEnvelopeValue, wrapEnvelope, readEnvelope, FLAG_ARCHIVED, ENVELOPE_HEADER_BYTES } from './codec.js';
 export type { Envelope } from './codec.js';
 export type { CacheStats, RemoteTierSnapshot, LatencySnapshot, TierError } from './stats.js';
 export type { CacheValue, ColdCell, ColdEntry, ColdStore, BloomLike, BloomWritable } from './types.js';

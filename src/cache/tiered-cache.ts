@@ -10,7 +10,7 @@
 import { LRUCache } from 'lru-cache';
 import { Redis } from 'ioredis';
 import { ErrorCodes, HashGateError, invalidType, invalidUrl, outOfRange } from '../errors.js';
-import { FLAG_ARCHIVED, HEADER_BYTES, decodeEnvelopeValue, decodeValue, wrapEnvelope } from './codec.js';
+import { FLAG_ARCHIVED, ENVELOPE_HEADER_BYTES, decodeEnvelopeValue, decodeValue, wrapEnvelope } from './codec.js';
 import { RemoteTierStats, type CacheStats, type TierError } from './stats.js';
 import type { BloomLike, CacheValue, ColdCell, ColdStore } from './types.js';
 import { Coalescer, type ResolvedCoalesce } from '../util/coalescer.js';
@@ -622,7 +622,7 @@ export class TieredCache {
             }
             if (v === undefined) continue; // not an envelope of ours: a miss
             vals[j] = v;
-            sizes[j] = buf.length - HEADER_BYTES;
+            sizes[j] = buf.length - ENVELOPE_HEADER_BYTES;
             state[j] = FOUND;
             hits++;
           }

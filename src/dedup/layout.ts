@@ -41,6 +41,7 @@
 // layout, stats().approximate).
 import { createHmac } from 'node:crypto';
 import { hashBatch, type PackedKeys } from '../hash/index.js';
+import type { Keys } from '../hash/keys.js';
 import { int64Decimal } from '../redis/int64.js';
 import type { Member } from '../redis/resp.js';
 import type { Layout } from './options.js';
@@ -64,13 +65,10 @@ export const metaField = (layout: Layout): string => `${layout}.buckets`;
 /** Glob matching every key of a window (both layouts, hll and meta), glob characters escaped. */
 export const windowPattern = (prefix: string, window: string): string => `${prefix.replace(/[*?[\]\\]/g, '\\$&')}:${window}:*`;
 
-export const keyCount = (keys: ReadonlyArray<string | Uint8Array> | PackedKeys): number =>
-  Array.isArray(keys) ? keys.length : (keys as PackedKeys).count;
-
 /** 16-byte digest per key, back to back. */
-export function digestKeys(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, secret?: Uint8Array): Uint8Array {
+export function digestKeys(keys: Keys, secret?: Uint8Array): Uint8Array {
   if (secret === undefined) return hashBatch(keys);
-  const n = keyCount(keys);
+  const n = Array.isArray(keys) ? keys.length : (keys as PackedKeys).count;
   const out = new Uint8Array(n * 16);
   const packed = Array.isArray(keys) ? undefined : (keys as PackedKeys);
   for (let i = 0; i < n; i++) {
@@ -113,7 +111,7 @@ export function compactMember(digests: Uint8Array, i: number, dv = new DataView(
 }
 
 /** Member of key i in the 'sets' layout: the raw key (string as is, bytes as a Buffer view). */
-export function setsMember(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, i: number): Member {
+export function setsMember(keys: Keys, i: number): Member {
   if (Array.isArray(keys)) {
     const k = (keys as ReadonlyArray<string | Uint8Array>)[i]!;
     return typeof k === 'string' ? k : Buffer.from(k.buffer, k.byteOffset, k.byteLength);
@@ -121,27 +119,6 @@ export function setsMember(keys: ReadonlyArray<string | Uint8Array> | PackedKeys
   const p = keys as PackedKeys;
   const s = p.offsets[i]!;
   return Buffer.from(p.bytes.buffer, p.bytes.byteOffset + s, p.offsets[i + 1]! - s);
-}
-
-export interface EncodedKeys {
-  digests: Uint8Array;
-  buckets: Uint32Array;
-  members: Member[];
-}
-
-/** Everything needed to write `keys`: digest, bucket and member per key. */
-export function encodeKeys(keys: ReadonlyArray<string | Uint8Array> | PackedKeys, spec: LayoutSpec): EncodedKeys {
-  const digests = digestKeys(keys, spec.layout === 'compact' ? spec.secret : undefined);
-  const buckets = bucketsOfDigests(digests, spec.layout, spec.buckets);
-  const n = buckets.length;
-  const members: Member[] = new Array(n);
-  if (spec.layout === 'compact') {
-    const dv = new DataView(digests.buffer, digests.byteOffset, digests.byteLength);
-    for (let i = 0; i < n; i++) members[i] = compactMember(digests, i, dv);
-  } else {
-    for (let i = 0; i < n; i++) members[i] = setsMember(keys, i);
-  }
-  return { digests, buckets, members };
 }
 
 /**

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { BloomStats, CacheTierTotals, JournalStats, PoolStats, TierTotals } from './types.js';
 
 /** What BloomFilter (src/bloom) exposes; CountingBloomFilter too, if it has the same members. */
-export interface BloomLike {
+export interface BloomStatsSource {
   readonly bitSize: number;
   readonly hashFunctions: number;
   bitCount(): number;
@@ -15,7 +15,7 @@ export interface BloomLike {
 }
 
 /** `metrics.bloomSource('dedup', () => bloomStats(filter))`. bitCount() is O(bits/64), per scrape only. */
-export function bloomStats(f: BloomLike): BloomStats {
+export function bloomStats(f: BloomStatsSource): BloomStats {
   const s: BloomStats = { bitSize: f.bitSize, bitsSet: f.bitCount(), hashFunctions: f.hashFunctions, expectedFpp: f.expectedFpp() };
   if (typeof f.approximateElementCount === 'function') s.approximateElements = f.approximateElementCount();
   return s;

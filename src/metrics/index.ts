@@ -64,7 +64,7 @@ export { PromMetrics, DEFAULTS as METRICS_DEFAULTS } from './prom.js';
 export { NoopMetrics, noopMetrics } from './noop.js';
 export { metricsHandler, serveMetrics } from './http.js';
 export { bloomStats, piscinaStats, journalDirStats, cacheTierTotals } from './adapters.js';
-export type { BloomLike, PiscinaLike, CacheStatsLike } from './adapters.js';
+export type { BloomStatsSource, PiscinaLike, CacheStatsLike } from './adapters.js';
 export type { MetricsServer, ServeOptions, MetricsSource } from './http.js';
 export {
   CHANNEL_BATCH_START,
