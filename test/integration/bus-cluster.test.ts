@@ -19,17 +19,10 @@ const until = async (cond: () => boolean | Promise<boolean>, ms: number): Promis
 
 describe.skipIf(!has)('invalidation bus on Redis Cluster: node failure', () => {
   let cl: RedisClusterHandle;
-  const clusters: Cluster[] = [];
-  const cluster = (): Cluster => {
-    const c = new Cluster(cl.nodes, { redisOptions: { commandTimeout: 2_000 } });
-    clusters.push(c);
-    return c;
-  };
   beforeAll(async () => {
     cl = await startRedisCluster();
   });
   afterAll(async () => {
-    for (const c of clusters) c.disconnect();
     await cl?.stop();
   });
 
@@ -52,8 +45,10 @@ describe.skipIf(!has)('invalidation bus on Redis Cluster: node failure', () => {
     );
 
   it('killing the node the subscriber uses clears the local tier after re-subscribing elsewhere; later invalidations arrive', async () => {
-    const a = new TieredCache({ redis: { client: cluster(), timeoutMs: 2_000 }, bus: { channel: 'kill-bus', heartbeatMs: 500 }, negativeTtlMs: 60_000 });
-    const b = new TieredCache({ redis: { client: cluster(), timeoutMs: 2_000 }, bus: { channel: 'kill-bus', heartbeatMs: 500 }, negativeTtlMs: 60_000 });
+    // one Cluster client per instance, as in two processes
+    const [ca, cb] = [0, 1].map(() => new Cluster(cl.nodes, { redisOptions: { commandTimeout: 2_000 } })) as [Cluster, Cluster];
+    const a = new TieredCache({ redis: { client: ca, timeoutMs: 2_000 }, bus: { channel: 'kill-bus', heartbeatMs: 500 }, negativeTtlMs: 60_000 });
+    const b = new TieredCache({ redis: { client: cb, timeoutMs: 2_000 }, bus: { channel: 'kill-bus', heartbeatMs: 500 }, negativeTtlMs: 60_000 });
     try {
       await Promise.all([a.ready(10_000), b.ready(10_000)]);
       const keys = Array.from({ length: 50 }, (_, i) => `k${i}`);
@@ -79,6 +74,8 @@ describe.skipIf(!has)('invalidation bus on Redis Cluster: node failure', () => {
     } finally {
       await a.close();
       await b.close();
+      ca.disconnect();
+      cb.disconnect();
     }
   }, 90_000);
 });

@@ -16,13 +16,13 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 function ensureBuilt(): void {
   const newest = (dir: string): number =>
     Math.max(...readdirSync(dir).filter((f) => f.endsWith('.ts')).map((f) => statSync(join(dir, f)).mtimeMs));
-  const srcTime = Math.max(newest(join(root, 'src/ids')), newest(join(root, 'src/stores')), newest(join(root, 'src/hash')));
+  const srcTime = Math.max(newest(join(root, 'src/ids')), newest(join(root, 'src/hbase')), newest(join(root, 'src/hash')));
   const outs = ['dist/src/ids/hbase-store.js', 'dist/src/ids/registry.js', 'dist/src/hbase/client.js'].map((f) => join(root, f));
   const fresh = (): boolean => outs.every((f) => existsSync(f) && statSync(f).mtimeMs >= srcTime);
   if (fresh()) return;
   // tsc emits even when an unrelated file has type errors; what matters is that our outputs are fresh
   spawnSync('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: root, stdio: 'ignore' });
-  if (!fresh()) throw new Error('tsc build for the multi-process test did not produce dist/src/{ids,stores}');
+  if (!fresh()) throw new Error('tsc build for the multi-process test did not produce dist/src/{ids,hbase}');
 }
 
 // Each child is its own process with its own HBase connection; a start file on disk lines them up.
