@@ -3,6 +3,8 @@
 import { expect } from 'vitest';
 import { canonicalJson, murmur3_32 } from '../src/hash/index.js';
 import { IdRegistry, logicalId, type CollisionRecord, type CustomIdHash, type UpsertResult } from '../src/ids/index.js';
+import { BloomFilter } from '../src/bloom/bloom-filter.js';
+import type { SharedGate } from '../src/bloom/shared-gate.js';
 
 /** Deliberately weak: 16 bits, so a few hundred records collide for real. */
 export const weak16: CustomIdHash = {
@@ -110,3 +112,47 @@ export async function checkRepair(reg: IdRegistry, results: UpsertResult[]): Pro
   expect((await reg.stats()).docs).toBe(results.length);
 }
 
+
+/** A gate only this process fills (a plain local Bloom filter): what a process that joined late holds. */
+export function privateGate(expectedItems = 20_000): SharedGate & { loads: number } {
+  const f = BloomFilter.create({ expectedItems, fpp: 0.001 });
+  const g = {
+    loads: 0,
+    addAll: async (k: readonly string[]) => f.addAll(k as string[]),
+    containsAll: async (k: readonly string[]) => f.mightContainAll(k as string[], new Uint8Array(k.length)),
+    loadAll: async (k: readonly string[]) => {
+      g.loads++;
+      return f.addAll(k as string[]);
+    },
+  };
+  return g;
+}
+
+/**
+ * The gate-rebuild contract. `writer` (no gate) stored records(results.length) as `results`
+ * (possibly repaired); `reader` shares its store but has a fresh private gate, as a process
+ * started after the writes. Before rebuildGate() the reader's gate answers "not stored" (the
+ * false negative); the paged listing returns exactly the stored logical ids; after the rebuild
+ * every document is found.
+ */
+export async function checkGateRebuild(writer: IdRegistry, reader: IdRegistry, results: UpsertResult[], pageSize: number): Promise<void> {
+  const recs = records(results.length);
+  expect(await reader.find(recs[0])).toBeUndefined();
+  expect(reader.gateShortCircuits).toBe(1);
+  const expected = new Set<string>(results.map((r) => r.id));
+  for (const rec of recs) expected.add((await writer.find(rec))!.logicalId);
+  const listed = new Set<string>();
+  let cursor: string | undefined;
+  let pages = 0;
+  do {
+    const page = await reader.store.listLogicalIds!(cursor, pageSize);
+    for (const id of page.ids) listed.add(id);
+    cursor = page.cursor;
+    pages++;
+  } while (cursor !== undefined);
+  expect(pages).toBeGreaterThan(1);
+  expect([...listed].sort()).toEqual([...expected].sort());
+  expect(await reader.rebuildGate({ pageSize })).toBeGreaterThanOrEqual(expected.size);
+  for (let i = 0; i < recs.length; i++) expect((await reader.find(recs[i]))?.physicalId).toBe(results[i]!.physicalId);
+  expect(reader.gateShortCircuits).toBe(1);
+}

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../src/hash/index.js';
 import { IdRegistry, MemoryIdStore, logicalId, type CustomIdHash, type IdStore, type UpsertResult } from '../src/ids/index.js';
-import { checkRepair, checkWeakHashScenario, records, weak16 } from './ids-scenarios.js';
+import { checkGateRebuild, checkRepair, checkWeakHashScenario, privateGate, records, weak16 } from './ids-scenarios.js';
 
 describe('logicalId', () => {
   it('canonicalizes: {a:1,b:2} and {b:2,a:1} get one logical id, 32 hex digits', () => {
@@ -100,5 +100,36 @@ describe('IdRegistry (in-memory)', () => {
 
   it('rejects records canonicalJson refuses', async () => {
     await expect(new IdRegistry().upsert({ a: NaN })).rejects.toMatchObject({ code: 'HG_ERR_CANONICAL_JSON' });
+  });
+
+  it('rebuildGate(): a registry whose gate missed earlier writes finds them after a paged rebuild, repaired ids included', async () => {
+    const store = new MemoryIdStore();
+    const writer = new IdRegistry({ store, algorithm: weak16 });
+    const { results } = await checkWeakHashScenario(writer);
+    await checkRepair(writer, results);
+    const gate = privateGate();
+    const reader = new IdRegistry({ store, algorithm: weak16, gate });
+    await checkGateRebuild(writer, reader, results, 97);
+    // one loadAll per non-empty page: a rebuild re-publishes nothing through addAll
+    expect(gate.loads).toBeGreaterThan(1);
+  });
+
+  it('rebuildGate(): options, no gate, gates without loadAll, stores that cannot list', async () => {
+    expect(await new MemoryIdStore().listLogicalIds(undefined, 10)).toEqual({ ids: [], cursor: undefined });
+    const store = new MemoryIdStore();
+    const w = new IdRegistry({ store });
+    for (const r of records(5)) await w.upsert(r);
+    expect(await w.rebuildGate()).toBe(0);
+    const keys: string[] = [];
+    const addOnly = { addAll: async (k: readonly string[]) => keys.push(...k), containsAll: async (k: readonly string[]) => new Uint8Array(k.length).fill(1) };
+    expect(await new IdRegistry({ store, gate: addOnly }).rebuildGate({ pageSize: 2 })).toBe(5);
+    expect(keys.sort()).toEqual(records(5).map((r) => w.logicalId(r)).sort());
+    await expect(new IdRegistry({ store, gate: addOnly }).rebuildGate({ pageSize: 0 })).rejects.toThrow(/options\.pageSize/);
+    await expect(new IdRegistry({ store, gate: addOnly }).rebuildGate({ size: 1 } as never)).rejects.toThrow(/size/);
+    const { listLogicalIds: _drop, ...rest } = Object.getOwnPropertyDescriptors(MemoryIdStore.prototype);
+    void _drop;
+    const legacy = Object.create(Object.prototype, rest) as IdStore;
+    Object.defineProperty(legacy, 'kind', { value: 'legacy' });
+    await expect(new IdRegistry({ store: legacy, gate: addOnly }).rebuildGate()).rejects.toMatchObject({ code: 'HG_ERR_INVALID_ARG' });
   });
 });

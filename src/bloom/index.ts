@@ -20,7 +20,7 @@ export type { RebuildOptions, RebuildSource } from './rebuild.js';
 export { ReplicatedGate, isSharedGate } from './shared-gate.js';
 export type { SharedGate, ReplicatedGateOptions } from './shared-gate.js';
 export { RedisBloom, REDIS_BLOOM_DEFAULTS } from './redis-bloom.js';
-export type { RedisBloomOptions, RedisBloomConfig, RedisBloomKey } from './redis-bloom.js';
+export type { RedisBloomOptions, RedisBloomConfig, RedisBloomKey, RedisBloomLayout } from './redis-bloom.js';
 export { redissonShape, redissonConfigKey, javaDoubleToString, encodeRedissonString, REDISSON_MAX_BITS } from './redisson.js';
 export type { RedissonShape } from './redisson.js';
 export { RedisBloomReplica, REDIS_BLOOM_REPLICA_DEFAULTS } from './redis-replica.js';

@@ -3,6 +3,10 @@
 // bit indexes. Batches are hashed here and sent as one script call per chunk of `maxBatch` keys
 // (chunks pipelined), each checking the stored config atomically with its bit reads or writes.
 //
+// `layout: 'guava'` holds hashgate's own BloomFilter bits instead (redis-guava.ts): same scripts,
+// Guava indexes, config under `{name}:hg:guava`, so Redisson refuses it rather than misread it and
+// a RedisBloomReplica loads it straight into a BloomFilter.
+//
 // Differences from Redisson, on purpose: `containsAll` on a filter whose config changed or
 // vanished rejects (Redisson answers false, a silent false negative); `tryInit` adopts the stored
 // shape when the filter already exists (Redisson keeps its own computed shape and then fails every
@@ -20,6 +24,10 @@ import {
   redissonSuffixKey,
 } from './redisson.js';
 import { defineScripts, type Scripted } from './redis-scripts.js';
+import { guavaConfigKey, guavaContainsAll, guavaIndexBlob, guavaRedisShape } from './redis-guava.js';
+
+/** Bit layout of a Redis-held filter: Redisson's RBloomFilter, or hashgate's BloomFilter (Guava). */
+export type RedisBloomLayout = 'redisson' | 'guava';
 
 export type RedisBloomKey = string | Uint8Array;
 
@@ -48,6 +56,12 @@ export interface RedisBloomOptions {
   redis: Redis | Cluster;
   /** Redis key of the bitmap, as given to Redisson's getBloomFilter(name). */
   name: string;
+  /**
+   * 'redisson' (default): Redisson's RBloomFilter bits and config. 'guava': hashgate's BloomFilter
+   * bits (Guava sizing and indexes, seed 0), byte for byte as BloomFilter memory, for replicas that
+   * attach a BloomFilter without conversion; not readable by Redisson.
+   */
+  layout?: RedisBloomLayout;
   /** Sizing for tryInit(); ignored when the filter already exists. */
   expectedItems?: number;
   fpp?: number;
@@ -86,6 +100,7 @@ function parseIntField(v: string | null | undefined): number | undefined {
 export class RedisBloom {
   readonly name: string;
   readonly configKey: string;
+  readonly layout: RedisBloomLayout;
   readonly #redis: Redis | Cluster;
   readonly #s: Scripted;
   readonly #expectedItems: number | undefined;
@@ -116,12 +131,14 @@ export class RedisBloom {
       );
     }
     this.name = o.name;
-    this.configKey = redissonConfigKey(o.name);
+    if (o.layout !== undefined && o.layout !== 'redisson' && o.layout !== 'guava') throw invalidType('options.layout', "'redisson' or 'guava'", o.layout);
+    this.layout = o.layout ?? 'redisson';
+    this.configKey = this.layout === 'guava' ? guavaConfigKey(o.name) : redissonConfigKey(o.name);
     this.#redis = o.redis;
     this.#s = defineScripts(o.redis);
     this.#expectedItems = o.expectedItems === undefined ? undefined : checkInt('options.expectedItems', o.expectedItems, 1);
     this.#fpp = o.fpp === undefined ? undefined : checkNumber('options.fpp', o.fpp, 0, 1, true);
-    if (this.#expectedItems !== undefined && this.#fpp !== undefined) redissonShape(this.#expectedItems, this.#fpp); // validate early
+    if (this.#expectedItems !== undefined && this.#fpp !== undefined) this.#shape(); // validate early
     this.#maxBatch = checkInt('options.maxBatch', o.maxBatch ?? REDIS_BLOOM_DEFAULTS.maxBatch, 1, 100_000);
     this.#maxInFlight = checkInt('options.maxInFlight', o.maxInFlight ?? REDIS_BLOOM_DEFAULTS.maxInFlight, 1, 64);
     const f = o.snapshotBytesPerProbe ?? REDIS_BLOOM_DEFAULTS.snapshotBytesPerProbe;
@@ -168,12 +185,27 @@ export class RedisBloom {
     if (this.#expectedItems === undefined || this.#fpp === undefined) {
       throw invalidType('options.expectedItems and options.fpp', 'numbers (tryInit needs a size)', this.#expectedItems ?? this.#fpp);
     }
-    const { size, hashIterations } = redissonShape(this.#expectedItems, this.#fpp);
+    const { size, hashIterations } = this.#shape();
+    // the other layout's config on this name means its bitmap holds bits this client would misread
+    const other = this.layout === 'guava' ? redissonConfigKey(this.name) : guavaConfigKey(this.name);
+    if ((await this.#call(() => this.#redis.exists(other))) === 1) {
+      throw new HashGateError(
+        ErrorCodes.BLOOM_CONFIG_CHANGED,
+        `RedisBloom ${this.name}: the filter exists in the ${this.layout === 'guava' ? 'redisson' : 'guava'} layout (config ${other}); open it with that layout`,
+        { details: { name: this.name, layout: this.layout } },
+      );
+    }
     const [created, s, k] = await this.#call(() =>
       this.#s.hgBloomTryInit(this.configKey, javaLongToString(size), String(hashIterations), javaLongToString(this.#expectedItems!), javaDoubleToString(this.#fpp!)),
     );
     this.#adopt(s, k);
     return Number(created) === 1;
+  }
+
+  #shape(): { size: number; hashIterations: number } {
+    if (this.layout === 'redisson') return redissonShape(this.#expectedItems!, this.#fpp!);
+    const g = guavaRedisShape(this.#expectedItems!, this.#fpp!);
+    return { size: g.bitSize, hashIterations: g.hashFunctions };
   }
 
   /** Re-reads the stored config (after HG_ERR_BLOOM_CONFIG_CHANGED, when the new shape is wanted). */
@@ -250,7 +282,8 @@ export class RedisBloom {
         { details: { name: this.name, expected: { size, hashIterations: k }, found: { size: cfg[0], hashIterations: cfg[1] } } },
       );
     }
-    return redissonContainsAll(keys, k, size, bm ?? Buffer.alloc(0), this.#maxBatch);
+    const bitmap = bm ?? Buffer.alloc(0);
+    return this.layout === 'guava' ? guavaContainsAll(keys, k, size, bitmap, this.#maxBatch) : redissonContainsAll(keys, k, size, bitmap, this.#maxBatch);
   }
 
   /** One key; concurrent calls in the same tick share one script call, like contains(). */
@@ -356,7 +389,7 @@ export class RedisBloom {
     let failure: unknown;
     for (let from = 0; from < keys.length && failure === undefined; from += this.#maxBatch) {
       const n = Math.min(this.#maxBatch, keys.length - from);
-      const blob = redissonIndexBlob(keys, from, n, k, size);
+      const blob = this.layout === 'guava' ? guavaIndexBlob(keys, from, n, k, size) : redissonIndexBlob(keys, from, n, k, size);
       const snapshot = size / 8 <= this.#snapshotFactor * n * k ? '1' : '0';
       const p: Promise<void> = this.#call(() => send(blob, n, snapshot, from)).then(
         () => void inFlight.delete(p),

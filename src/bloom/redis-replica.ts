@@ -1,5 +1,9 @@
-// RedisBloomReplica: a local copy of a Redis-held filter (Redisson layout) in a SharedArrayBuffer,
-// so checks cost no round trip. Kept current three ways:
+// RedisBloomReplica: a local copy of a Redis-held filter in a SharedArrayBuffer, so checks cost no
+// round trip. Both layouts of RedisBloom: Redisson's bits in a plain SharedArrayBuffer, or (layout
+// 'guava') hashgate's BloomFilter bits loaded straight into a BloomFilter's shared memory, since
+// the Redis string is that memory byte for byte (redis-guava.ts); other threads attach it with
+// BloomFilter.fromShared(replica.filter.toShared()). The machinery below is the same for both:
+// Redis bytes, Redis bit offsets in the change stream. Kept current three ways:
 //   - initial and periodic full loads in GETRANGE chunks (never one huge reply), merged by OR;
 //   - the change stream RedisBloom writers append to (`publish`), read with XREAD BLOCK on its own
 //     connection; every entry carries a sequence number, and a missing number (the stream was
@@ -16,6 +20,9 @@ import { createHistogram } from 'node:perf_hooks';
 import type { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError, checkInt, invalidType } from '../errors.js';
 import { redissonConfigKey, redissonIndexBlob, redissonKeysShareSlot, redissonSuffixKey } from './redisson.js';
+import { guavaConfigKey } from './redis-guava.js';
+import { BloomFilter } from './bloom-filter.js';
+import type { RedisBloomLayout } from './redis-bloom.js';
 
 export const REDIS_BLOOM_REPLICA_DEFAULTS = {
   /** bytes per GETRANGE during a full load */
@@ -32,6 +39,8 @@ export interface RedisBloomReplicaOptions {
   /** ioredis client; the replica duplicates it for its blocking stream reads. */
   redis: Redis | Cluster;
   name: string;
+  /** The filter's layout, as given to RedisBloom (default 'redisson'). */
+  layout?: RedisBloomLayout;
   chunkBytes?: number;
   resyncIntervalMs?: number;
   blockMs?: number;
@@ -65,7 +74,10 @@ export class RedisBloomReplica extends EventEmitter {
   readonly name: string;
   readonly configKey: string;
   readonly streamKey: string;
+  readonly layout: RedisBloomLayout;
   readonly #redis: Redis | Cluster;
+  /** layout 'guava': the BloomFilter whose bits #bits views */
+  #filter: BloomFilter | undefined;
   #reader: Redis | Cluster | undefined;
   readonly #chunkBytes: number;
   readonly #resyncIntervalMs: number;
@@ -98,7 +110,9 @@ export class RedisBloomReplica extends EventEmitter {
     }
     if ((o.redis as Cluster).isCluster === true && !redissonKeysShareSlot(o.name)) throw invalidType('options.name', 'a name whose keys share a cluster slot', o.name);
     this.name = o.name;
-    this.configKey = redissonConfigKey(o.name);
+    if (o.layout !== undefined && o.layout !== 'redisson' && o.layout !== 'guava') throw invalidType('options.layout', "'redisson' or 'guava'", o.layout);
+    this.layout = o.layout ?? 'redisson';
+    this.configKey = this.layout === 'guava' ? guavaConfigKey(o.name) : redissonConfigKey(o.name);
     this.streamKey = redissonSuffixKey(o.name, 'hg:changes');
     this.#redis = o.redis;
     this.#chunkBytes = checkInt('options.chunkBytes', o.chunkBytes ?? REDIS_BLOOM_REPLICA_DEFAULTS.chunkBytes, 1024, 64 * 1024 * 1024);
@@ -131,9 +145,21 @@ export class RedisBloomReplica extends EventEmitter {
     return r;
   }
 
-  /** The bitmap, in Redis bit order (bit i = byte i >> 3, mask 0x80 >> (i & 7)); readable from workers. */
+  /**
+   * The bitmap, in Redis bit order (bit i = byte i >> 3, mask 0x80 >> (i & 7)); readable from
+   * workers. Layout 'guava': the whole memory of `filter` (its bits start at filter.bitsOffset).
+   */
   get buffer(): SharedArrayBuffer {
     return this.#buffer;
+  }
+
+  /**
+   * Layout 'guava': the BloomFilter holding the replica's bits (undefined for 'redisson'). Use it
+   * for reads only (mightContain, toShared for workers, writeTo for a Guava snapshot): the replica
+   * writes its bits. A filter recreated with another shape replaces it (event 'reset').
+   */
+  get filter(): BloomFilter | undefined {
+    return this.#filter;
   }
 
   get size(): number {
@@ -152,6 +178,7 @@ export class RedisBloomReplica extends EventEmitter {
       if (typeof key !== 'string' && !(key instanceof Uint8Array)) throw invalidType(`keys[${i}]`, 'a string or Uint8Array', key);
     }
     if (this.#closed) throw new HashGateError(ErrorCodes.CLOSED, `RedisBloomReplica ${this.name} is closed`);
+    if (this.#filter) return this.#filter.mightContainAll(keys as Array<string | Uint8Array>);
     const out = new Uint8Array(keys.length);
     const k = this.#k;
     const bits = this.#bits;
@@ -250,15 +277,28 @@ export class RedisBloomReplica extends EventEmitter {
     const bytes = Math.ceil(size / 8);
     const reshape = size !== this.#size || k !== this.#k || this.#replace;
     this.#replace = false;
-    const target: Uint8Array<ArrayBufferLike> = reshape ? new Uint8Array(new SharedArrayBuffer(bytes)) : this.#bits;
+    let filter = this.#filter;
+    let target: Uint8Array<ArrayBufferLike> = this.#bits;
+    if (reshape && this.layout === 'guava') {
+      if (size % 64 !== 0 || k > 255) {
+        throw new HashGateError(ErrorCodes.BLOOM_SHAPE_MISMATCH, `RedisBloomReplica ${this.name}: a guava-layout config must have whole 64-bit words and k <= 255, found size=${size} hashIterations=${k}`, {
+          details: { name: this.name, size, hashIterations: k },
+        });
+      }
+      filter = BloomFilter.withShape({ bitSize: size, hashFunctions: k });
+      target = new Uint8Array(filter.memory.buffer, filter.bitsOffset, bytes);
+    } else if (reshape) target = new Uint8Array(new SharedArrayBuffer(bytes));
     for (let off = 0; off < bytes; off += this.#chunkBytes) {
       const end = Math.min(bytes, off + this.#chunkBytes) - 1;
       const part = await this.#redis.getrangeBuffer(this.name, off, end);
       for (let i = 0; i < part.length; i++) target[off + i]! |= part[i]!;
     }
+    // bits were written under the filter, so its shared set-bit count is recomputed
+    filter?.recountBits();
     if (reshape) {
       this.#buffer = target.buffer as SharedArrayBuffer;
       this.#bits = target;
+      this.#filter = filter;
       this.#size = size;
       this.#k = k;
       if (this.#fullAt !== 0) this.emit('reset', { size, hashIterations: k });
@@ -286,6 +326,7 @@ export class RedisBloomReplica extends EventEmitter {
         for (const [idBuf, fields] of entries) {
           if (!this.#apply(idBuf.toString(), fields)) break;
         }
+        if (entries.length > 0) this.#filter?.recountBits();
         // a read that began before a reconnect proves nothing about the time in between
         if (!this.#needFull && entries.length < REDIS_BLOOM_REPLICA_DEFAULTS.readCount) this.#syncAt = issuedAt;
         if (entries.length > 0) this.emit('applied', this.#seq);

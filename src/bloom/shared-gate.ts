@@ -28,7 +28,7 @@ export interface ReplicatedGateOptions {
   name: string;
   /**
    * Called when the bus re-subscribed after an outage: adds may have been missed, so reload the
-   * filter from storage (e.g. `() => index.rebuildGate()`). Errors are swallowed; the filter keeps
+   * filter from storage (e.g. `() => index.rebuildGate()` or `() => registry.rebuildGate()`). Errors are swallowed; the filter keeps
    * what it has.
    */
   onResync?: () => Promise<unknown> | void;

@@ -86,7 +86,8 @@ export interface InvalidationBusOptions {
   /**
    * Log publishes in a capped Redis stream (`${channel}:log`, about maxEntries long) and replay
    * missed messages after a reconnect instead of clearing. Standalone Redis only (the script
-   * publishes and appends together). Every bus of the fleet should log, or gaps force clears.
+   * publishes and appends together; on a Cluster the bus moves between nodes, so a gap always
+   * clears). Every bus of the fleet should log, or gaps force clears.
    */
   replay?: false | { maxEntries?: number };
 }
@@ -429,19 +430,48 @@ function retry(times: number): number {
 }
 
 /**
- * The bus's own connection. On a Cluster it is a plain connection to the first startup node: a
- * PUBLISH on any node reaches the subscribers of every node, and one connection makes "we were
- * disconnected, so clear" exact (pass bus.url to pick the node).
+ * The bus's own connection. On a Cluster it is a plain connection to one node at a time, that moves
+ * to the next node the cluster knows before every reconnect attempt. Classic PUBLISH/SUBSCRIBE
+ * carry no key, so any node serves them and a PUBLISH on one reaches the subscribers of every node,
+ * even while the cluster is failed for lack of a master; one connection keeps "we were
+ * disconnected, so clear" exact. Sharded pub/sub (SSUBSCRIBE) would tie the whole bus to the master
+ * of one slot and stop it whenever that slot is down. A killed node is therefore left for a live
+ * one within a few retry delays, where the subscriber re-subscribes and its listeners resync.
  */
 function dup(r: Client, o: RedisOptions): Redis {
-  if ((r as Cluster).isCluster === true) {
-    const c = r as Cluster;
-    // startupNodes is not public in ioredis's types; the first master it knows is the fallback
-    const n = (c as unknown as { startupNodes?: unknown[] }).startupNodes?.[0] ?? c.nodes('master')[0]?.options;
-    const node = typeof n === 'object' && n !== null ? (n as { host?: string; port?: number }) : { port: Number(n) };
-    return new Redis({ ...c.options.redisOptions, host: node.host ?? '127.0.0.1', port: node.port ?? 6379, ...o });
-  }
-  return (r as Redis).duplicate(o);
+  if ((r as Cluster).isCluster !== true) return (r as Redis).duplicate(o);
+  const c = r as Cluster;
+  const nodes = (): Array<{ host: string; port: number }> => {
+    const seen = new Map<string, { host: string; port: number }>();
+    const add = (n: unknown): void => {
+      const a = typeof n === 'object' && n !== null ? (n as { host?: string; port?: number }) : { port: Number(n) };
+      const node = { host: a.host ?? '127.0.0.1', port: a.port ?? 6379 };
+      if (Number.isInteger(node.port)) seen.set(`${node.host}:${node.port}`, node);
+    };
+    // startupNodes is not public in ioredis's types; the nodes the client knows now come first
+    for (const n of c.nodes('all')) add(n.options);
+    for (const n of (c as unknown as { startupNodes?: unknown[] }).startupNodes ?? []) add(n);
+    return [...seen.values()];
+  };
+  const first = nodes()[0] ?? { host: '127.0.0.1', port: 6379 };
+  const conn: Redis = new Redis({
+    ...c.options.redisOptions,
+    ...o,
+    host: first.host,
+    port: first.port,
+    retryStrategy: (times: number) => {
+      // ioredis reads host and port from these options at each connect attempt
+      const list = nodes();
+      const at = list.findIndex((n) => n.host === conn.options.host && n.port === conn.options.port);
+      const next = list[(at + 1) % list.length];
+      if (next) {
+        conn.options.host = next.host;
+        conn.options.port = next.port;
+      }
+      return retry(times);
+    },
+  });
+  return conn;
 }
 
 /** A throwing listener must not stop the others (nor the bus). */

@@ -11,7 +11,7 @@
 import { randomInt } from 'node:crypto';
 import type { HBaseRow, HBaseStore } from '../hbase/client.js';
 import { HashGateError, ErrorCodes } from '../errors.js';
-import type { CollisionRecord, IdStore, IdStoreConfig, IdStoreStats, StoredDoc, UpsertOutcome, UpsertPlan } from './types.js';
+import type { CollisionRecord, IdPage, IdStore, IdStoreConfig, IdStoreStats, StoredDoc, UpsertOutcome, UpsertPlan } from './types.js';
 
 export const HBASE_IDS_DEFAULTS = {
   table: 'hashgate_ids',
@@ -226,6 +226,18 @@ export class HBaseIdStore implements IdStore {
       }
     }
     throw new HashGateError(ErrorCodes.STORE, 'ids: config row kept changing during escalation');
+  }
+
+  /**
+   * Logical ids by a range scan over the `b:` rows ('b;' is the first key past them), at most
+   * `limit` rows per page, reading only the version and redirect cells; the cursor is the last id.
+   */
+  async listLogicalIds(cursor: string | undefined, limit: number): Promise<IdPage> {
+    const rows = await this.hb.scan(this.t, {
+      startRow: cursor === undefined ? 'b:' : `b:${cursor}\0`, stopRow: 'b;', limit, columns: ['m:v', 'm:r'],
+    });
+    const ids = rows.map((r) => r.key.toString('utf8').slice(2));
+    return { ids, cursor: rows.length === limit ? ids[ids.length - 1] : undefined };
   }
 
   async close(): Promise<void> {

@@ -5,6 +5,6 @@ export type { IdAlgorithm, BuiltinIdAlgorithm, CustomIdHash } from './logical-id
 export { MemoryIdStore } from './memory-store.js';
 export { RedisIdStore } from './redis-store.js';
 export type { RedisIdStoreOptions } from './redis-store.js';
-export type { CollisionRecord, IdStore, IdStoreConfig, IdStoreStats, StoredDoc, UpsertOutcome, UpsertPlan, UpsertStatus } from './types.js';
+export type { CollisionRecord, IdPage, IdStore, IdStoreConfig, IdStoreStats, StoredDoc, UpsertOutcome, UpsertPlan, UpsertStatus } from './types.js';
 export { HBaseIdStore, HBASE_IDS_DEFAULTS } from './hbase-store.js';
 export type { HBaseIdStoreOptions } from './hbase-store.js';

@@ -1,5 +1,5 @@
 // Embedded IdStore for the no-Redis default. Single-threaded JS makes each method atomic.
-import type { CollisionRecord, IdStore, IdStoreConfig, IdStoreStats, StoredDoc, UpsertOutcome, UpsertPlan } from './types.js';
+import type { CollisionRecord, IdPage, IdStore, IdStoreConfig, IdStoreStats, StoredDoc, UpsertOutcome, UpsertPlan } from './types.js';
 
 interface Bucket {
   docs: Map<string, StoredDoc>;
@@ -9,6 +9,8 @@ interface Bucket {
 export class MemoryIdStore implements IdStore {
   readonly kind = 'memory';
   private readonly buckets = new Map<string, Bucket>();
+  /** Bucket ids in creation order, so a listing cursor is a plain index (buckets are never dropped). */
+  private readonly order: string[] = [];
   private readonly docs = new Map<string, StoredDoc>();
   private readonly aliases = new Map<string, string>();
   private readonly records = new Map<string, CollisionRecord>();
@@ -21,6 +23,7 @@ export class MemoryIdStore implements IdStore {
     if (!b && create) {
       b = { docs: new Map(), redirect: false };
       this.buckets.set(lid, b);
+      this.order.push(lid);
     }
     return b;
   }
@@ -130,6 +133,13 @@ export class MemoryIdStore implements IdStore {
   async escalate(active: string): Promise<IdStoreConfig> {
     if (this.cfg.active !== active) this.cfg = { epoch: this.cfg.epoch + 1, active };
     return { ...this.cfg };
+  }
+
+  async listLogicalIds(cursor: string | undefined, limit: number): Promise<IdPage> {
+    const from = cursor === undefined ? 0 : Number(cursor);
+    const ids = this.order.slice(from, from + limit).filter((l) => this.buckets.has(l));
+    const next = from + limit;
+    return { ids, cursor: next < this.order.length ? String(next) : undefined };
   }
 
   async close(): Promise<void> {}

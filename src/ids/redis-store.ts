@@ -14,7 +14,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { HashGateError, ErrorCodes } from '../errors.js';
 import { LuaScript, runScript } from '../redis/scripts.js';
-import type { CollisionRecord, IdStore, IdStoreConfig, IdStoreStats, StoredDoc, UpsertOutcome, UpsertPlan } from './types.js';
+import type { CollisionRecord, IdPage, IdStore, IdStoreConfig, IdStoreStats, StoredDoc, UpsertOutcome, UpsertPlan } from './types.js';
 
 const UPSERT = new LuaScript(`
 local P = ARGV[1]
@@ -213,6 +213,40 @@ export class RedisIdStore implements IdStore {
   async escalate(active: string): Promise<IdStoreConfig> {
     const [e, a] = (await this.call('escalate', () => runScript(this.r, ESCALATE, 1, [this.P + ':cfg', this.P, active]))) as string[];
     return { epoch: Number(e), active: a ?? '' };
+  }
+
+  /**
+   * Logical ids by SCAN over `P:b:*` (COUNT = limit), so a page never blocks Redis for long. On a
+   * Cluster every master is scanned in address order (the store's slot can be mid-migration
+   * between two of them); the cursor names the master and its SCAN cursor, and a master that left
+   * the cluster during the listing fails it with HG_ERR_STORE so the caller starts over.
+   */
+  async listLogicalIds(cursor: string | undefined, limit: number): Promise<IdPage> {
+    const match = `${this.P.replace(/[\\*?[\]]/g, '\\$&')}:b:*`;
+    const cut = this.P.length + 3;
+    return this.call('list', async () => {
+      if ((this.r as Cluster).isCluster !== true) {
+        const [next, keys] = await (this.r as Redis).scan(cursor ?? '0', 'MATCH', match, 'COUNT', limit);
+        return { ids: keys.map((k) => k.slice(cut)), cursor: next === '0' ? undefined : next };
+      }
+      const masters = (this.r as Cluster).nodes('master')
+        .map((n) => ({ n, addr: `${n.options.host ?? ''}:${n.options.port ?? ''}` }))
+        .sort((a, b) => (a.addr < b.addr ? -1 : a.addr > b.addr ? 1 : 0));
+      let i = 0;
+      let scanCursor = '0';
+      if (cursor !== undefined) {
+        const sep = cursor.lastIndexOf('|');
+        const addr = cursor.slice(0, sep);
+        scanCursor = cursor.slice(sep + 1);
+        i = masters.findIndex((m) => m.addr === addr);
+        if (i < 0) throw new Error(`master ${addr} left the cluster during the listing; list again from the start`);
+      }
+      const m = masters[i];
+      if (!m) return { ids: [], cursor: undefined };
+      const [next, keys] = await m.n.scan(scanCursor, 'MATCH', match, 'COUNT', limit);
+      const after = next !== '0' ? `${m.addr}|${next}` : masters[i + 1] ? `${masters[i + 1]!.addr}|0` : undefined;
+      return { ids: keys.map((k) => k.slice(cut)), cursor: after };
+    });
   }
 
   async close(): Promise<void> {

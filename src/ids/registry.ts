@@ -20,6 +20,8 @@ export const DEFAULTS = {
   escalation: { threshold: 1e-6, minDocuments: 1000 },
   /** Bounded retries when another process escalated or repaired between our hash and our write. */
   maxRetries: 4,
+  /** Logical ids per store listing call and per gate call in rebuildGate(). */
+  rebuildPageSize: 1000,
 } as const;
 
 export interface IdRegistryOptions {
@@ -49,8 +51,9 @@ export interface IdRegistryOptions {
   /**
    * A Bloom gate of logical ids shared by every instance (src/bloom/shared-gate.ts): upsert adds
    * the ids before writing, find() answers "not stored" without a store call when the gate has
-   * never seen them. The gate must cover every stored id: attach it to an empty store or fill it
-   * from the store first (there is no rebuild from the store here).
+   * never seen them. The gate must cover every stored id: a gate that is not shared by every
+   * writer since the store was empty (a process-local filter, a replica that missed messages)
+   * must be filled with `rebuildGate()` before find() relies on it.
    */
   gate?: SharedGate;
 }
@@ -295,6 +298,33 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
       await this.store.clearCollided(lid);
     }
     return report;
+  }
+
+  /**
+   * Loads every logical id the store holds into the gate, page by page (`pageSize` ids per store
+   * call and per gate call, so memory stays bounded whatever the store's size), through the gate's
+   * loadAll() when it has one (a rebuild re-publishes nothing) else addAll(). Returns how many ids
+   * were loaded. Ids upserted during the rebuild reach the gate through upsert() itself.
+   */
+  async rebuildGate(options: { pageSize?: number } = {}): Promise<number> {
+    if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options);
+    checkKnownKeys('options', options, ['pageSize']);
+    const pageSize = checkInt('options.pageSize', options.pageSize ?? DEFAULTS.rebuildPageSize, 1, 1_000_000);
+    const gate = this.gate;
+    if (!gate) return 0;
+    const store = this.store;
+    if (typeof store.listLogicalIds !== 'function') {
+      throw new HashGateError(ErrorCodes.INVALID_ARG, `ids.rebuildGate: the ${store.kind} store cannot list its logical ids (IdStore.listLogicalIds)`);
+    }
+    let n = 0;
+    let cursor: string | undefined;
+    do {
+      const page = await store.listLogicalIds(cursor, pageSize);
+      if (page.ids.length) await (gate.loadAll ? gate.loadAll(page.ids) : gate.addAll(page.ids));
+      n += page.ids.length;
+      cursor = page.cursor;
+    } while (cursor !== undefined);
+    return n;
   }
 
   async close(): Promise<void> {

@@ -59,6 +59,12 @@ export interface IdStoreConfig {
   active: string;
 }
 
+/** One page of a logical-id listing; `cursor` undefined = the listing is complete. */
+export interface IdPage {
+  ids: string[];
+  cursor: string | undefined;
+}
+
 /**
  * Storage behind IdRegistry. `upsert` must be atomic against concurrent upserts from other
  * processes (exactly one 'new' per raw per logical id). The repair primitives are idempotent.
@@ -80,5 +86,13 @@ export interface IdStore {
   config(): Promise<IdStoreConfig>;
   /** Sets active algorithm and bumps the epoch, unless already at `active`. */
   escalate(active: string): Promise<IdStoreConfig>;
+  /**
+   * Every logical id that has a bucket (redirected ones included), one page per call: pass the
+   * previous page's cursor (undefined to start) until it comes back undefined. A page holds about
+   * `limit` ids (Redis SCAN treats it as a hint). Ids written during the listing may or may not
+   * appear; ids present for the whole listing always do. Optional so stores written before it
+   * still type-check; IdRegistry.rebuildGate() needs it.
+   */
+  listLogicalIds?(cursor: string | undefined, limit: number): Promise<IdPage>;
   close(): Promise<void>;
 }

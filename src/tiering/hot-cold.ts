@@ -3,6 +3,9 @@
 // migrateCold() finds them close to expiry. Migration is at-least-once and idempotent: cold puts
 // are keyed and carry the original timestamp, the archived mark is a compare-and-set on the exact
 // bytes read, a SCAN cursor checkpoint makes runs resumable, and a token lock keeps runs single.
+// On a Redis Cluster the pass walks the masters one after another in address order (each has its
+// own SCAN cursor; the checkpoint names the master and its cursor), reads and marks through that
+// master's own connection, one single-key mark script per key since keys of a batch span slots.
 import type { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError, checkInt, checkOneOf, invalidType, outOfRange } from '../errors.js';
 import {
@@ -19,6 +22,7 @@ import { setMany } from '../cache/redis-tier.js';
 import { isCluster } from '../redis/client.js';
 // the Redis layer's owner-token lock (SET NX PX; compare-and-refresh/-release in Lua)
 import { RedisLock } from '../redis/lock.js';
+import { hashTagOf, redissonSuffixKey } from '../bloom/redisson.js';
 
 export const TIERING_DEFAULTS = {
   mode: 'migrate',
@@ -35,7 +39,7 @@ export const TIERING_DEFAULTS = {
 export type TieringMode = 'migrate' | 'dual-write';
 
 export interface HotColdOptions {
-  /** A Cluster works for write(); migrateCold() refuses it (single SCAN cursor, multi-key scripts). */
+  /** Standalone or Cluster (migrateCold() then scans every master; see lockKey). */
   redis: Redis | Cluster;
   /** Needed for dual-write and migrateCold(). */
   cold?: ColdStore;
@@ -51,6 +55,10 @@ export interface HotColdOptions {
   /** Written keys are added so a Bloom gate in front of the cache lets them through. */
   bloom?: BloomWritable | ((table: string) => BloomWritable | undefined);
   lockKey?: string;
+  /**
+   * The checkpoint. On a Cluster it must share the lock key's slot (the checkpoint script writes
+   * both); left unset there it is `{lockKey}:cursor`.
+   */
   cursorKey?: string;
   now?: () => number;
 }
@@ -93,6 +101,7 @@ export interface MigrateResult {
   acquired: boolean;
   /** True when the SCAN pass reached cursor 0 (the checkpoint is cleared). */
   complete: boolean;
+  /** SCAN cursor; on a Cluster `host:port/cursor` of the master being scanned ('0' when complete). */
   resumedFrom: string;
   cursor: string;
   batches: number;
@@ -136,6 +145,7 @@ export class HotColdStore {
   readonly #bloom: HotColdOptions['bloom'];
   readonly #lockKey: string;
   readonly #cursorKey: string;
+  readonly #cursorKeyGiven: boolean;
   readonly #now: () => number;
 
   constructor(opts: HotColdOptions) {
@@ -155,6 +165,7 @@ export class HotColdStore {
     this.#bloom = opts.bloom;
     this.#lockKey = opts.lockKey ?? TIERING_DEFAULTS.lockKey;
     this.#cursorKey = opts.cursorKey ?? TIERING_DEFAULTS.cursorKey;
+    this.#cursorKeyGiven = opts.cursorKey !== undefined;
     this.#now = opts.now ?? Date.now;
   }
 
@@ -228,39 +239,56 @@ export class HotColdStore {
       migrated: 0, alreadyArchived: 0, noTtl: 0, foreign: 0, raced: 0, lockLost: false, aborted: false, dryRun,
     };
     const client = this.#redis;
-    if (isCluster(client)) {
-      // the checkpoint script touches the lock and the cursor together, the archive mark many
-      // keys at once, and a Cluster's SCAN cursor is per node: refuse rather than half-migrate
-      throw new HashGateError(ErrorCodes.INVALID_OPTION, 'migrateCold() does not run on a Redis Cluster (one SCAN cursor, multi-key scripts); write() and lookups do', { details: { name: 'redis' } });
+    const cluster = isCluster(client);
+    let cursorKey = this.#cursorKey;
+    if (cluster && hashTagOf(cursorKey) !== hashTagOf(this.#lockKey)) {
+      if (this.#cursorKeyGiven) {
+        throw new HashGateError(ErrorCodes.INVALID_OPTION, 'cursorKey must share the cluster slot of lockKey (use one {tag} in both)', { details: { name: 'cursorKey' } });
+      }
+      cursorKey = redissonSuffixKey(this.#lockKey, 'cursor');
     }
-    const redis: Redis = client;
-    const lock = await RedisLock.acquire(redis, this.#lockKey, lockTtlMs);
+    const lock = await RedisLock.acquire(client, this.#lockKey, lockTtlMs);
     if (lock === undefined) return r;
     r.acquired = true;
     try {
+      // one SCAN source per master, in address order (known once the lock's SET connected)
+      const sources: Array<{ addr: string; node: Redis }> = cluster
+        ? client.nodes('master').map((node) => ({ addr: `${node.options.host ?? ''}:${node.options.port ?? ''}`, node })).sort((a, b) => (a.addr < b.addr ? -1 : a.addr > b.addr ? 1 : 0))
+        : [{ addr: '', node: client }];
+      let si = 0;
       let cursor = '0';
       if (opts.resume !== false) {
-        const saved = await redis.get(this.#cursorKey);
+        const saved = await client.get(cursorKey);
         if (saved) {
           try {
-            const cp = JSON.parse(saved) as { match?: unknown; cursor?: unknown };
-            if (cp.match === match && typeof cp.cursor === 'string') cursor = cp.cursor;
+            const cp = JSON.parse(saved) as { match?: unknown; cursor?: unknown; node?: unknown };
+            if (cp.match === match && typeof cp.cursor === 'string') {
+              if (!cluster) cursor = cp.cursor;
+              else if (typeof cp.node === 'string') {
+                // masters before the saved one are done; a master that moved starts over (idempotent)
+                si = Math.max(0, sources.findIndex((x) => x.addr >= (cp.node as string)));
+                if (sources[si]?.addr === cp.node) cursor = cp.cursor;
+              }
+            }
           } catch {
             // an unreadable checkpoint only costs a fresh pass
           }
         }
       }
-      r.resumedFrom = cursor;
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', match, 'COUNT', batchSize);
+      const position = (): string => (si >= sources.length ? '0' : cluster ? `${sources[si]!.addr}/${cursor}` : cursor);
+      r.resumedFrom = position();
+      while (si < sources.length) {
+        const src = sources[si]!;
+        const [next, keys] = await src.node.scan(cursor, 'MATCH', match, 'COUNT', batchSize);
         r.batches++;
         r.scanned += keys.length;
-        await this.#migrateBatch(keys, thresholdMs, batchSize, tableSet, dryRun, r);
+        await this.#migrateBatch(src.node, cluster, keys, thresholdMs, batchSize, tableSet, dryRun, r);
         cursor = next;
-        r.cursor = cursor;
+        if (cursor === '0') si++;
+        r.cursor = position();
         if (!dryRun) {
-          const cp = cursor === '0' ? '' : JSON.stringify({ match, cursor });
-          const ok = await redis.eval(CHECKPOINT, 2, this.#lockKey, this.#cursorKey, lock.token, String(lockTtlMs), cp);
+          const cp = si >= sources.length ? '' : JSON.stringify(cluster ? { match, node: sources[si]!.addr, cursor } : { match, cursor });
+          const ok = await client.eval(CHECKPOINT, 2, this.#lockKey, cursorKey, lock.token, String(lockTtlMs), cp);
           if (ok !== 1) {
             r.lockLost = true;
             break;
@@ -271,15 +299,19 @@ export class HotColdStore {
           r.aborted = true;
           break;
         }
-      } while (cursor !== '0' && r.batches < maxBatches);
-      r.complete = cursor === '0' && !r.lockLost;
+        if (r.batches >= maxBatches) break;
+      }
+      r.complete = si >= sources.length && !r.lockLost;
       return r;
     } finally {
       if (!r.lockLost) await lock.release().catch(() => false);
     }
   }
 
+  /** `node`: the connection the keys were scanned on (the client itself, or one Cluster master). */
   async #migrateBatch(
+    node: Redis,
+    cluster: boolean,
     keys: string[],
     thresholdMs: number,
     batchSize: number,
@@ -288,7 +320,7 @@ export class HotColdStore {
     r: MigrateResult,
   ): Promise<void> {
     if (keys.length === 0) return;
-    const pipe = (this.#redis as Redis).pipeline();
+    const pipe = node.pipeline();
     for (const k of keys) pipe.pttl(k).getBuffer(k);
     const res = (await pipe.exec()) ?? [];
     const byTable = new Map<string, { keys: string[]; raw: Buffer[]; entries: ColdEntry[] }>();
@@ -338,7 +370,18 @@ export class HotColdStore {
         }
         const ks = g.keys.slice(off, end);
         const flagBytes = g.raw.slice(off, end).map((b) => Buffer.of(b[FLAGS_OFFSET]! | FLAG_ARCHIVED));
-        const marked = (await this.#redis.eval(MARK, ks.length, ...ks, ...g.raw.slice(off, end), ...flagBytes)) as number;
+        const raws = g.raw.slice(off, end);
+        let marked = 0;
+        if (!cluster) marked = (await node.eval(MARK, ks.length, ...ks, ...raws, ...flagBytes)) as number;
+        else {
+          // keys of one master span many slots: one single-key mark per key, pipelined
+          const mp = node.pipeline();
+          for (let i = 0; i < ks.length; i++) mp.eval(MARK, 1, ks[i]!, raws[i]!, flagBytes[i]!);
+          for (const [err, n] of (await mp.exec()) ?? []) {
+            if (err) throw new HashGateError(ErrorCodes.STORE, 'redis archive mark failed during migration', { cause: err });
+            marked += Number(n);
+          }
+        }
         r.migrated += end - off;
         r.raced += end - off - marked;
       }

@@ -159,8 +159,15 @@ describe.skipIf(!has)('cache tier, tiering and ids on Redis Cluster', () => {
     expect((await perNode('ids:{tenant7}:*')).reduce((a2, b2) => a2 + b2, 0)).toBeGreaterThan(0);
   }, 120_000);
 
-  it('migrateCold refuses a Cluster with a typed error', async () => {
-    const hot = new HotColdStore({ redis: cluster(), cold: new MemoryColdStore() });
-    await expect(hot.migrateCold()).rejects.toMatchObject({ code: 'HG_ERR_INVALID_OPTION' });
+  it('migrateCold on a Cluster: a checkpoint key outside the lock\'s slot is refused, the default one is placed beside the lock', async () => {
+    const c = cluster();
+    const bad = new HotColdStore({ redis: c, cold: new MemoryColdStore(), lockKey: 'mig:lock', cursorKey: 'mig:cursor' });
+    await expect(bad.migrateCold()).rejects.toMatchObject({ code: 'HG_ERR_INVALID_OPTION', message: expect.stringContaining('cursorKey') });
+    const hot = new HotColdStore({ redis: c, cold: new MemoryColdStore(), lockKey: 'mig:lock' });
+    await hot.write('mc', [{ key: 'a', value: { v: 1 } }], { ttlSeconds: 60 });
+    const r = await hot.migrateCold({ thresholdMs: 3_600_000, batchSize: 1, maxBatches: 1 });
+    expect(r).toMatchObject({ acquired: true, complete: false });
+    expect(r.cursor).toMatch(/^127\.0\.0\.1:\d+\/\d+$/);
+    expect(JSON.parse((await c.get('{mig:lock}:cursor'))!)).toMatchObject({ node: expect.any(String), cursor: expect.any(String) });
   });
 });

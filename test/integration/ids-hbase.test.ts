@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { ensureHBase, hbaseConfigured, type HBaseHarness } from '../helpers/hbase.js';
 import type { HBaseStore } from '../../src/hbase/client.js';
 import { HBaseIdStore, IdRegistry, logicalId, type CustomIdHash } from '../../src/ids/index.js';
-import { checkRepair, checkWeakHashScenario, records, weak12 } from '../ids-scenarios.js';
+import { checkGateRebuild, checkRepair, checkWeakHashScenario, privateGate, records, weak12 } from '../ids-scenarios.js';
 
 const ok = hbaseConfigured('ids (hbase)');
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -16,13 +16,13 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 function ensureBuilt(): void {
   const newest = (dir: string): number =>
     Math.max(...readdirSync(dir).filter((f) => f.endsWith('.ts')).map((f) => statSync(join(dir, f)).mtimeMs));
-  const srcTime = Math.max(newest(join(root, 'src/ids')), newest(join(root, 'src/stores')), newest(join(root, 'src/hash')));
+  const srcTime = Math.max(newest(join(root, 'src/ids')), newest(join(root, 'src/hbase')), newest(join(root, 'src/hash')));
   const outs = ['dist/src/ids/hbase-store.js', 'dist/src/ids/registry.js', 'dist/src/hbase/client.js'].map((f) => join(root, f));
   const fresh = (): boolean => outs.every((f) => existsSync(f) && statSync(f).mtimeMs >= srcTime);
   if (fresh()) return;
   // tsc emits even when an unrelated file has type errors; what matters is that our outputs are fresh
   spawnSync('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: root, stdio: 'ignore' });
-  if (!fresh()) throw new Error('tsc build for the multi-process test did not produce dist/src/{ids,stores}');
+  if (!fresh()) throw new Error('tsc build for the multi-process test did not produce dist/src/{ids,hbase}');
 }
 
 // Each child is its own process with its own HBase connection; a start file on disk lines them up.
@@ -141,5 +141,16 @@ describe.skipIf(!ok)('IdRegistry on a real HBase (checkAndPut)', () => {
     for (let j = 0; j < done.length; j += 25) {
       expect(await b.upsert(recs[j])).toMatchObject({ status: 'duplicate', physicalId: done[j]!.physicalId, id: done[j]!.id });
     }
+  }, 300_000);
+
+  it('rebuildGate(): a reader with its own connection and a private gate finds, after a paged scan, every id another client wrote and repaired', async () => {
+    const t = await fresh();
+    const writer = new IdRegistry({ hbase: hb, hbaseTable: t, algorithm: weak12 });
+    const { results } = await checkWeakHashScenario(writer, weak12, 400);
+    await checkRepair(writer, results);
+    const own = h.store();
+    const reader = new IdRegistry({ hbase: own, hbaseTable: t, algorithm: weak12, gate: privateGate() });
+    await checkGateRebuild(writer, reader, results, 64);
+    await own.close();
   }, 300_000);
 });

@@ -6,7 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { IdRegistry, RedisIdStore, logicalId, type CustomIdHash } from '../../src/ids/index.js';
-import { checkRepair, checkWeakHashScenario, records, weak16 } from '../ids-scenarios.js';
+import { checkGateRebuild, checkRepair, checkWeakHashScenario, privateGate, records, weak16 } from '../ids-scenarios.js';
+import type { UpsertResult } from '../../src/ids/index.js';
 
 const has = requireRedisOrSkip('ids (redis)');
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -44,6 +45,29 @@ function runChild(url: string, n: number): Promise<Array<[string, string]>> {
     let buf = '';
     c.stdout.on('data', (d) => (buf += d));
     c.on('exit', (code) => (code === 0 ? res(JSON.parse(buf)) : rej(new Error(`child exited ${code}`))));
+  });
+}
+
+// A writer process that is gone before the reader starts: it stores records(n) under prefix HG_P.
+const WRITER = `
+import { Redis } from 'ioredis';
+const { IdRegistry } = await import(process.env.HG_IDS);
+const r = new Redis(process.env.HG_URL);
+const reg = new IdRegistry({ redis: r, keyPrefix: process.env.HG_P });
+const out = [];
+for (let i = 0; i < Number(process.env.HG_N); i++) out.push(await reg.upsert({ user: i, tag: 'r', tags: ['t' + (i % 7)] }));
+process.stdout.write(JSON.stringify(out));
+r.disconnect();
+`;
+
+function runWriter(url: string, prefix: string, n: number): Promise<UpsertResult[]> {
+  return new Promise((res, rej) => {
+    const c = spawn(process.execPath, ['--input-type=module', '-e', WRITER], {
+      cwd: root, env: { ...process.env, HG_URL: url, HG_N: String(n), HG_P: prefix, HG_IDS: distIds }, stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let buf = '';
+    c.stdout.on('data', (d) => (buf += d));
+    c.on('exit', (code) => (code === 0 ? res(JSON.parse(buf)) : rej(new Error(`writer exited ${code}`))));
   });
 }
 
@@ -143,6 +167,29 @@ describe.skipIf(!has)('IdRegistry on a real redis-server', () => {
     expect((await good.stats()).docs).toBe(2);
     expect((await good.repairCollisions()).logicalIds).toBe(0);
   });
+
+  it('rebuildGate(): ids another process wrote before this one started are found after a SCAN-paged rebuild', async () => {
+    ensureBuilt();
+    await r.flushdb();
+    // a store whose prefix has glob characters lists only its own ids, not those of 'rxg'
+    const results = await runWriter(srv.url, 'r*g', 800);
+    const other = new IdRegistry({ redis: r, keyPrefix: 'rxg' });
+    for (const rec of records(50, 'other')) await other.upsert(rec);
+    const writer = new IdRegistry({ redis: r, keyPrefix: 'r*g' });
+    const reader = new IdRegistry({ redis: r, keyPrefix: 'r*g', gate: privateGate() });
+    await checkGateRebuild(writer, reader, results, 97);
+  }, 120_000);
+
+  it('rebuildGate(): repaired (redirected and SHA-256) ids written by another registry are found after the rebuild', async () => {
+    await r.flushdb();
+    const writer = new IdRegistry({ redis: r, keyPrefix: 'rgw', algorithm: weak16 });
+    const { results } = await checkWeakHashScenario(writer);
+    await checkRepair(writer, results);
+    const own = new Redis(srv.url);
+    const reader = new IdRegistry({ redis: own, keyPrefix: 'rgw', algorithm: weak16, gate: privateGate() });
+    await checkGateRebuild(writer, reader, results, 200);
+    own.disconnect();
+  }, 120_000);
 
   it('store errors surface as HashGateError HG_ERR_STORE', async () => {
     const dead = new Redis({ port: srv.port + 1, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });

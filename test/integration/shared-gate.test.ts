@@ -93,5 +93,13 @@ describe.skipIf(!has)('shared gates (real Redis)', () => {
     expect((await rb.find(rec))?.physicalId).toBe(up.physicalId);
     expect(rb.gateShortCircuits).toBe(1);
     expect(() => new IdRegistry({ gate: {} as never })).toThrow(/ids\.gate/);
+    // an instance that joined after the write: its replica never heard of it until rebuildGate(),
+    // which loads through loadAll() and so publishes nothing on the bus
+    const c = await instance('ids');
+    const rc = new IdRegistry({ redis: c.r, keyPrefix: 'sgids', gate: c.gate });
+    expect(await rc.find(rec)).toBeUndefined();
+    expect(await rc.rebuildGate()).toBe(1);
+    expect((await rc.find(rec))?.physicalId).toBe(up.physicalId);
+    expect(c.bus.stats().sent).toBe(0);
   });
 });
