@@ -275,7 +275,11 @@ export class HashGate {
               return new FingerprintIndex(io);
             });
       const ids = options.ids;
-      this.ids = ids === undefined ? undefined : withOptionPath('options.ids', () => new IdRegistry(ids === true ? {} : { now: options.now ?? Date.now, ...ids }));
+      this.ids = ids === undefined ? undefined : withOptionPath('options.ids', () => {
+        const io: IdRegistryOptions = ids === true ? {} : { now: options.now ?? Date.now, ...ids };
+        if (io.coalesce === undefined) io.coalesce = this.options.coalesce;
+        return new IdRegistry(io);
+      });
     } catch (err) {
       void this.dedup.close().catch(() => undefined);
       void this.cache?.close().catch(() => undefined);
