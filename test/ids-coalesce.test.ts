@@ -62,6 +62,36 @@ describe('ids.upsert coalescing (memory store)', () => {
     expect((await reg.upsert({ a: 1 })).status).toBe('new');
   });
 
+  it('with a shared gate: ids reach the gate before the store, and batches reach the store in flush order', async () => {
+    const seen = new Set<string>();
+    let calls = 0;
+    // the first batch's gate write finishes last: the second batch must still wait for it
+    const gate = {
+      addAll: async (ids: string[]) => {
+        if (++calls === 1) await new Promise((r) => setTimeout(r, 20));
+        for (const i of ids) seen.add(i);
+      },
+      containsAll: async (ids: string[]) => ids.map((i) => (seen.has(i) ? 1 : 0)),
+    };
+    const store = countBatches(new MemoryIdStore());
+    const real = store.upsertMany.bind(store);
+    const order: string[] = [];
+    store.upsertMany = (plans: readonly UpsertPlan[]) => {
+      for (const p of plans) {
+        expect(p.lids.every((l) => seen.has(l))).toBe(true);
+        order.push(p.physicalId);
+      }
+      return real(plans);
+    };
+    const reg = new IdRegistry({ store, gate, coalesce: { maxKeys: 2 }, ...deterministic() });
+    await reg.stats();
+    const out = await Promise.all([reg.upsert({ r: 1 }), reg.upsert({ r: 1 }), reg.upsert({ r: 1 })]);
+    expect(out.map((o) => o.status)).toEqual(['new', 'duplicate', 'duplicate']);
+    expect(order).toEqual(['p1', 'p3', 'p5']);
+    expect(await reg.find({ r: 1 })).toMatchObject({ physicalId: 'p1' });
+    expect(await reg.find({ never: 1 })).toBeUndefined();
+  });
+
   it('validates ids.coalesce and HashGate passes its coalesce option to the registry', async () => {
     expect(() => new IdRegistry({ coalesce: { maxKeys: 0 } })).toThrow(/ids\.coalesce\.maxKeys/);
     expect(() => new IdRegistry({ coalesce: { maxKey: 3 } as never })).toThrow(/ids\.coalesce\.maxKey/);
