@@ -57,7 +57,7 @@ export class HBaseIdStore implements IdStore {
   readonly kind = 'hbase';
   private readonly hb: HBaseStore;
   private readonly t: string;
-  /** Per logical id, the last upsertMany plan still in flight: later plans on that id start after it. */
+  // Per logical id, the last upsertMany plan still in flight: later plans on that id start after it.
   private readonly tails = new Map<string, Promise<unknown>>();
 
   constructor(opts: HBaseIdStoreOptions) {
@@ -140,7 +140,7 @@ export class HBaseIdStore implements IdStore {
     }));
   }
 
-  /** Forgets a finished plan unless a later one already waits behind it (holds in-flight plans only). */
+  // Forgets a finished plan unless a later one already waits behind it (holds in-flight plans only).
   private untail(lids: readonly string[], settled: Promise<unknown>): void {
     for (const l of lids) if (this.tails.get(l) === settled) this.tails.delete(l);
   }

@@ -114,7 +114,7 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
   /** find() calls answered by the gate alone. */
   gateShortCircuits = 0;
   private readonly co: Coalescer<PendingUpsert> | undefined;
-  /** With a gate: resolves once the last flushed batch has been handed to the store (keeps batches in flush order). */
+  // With a gate: resolves once the last flushed batch has been handed to the store (keeps batches in flush order).
   private storeTail: Promise<void> = Promise.resolve();
 
   constructor(options: IdRegistryOptions = {}) {
@@ -206,11 +206,9 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
     throw new HashGateError(ErrorCodes.STORE, `ids.upsert: gave up after ${DEFAULTS.maxRetries} config/redirect retries`);
   }
 
-  /**
-   * One plan to the store: queued for the next merged batch, or sent alone when coalescing is
-   * off. Either way the gate learns the ids before the store writes them: a crash between the two
-   * costs a false positive, never a false negative.
-   */
+  // One plan to the store: queued for the next merged batch, or sent alone when coalescing is
+  // off. Either way the gate learns the ids before the store writes them: a crash between the two
+  // costs a false positive, never a false negative.
   private async send(plan: UpsertPlan): Promise<UpsertOutcome> {
     const co = this.co;
     if (co === undefined) {
@@ -220,12 +218,10 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
     return new Promise<UpsertOutcome>((resolve, reject) => co.add({ plan, resolve, reject }, 1));
   }
 
-  /**
-   * Sends one batch: the store applies the plans in order, each caller gets its own outcome, and a
-   * store failure rejects every caller of the batch with that error. Without a gate the store
-   * call starts here, synchronously, so batches reach the store in flush order; with one, each
-   * batch waits for its gate write and for the previous batch to have been sent.
-   */
+  // Sends one batch: the store applies the plans in order, each caller gets its own outcome, and a
+  // store failure rejects every caller of the batch with that error. Without a gate the store
+  // call starts here, synchronously, so batches reach the store in flush order; with one, each
+  // batch waits for its gate write and for the previous batch to have been sent.
   private flushUpserts(items: PendingUpsert[]): void {
     const co = this.co as Coalescer<PendingUpsert>;
     const store = this.store as Required<Pick<IdStore, 'upsertMany'>> & IdStore;
