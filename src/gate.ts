@@ -267,7 +267,13 @@ export class HashGate {
       );
       const ids = options.ids;
       this.ids = rollback.add(
-        ids === undefined ? undefined : withOptionPath('options.ids', () => new IdRegistry(ids === true ? {} : { now: options.now ?? Date.now, ...ids })),
+        ids === undefined
+          ? undefined
+          : withOptionPath('options.ids', () => {
+              const io: IdRegistryOptions = ids === true ? {} : { now: options.now ?? Date.now, ...ids };
+              if (io.coalesce === undefined) io.coalesce = this.options.coalesce;
+              return new IdRegistry(io);
+            }),
       );
 
       this.pool = rollback.add(

@@ -57,6 +57,8 @@ export class HBaseIdStore implements IdStore {
   readonly kind = 'hbase';
   private readonly hb: HBaseStore;
   private readonly t: string;
+  // Per logical id, the last upsertMany plan still in flight: later plans on that id start after it.
+  private readonly tails = new Map<string, Promise<unknown>>();
 
   constructor(opts: HBaseIdStoreOptions) {
     this.hb = opts.hbase;
@@ -113,6 +115,34 @@ export class HBaseIdStore implements IdStore {
       return { status: 'collision', physicalId: pid, logicalId: primary, record };
     }
     throw new HashGateError(ErrorCodes.STORE, `ids: bucket ${primary} kept changing during upsert`);
+  }
+
+  /**
+   * The client has no batched conditional mutation, so this is not one round trip: every plan is
+   * its own read and compare-and-set, as in upsert(). Plans on different logical ids run
+   * concurrently; a plan waits for the earlier plans (of this batch or one still in flight) that
+   * share a logical id with it, so the answers are those of running the plans in order.
+   */
+  upsertMany(plans: readonly UpsertPlan[]): Promise<UpsertOutcome[]> {
+    return Promise.all(plans.map((p) => {
+      const before: Promise<unknown>[] = [];
+      for (const l of p.lids) {
+        const t = this.tails.get(l);
+        if (t !== undefined) before.push(t);
+      }
+      const run = before.length === 0 ? this.upsert(p) : Promise.all(before).then(() => this.upsert(p));
+      const settled: Promise<unknown> = run.then(
+        () => this.untail(p.lids, settled),
+        () => this.untail(p.lids, settled),
+      );
+      for (const l of p.lids) this.tails.set(l, settled);
+      return run;
+    }));
+  }
+
+  // Forgets a finished plan unless a later one already waits behind it (holds in-flight plans only).
+  private untail(lids: readonly string[], settled: Promise<unknown>): void {
+    for (const l of lids) if (this.tails.get(l) === settled) this.tails.delete(l);
   }
 
   async getDoc(physicalId: string): Promise<StoredDoc | undefined> {

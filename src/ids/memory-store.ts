@@ -65,6 +65,11 @@ export class MemoryIdStore implements IdStore {
     return { status: 'collision', physicalId: p.physicalId, logicalId: lid, record: { ...record } };
   }
 
+  /** upsert() never awaits, so each call below runs to completion before the next one starts. */
+  upsertMany(plans: readonly UpsertPlan[]): Promise<UpsertOutcome[]> {
+    return Promise.all(plans.map((p) => this.upsert(p)));
+  }
+
   async getDoc(physicalId: string): Promise<StoredDoc | undefined> {
     const d = this.docs.get(this.aliases.get(physicalId) ?? physicalId);
     return d ? { ...d } : undefined;

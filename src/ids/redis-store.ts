@@ -1,5 +1,6 @@
 // Redis IdStore. One Lua script per upsert makes check-and-insert atomic against every other
-// client, so two processes upserting the same record see exactly one 'new'. The script touches the
+// client, so two processes upserting the same record see exactly one 'new' (a batch of merged
+// upserts is one script too, its plans applied in order). The script touches the
 // config epoch, the buckets, the doc and the collision keys together, so on a Redis Cluster all of
 // one store's keys live in one slot: a keyPrefix without a `{tag}` is used as `{keyPrefix}`. One
 // registry is therefore served by one master; independent registries (other prefixes) spread over
@@ -16,17 +17,17 @@ import { HashGateError, ErrorCodes } from '../errors.js';
 import { LuaScript, runScript } from '../redis/scripts.js';
 import type { CollisionRecord, IdPage, IdStore, IdStoreConfig, IdStoreStats, StoredDoc, UpsertOutcome, UpsertPlan } from './types.js';
 
-const UPSERT = new LuaScript(`
-local P = ARGV[1]
+// One plan, the body of both upsert scripts: every plan of a batch is checked and written
+// exactly as a lone upsert would be, so a batch answers like the same upserts run in order.
+const UPSERT_ONE = `
+local function upsertOne(P, wantEpoch, raw, pid, colId, alg, now, lids)
 local epoch = redis.call('HGET', P .. ':cfg', 'epoch') or '0'
-if epoch ~= ARGV[2] then
+if epoch ~= wantEpoch then
   return { 'stale', epoch, redis.call('HGET', P .. ':cfg', 'active') or '' }
 end
-local raw, pid, colId, alg, now = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-local n = tonumber(ARGV[8])
 local primary
-for i = 1, n do
-  local lid = ARGV[8 + i]
+for i = 1, #lids do
+  local lid = lids[i]
   local all = redis.call('HGETALL', P .. ':b:' .. lid)
   if i == 1 then primary = all end
   for j = 1, #all, 2 do
@@ -36,7 +37,7 @@ for i = 1, n do
     end
   end
 end
-local lid = ARGV[9]
+local lid = lids[1]
 local bk = P .. ':b:' .. lid
 local first = nil
 for j = 1, #primary, 2 do
@@ -59,6 +60,28 @@ redis.call('HSET', P .. ':col', colId, rec)
 redis.call('SADD', P .. ':collided', lid)
 redis.call('HINCRBY', P .. ':stats', 'collisions', 1)
 return { 'collision', pid, lid, rec }
+end
+`;
+
+// ARGV: P, epoch, raw, pid, colId, alg, now, #lids, lids...
+const UPSERT = new LuaScript(`${UPSERT_ONE}
+local lids = {}
+for i = 1, tonumber(ARGV[8]) do lids[i] = ARGV[8 + i] end
+return upsertOne(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], lids)
+`);
+
+// ARGV: P, #plans, then per plan: epoch, raw, pid, colId, alg, now, #lids, lids...
+// One script for the whole batch: one round trip, and the plans run in order with nothing between.
+const UPSERT_MANY = new LuaScript(`${UPSERT_ONE}
+local P, out, a = ARGV[1], {}, 3
+for k = 1, tonumber(ARGV[2]) do
+  local n = tonumber(ARGV[a + 6])
+  local lids = {}
+  for i = 1, n do lids[i] = ARGV[a + 6 + i] end
+  out[k] = upsertOne(P, ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], lids)
+  a = a + 7 + n
+end
+return out
 `);
 
 // ARGV: P, lid, keep, drop...
@@ -99,6 +122,16 @@ end
 return { redis.call('HGET', k, 'epoch'), redis.call('HGET', k, 'active') }
 `);
 
+function toOutcome(out: string[]): UpsertOutcome {
+  const [status, a, b, rec] = out;
+  if (status === 'stale') return { status, epoch: Number(a), active: b ?? '' };
+  if (status === 'redirect') return { status };
+  const o: UpsertOutcome = { status: status as 'new' | 'duplicate' | 'collision', physicalId: a as string, logicalId: b as string };
+  if (rec) o.record = JSON.parse(rec) as CollisionRecord;
+  return o;
+}
+
+
 export interface RedisIdStoreOptions {
   /** A standalone client or a Cluster (see the header: one slot per store). */
   client: Redis | Cluster;
@@ -128,12 +161,19 @@ export class RedisIdStore implements IdStore {
     const out = (await this.call('upsert', () =>
       runScript(this.r, UPSERT, 1, [this.P + ':cfg', this.P, String(p.epoch), p.raw, p.physicalId, p.collisionId, p.algorithm, String(p.now), String(p.lids.length), ...p.lids]),
     )) as string[];
-    const [status, a, b, rec] = out;
-    if (status === 'stale') return { status, epoch: Number(a), active: b ?? '' };
-    if (status === 'redirect') return { status };
-    const o: UpsertOutcome = { status: status as 'new' | 'duplicate' | 'collision', physicalId: a as string, logicalId: b as string };
-    if (rec) o.record = JSON.parse(rec) as CollisionRecord;
-    return o;
+    return toOutcome(out);
+  }
+
+  /**
+   * One script call for the batch. All keys of a store share one hash slot (see the header), so
+   * on a Cluster the batch is one slot, one master and one round trip too.
+   */
+  async upsertMany(plans: readonly UpsertPlan[]): Promise<UpsertOutcome[]> {
+    if (plans.length === 0) return [];
+    const args: string[] = [this.P, String(plans.length)];
+    for (const p of plans) args.push(String(p.epoch), p.raw, p.physicalId, p.collisionId, p.algorithm, String(p.now), String(p.lids.length), ...p.lids);
+    const out = (await this.call('upsert', () => runScript(this.r, UPSERT_MANY, 1, [this.P + ':cfg', ...args]))) as string[][];
+    return out.map(toOutcome);
   }
 
   private toDoc(pid: string, h: Record<string, string>, raw: string): StoredDoc {
@@ -215,12 +255,6 @@ export class RedisIdStore implements IdStore {
     return { epoch: Number(e), active: a ?? '' };
   }
 
-  /**
-   * Logical ids by SCAN over `P:b:*` (COUNT = limit), so a page never blocks Redis for long. On a
-   * Cluster every master is scanned in address order (the store's slot can be mid-migration
-   * between two of them); the cursor names the master and its SCAN cursor, and a master that left
-   * the cluster during the listing fails it with HG_ERR_STORE so the caller starts over.
-   */
   async listLogicalIds(cursor: string | undefined, limit: number): Promise<IdPage> {
     const match = `${this.P.replace(/[\\*?[\]]/g, '\\$&')}:b:*`;
     const cut = this.P.length + 3;

@@ -13,6 +13,8 @@ import { HBaseIdStore } from './hbase-store.js';
 import type { HBaseStore } from '../hbase/client.js';
 import type { CollisionRecord, IdStore, StoredDoc, UpsertStatus } from './types.js';
 import { isSharedGate, type SharedGate } from '../bloom/shared-gate.js';
+import { Coalescer, parseCoalesceOptions, type CoalesceOptions } from '../util/coalescer.js';
+import type { UpsertOutcome, UpsertPlan } from './types.js';
 
 export const DEFAULTS = {
   algorithm: 'murmur3_128' as IdAlgorithm,
@@ -56,6 +58,20 @@ export interface IdRegistryOptions {
    * must be filled with `rebuildGate()` before find() relies on it.
    */
   gate?: SharedGate;
+  /**
+   * Merge concurrent upserts into one store batch (src/util/coalescer.ts; stores with
+   * `upsertMany`: all built-in ones). Merged calls answer as if run one after another in call
+   * order. Default on ({ maxKeys: 128, maxDelayMs: 0 }); inside a HashGate the gate's `coalesce`
+   * applies unless this one is set. false = one store call per upsert.
+   */
+  coalesce?: CoalesceOptions | false;
+}
+
+/** One upsert waiting in the coalescer for its batch. */
+interface PendingUpsert {
+  plan: UpsertPlan;
+  resolve: (o: UpsertOutcome) => void;
+  reject: (e: unknown) => void;
 }
 
 export interface UpsertResult {
@@ -100,11 +116,14 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
   private readonly gate: SharedGate | undefined;
   /** find() calls answered by the gate alone. */
   gateShortCircuits = 0;
+  private readonly co: Coalescer<PendingUpsert> | undefined;
+  // With a gate: resolves once the last flushed batch has been handed to the store (keeps batches in flush order).
+  private storeTail: Promise<void> = Promise.resolve();
 
   constructor(options: IdRegistryOptions = {}) {
     super();
     if (options === null || typeof options !== 'object') throw invalidType('options', 'an object', options);
-    checkKnownKeys('ids', options, ['store', 'redis', 'keyPrefix', 'hbase', 'hbaseTable', 'algorithm', 'escalation', 'canonicalize', 'now', 'newId', 'gate']);
+    checkKnownKeys('ids', options, ['store', 'redis', 'keyPrefix', 'hbase', 'hbaseTable', 'algorithm', 'escalation', 'canonicalize', 'now', 'newId', 'gate', 'coalesce']);
     if (options.escalation) checkKnownKeys('ids.escalation', options.escalation, ['threshold', 'minDocuments']);
     this.algorithm = checkAlgorithm('ids.algorithm', options.algorithm ?? DEFAULTS.algorithm);
     if (options.store) this.store = options.store;
@@ -119,6 +138,8 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
     this.newId = options.newId ?? randomUUID;
     if (options.gate !== undefined && !isSharedGate(options.gate)) throw invalidType('ids.gate', 'an object with addAll() and containsAll()', options.gate);
     this.gate = options.gate;
+    const co = parseCoalesceOptions(options.coalesce, 'ids.coalesce');
+    this.co = co === false || this.store.upsertMany === undefined ? undefined : new Coalescer<PendingUpsert>(co, (items) => this.flushUpserts(items));
     const e = options.escalation;
     if (e !== undefined && e !== false) {
       if (e === null || typeof e !== 'object') throw invalidType('ids.escalation', 'false or { threshold, minDocuments }', e);
@@ -155,13 +176,13 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
 
   async upsert(record: unknown): Promise<UpsertResult> {
     const raw = this.canonicalize(record);
+    // checked before the call can join a batch: a bad record must reject its own call only
+    if (typeof raw !== 'string') throw invalidType('ids.canonicalize() result', 'a string', raw);
     await this.ensureConfig();
     let lids = this.lidsFor(raw);
     let algorithm = this.activeAlgorithm;
     for (let attempt = 0; attempt <= DEFAULTS.maxRetries; attempt++) {
-      // gate first: a crash between the two costs a false positive, never a false negative
-      if (this.gate) await this.gate.addAll(lids);
-      const out = await this.store.upsert({
+      const out = await this.send({
         lids, raw, physicalId: this.newId(), collisionId: this.newId(), algorithm, now: this.now(), epoch: this.epoch,
       });
       if (out.status === 'stale') {
@@ -186,6 +207,59 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
       return res;
     }
     throw new HashGateError(ErrorCodes.STORE, `ids.upsert: gave up after ${DEFAULTS.maxRetries} config/redirect retries`);
+  }
+
+  // One plan to the store: queued for the next merged batch, or sent alone when coalescing is
+  // off. Either way the gate learns the ids before the store writes them: a crash between the two
+  // costs a false positive, never a false negative.
+  private async send(plan: UpsertPlan): Promise<UpsertOutcome> {
+    const co = this.co;
+    if (co === undefined) {
+      if (this.gate) await this.gate.addAll(plan.lids);
+      return this.store.upsert(plan);
+    }
+    return new Promise<UpsertOutcome>((resolve, reject) => co.add({ plan, resolve, reject }, 1));
+  }
+
+  // Sends one batch: the store applies the plans in order, each caller gets its own outcome, and a
+  // store failure rejects every caller of the batch with that error. Without a gate the store
+  // call starts here, synchronously, so batches reach the store in flush order; with one, each
+  // batch waits for its gate write and for the previous batch to have been sent.
+  private flushUpserts(items: PendingUpsert[]): void {
+    const co = this.co as Coalescer<PendingUpsert>;
+    const store = this.store as Required<Pick<IdStore, 'upsertMany'>> & IdStore;
+    const plans = items.map((it) => it.plan);
+    const start = (): Promise<UpsertOutcome[]> => {
+      try {
+        return store.upsertMany(plans);
+      } catch (e) {
+        return Promise.reject(e);
+      }
+    };
+    let run: Promise<UpsertOutcome[]>;
+    if (this.gate) {
+      let sent: Promise<UpsertOutcome[]> | undefined;
+      const gated = Promise.all([this.gate.addAll(plans.flatMap((p) => p.lids)), this.storeTail]).then(() => {
+        sent = start();
+      });
+      this.storeTail = gated.catch(() => undefined);
+      run = gated.then(() => sent as Promise<UpsertOutcome[]>);
+    } else run = start();
+    run.then(
+      (outs) => {
+        co.done();
+        if (outs.length !== items.length) {
+          const e = new HashGateError(ErrorCodes.STORE, `ids.upsert: store answered ${outs.length} outcomes for ${items.length} upserts`);
+          for (const it of items) it.reject(e);
+          return;
+        }
+        for (let i = 0; i < items.length; i++) (items[i] as PendingUpsert).resolve(outs[i] as UpsertOutcome);
+      },
+      (e: unknown) => {
+        co.done();
+        for (const it of items) it.reject(e);
+      },
+    );
   }
 
   private async maybeEscalate(): Promise<void> {
@@ -328,6 +402,7 @@ export class IdRegistry extends EventEmitter<IdRegistryEvents> {
   }
 
   async close(): Promise<void> {
+    await this.co?.drain();
     await this.store.close();
   }
 }

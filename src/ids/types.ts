@@ -72,6 +72,13 @@ export interface IdPage {
 export interface IdStore {
   readonly kind: string;
   upsert(plan: UpsertPlan): Promise<UpsertOutcome>;
+  /**
+   * Applies `plans` in order, each atomic, and answers one outcome per plan (same order), in one
+   * store round trip where the store allows it: the answers must equal those of calling `upsert`
+   * on each plan one after another. Rejects as a whole on a store failure (plans before the
+   * failure may have been applied). Optional: without it the registry sends one upsert per call.
+   */
+  upsertMany?(plans: readonly UpsertPlan[]): Promise<UpsertOutcome[]>;
   getDoc(physicalId: string): Promise<StoredDoc | undefined>;
   bucket(lid: string): Promise<{ docs: StoredDoc[]; redirect: boolean }>;
   collisions(): Promise<CollisionRecord[]>;
