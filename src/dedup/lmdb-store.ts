@@ -25,10 +25,12 @@
 // Durability of a 0 from the read pass: another process's commit may be visible before its fsync
 // ended. With `dedup.sync`, a batch that wrote nothing fsyncs the file before answering (cheap when
 // nothing is dirty), and a batch that wrote awaits its own commit's fsync, which covers every
-// earlier commit: a 0 is never answered for a key a power cut could take back. LMDB serialises write transactions across processes with a
-// robust mutex in lock.mdb, so concurrent processes get exact answers. An answer is returned only
-// after the transaction committed (and, with `dedup.sync` (default), after it was flushed to disk):
-// a kill -9 or power cut can lose only batches nobody was answered for. lmdb-js runs concurrent
+// earlier commit: a 0 is never answered for a key a power cut could take back.
+// LMDB serialises write transactions across processes with a robust mutex in lock.mdb, and a
+// member not found by the read pass is decided by its put inside that transaction, so concurrent
+// processes get exact answers. An answer is returned only after the transaction committed (and,
+// with `dedup.sync` (default), after it was flushed to disk): a kill -9 or power cut can lose only
+// batches nobody was answered for. lmdb-js runs concurrent
 // async transactions of one process in a single LMDB transaction (group commit), which is what
 // keeps many small calls cheap.
 //
