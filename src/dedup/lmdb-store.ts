@@ -88,7 +88,7 @@ const RAW_ENCODER = {
 /** Members the read pass looks up before it judges whether the batch is mostly seen. */
 const READ_PROBE = 256;
 /** The read pass goes on past READ_PROBE only while at least this share of members was found. */
-const READ_MIN_FOUND = 0.75;
+const READ_MIN_FOUND = 0.95;
 const META = 'hg:meta';
 const dbName = (layout: Layout, window: string): string => (layout === 'compact' ? `c:${window}` : `s:${window}`);
 const metaKey = (layout: Layout, window: string): string => `w:${layout}:${window}`;
