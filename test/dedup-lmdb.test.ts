@@ -101,6 +101,31 @@ describe.each(['compact', 'sets'] as const)('LMDB store, layout %s', (layout) =>
     await b.close();
   });
 
+  it('a batch of seen keys is answered from a read snapshot: no write transaction, no page copied', async () => {
+    const path = dir();
+    const keys = Array.from({ length: 3000 }, (_, i) => `王${i}|1101${i}`);
+    const svc = new DedupService({ dedup: { path, layout, buckets: 64, cacheMaxEntries: 0 } });
+    try {
+      expect((await svc.firstSeen(keys, { at: T2026 })).every((v) => v === 1)).toBe(true);
+      const store = new LmdbStore({ path, sync: false, maxWindows: 4 });
+      const before = store.env.getStats() as { lastTxnId: number; lastPageNumber: number };
+      const again = await svc.firstSeen([...keys].reverse(), { at: T2026 });
+      expect(again.every((v) => v === 0)).toBe(true);
+      store.env.resetReadTxn();
+      const after = store.env.getStats() as { lastTxnId: number; lastPageNumber: number };
+      await store.close();
+      expect(after.lastTxnId).toBe(before.lastTxnId);
+      expect(after.lastPageNumber).toBe(before.lastPageNumber);
+      // a mostly-new batch still answers exactly: the seen ones 0, the new ones 1, once
+      const mixed = [...keys.slice(0, 100), ...Array.from({ length: 900 }, (_, i) => `新${i}`)];
+      const got = await svc.firstSeen(mixed, { at: T2026 });
+      expect([...got]).toEqual(mixed.map((_, i) => (i < 100 ? 0 : 1)));
+      expect((await svc.firstSeen(mixed, { at: T2026 })).every((v) => v === 0)).toBe(true);
+    } finally {
+      await svc.close();
+    }
+  });
+
   it('keeps the first recorded bucket count for a window', async () => {
     const path = dir();
     const a = new DedupService({ dedup: { path, layout, buckets: 64 } });
