@@ -1,15 +1,23 @@
 // Piscina worker: runs hash and Bloom batches over keys the main thread already encoded into a
-// shared lane. The WASM Module is compiled once per worker (src/hash caches it); the Bloom filter
-// bits are the very memory the main thread and every other worker use.
+// shared lane. Each lane is a kernel memory: hashing runs on an instance of the one compiled
+// Module (src/hash caches it) over that memory, reading keys and writing results in place. The
+// Bloom filter bits are the very memory the main thread and every other worker use.
 import { workerData } from 'node:worker_threads';
-import { hashBatch, bucketsOf, digestSize } from '../src/hash/index.js';
+import { instantiateKernel, type KernelExports } from '../src/hash/kernel.js';
 import { BloomFilter } from '../src/bloom/index.js';
 import { laneViews, type LaneViews } from '../src/pool/lanes.js';
 import type { KernelTask, KernelWorkerData } from '../src/pool/messages.js';
 
 const data = workerData as KernelWorkerData;
-const views: LaneViews[] = data.lanes.map((sab) => laneViews(sab, data.layout));
+const views: LaneViews[] = data.lanes.map((memory) => laneViews(memory, data.layout));
+// One instance per lane, made on the lane's first hash task: a worker that never sees a lane (or
+// only runs Bloom ops) pays nothing for it.
+const kernels: Array<KernelExports | undefined> = [];
 const bloom = data.bloom === undefined ? undefined : BloomFilter.fromShared(data.bloom);
+
+function kernelOf(lane: number): KernelExports {
+  return (kernels[lane] ??= instantiateKernel(data.lanes[lane]!));
+}
 
 function packed(lane: number, count: number) {
   const v = views[lane]!;
@@ -20,13 +28,18 @@ function packed(lane: number, count: number) {
 export default function run(task: KernelTask): number {
   switch (task.op) {
     case 'hash': {
-      const v = packed(task.lane, task.count);
-      hashBatch(v.packed, { algorithm: task.algorithm, seed: task.seed, out: v.out.subarray(0, task.count * digestSize(task.algorithm)) });
-      return task.count;
+      const k = kernelOf(task.lane);
+      const { bytesPtr: b, offPtr: o, outPtr: out } = views[task.lane]!;
+      const n = task.count;
+      // The seed is a uint32 (the gate checked it); XXH64's high seed half is 0, as hashBatch's.
+      if (task.algorithm === 'murmur3_128') k.mm128Batch(b, o, n, task.seed, out);
+      else if (task.algorithm === 'murmur3_32') k.mm32Batch(b, o, n, task.seed, out);
+      else k.xxh64Batch(b, o, n, task.seed, 0, out);
+      return n;
     }
     case 'buckets': {
-      const v = packed(task.lane, task.count);
-      bucketsOf(v.packed, task.buckets, new Uint32Array(v.out.buffer, v.out.byteOffset, task.count));
+      const { bytesPtr, offPtr, outPtr } = views[task.lane]!;
+      kernelOf(task.lane).mm128BucketBatch(bytesPtr, offPtr, task.count, 0, task.buckets, outPtr);
       return task.count;
     }
     case 'bloomAdd': {

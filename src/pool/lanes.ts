@@ -1,39 +1,62 @@
-// Shared transfer lanes between the main thread and the workers. Keys are encoded once, on the
-// main thread, straight into a SharedArrayBuffer every worker already holds (handed over in
-// workerData at start-up), so a task message is a few integers: no structured clone of strings,
-// no per-task buffer transfer. The number of lanes bounds memory and in-flight work.
+// Shared transfer lanes between the main thread and the workers. Each lane is a shared
+// WebAssembly.Memory laid out for the hash kernel: the main thread encodes keys once, straight into
+// it, and a worker runs the kernel on an instance of the same Module over that very memory, so keys
+// are never copied again and results land where the main thread reads them. Every worker holds
+// every lane (handed over in workerData at start-up), so a task message is a few integers: no
+// structured clone of strings, no per-task buffer transfer. The number of lanes bounds memory and
+// in-flight work.
 //
-// Lane layout (one SharedArrayBuffer per lane):
-//   [0, offsetsBytes)             count+1 little-endian u32 key offsets (relative to bytes)
-//   [offsetsBytes, +outBytes)     results: up to 16 bytes per key
-//   [.., +bytesCap)               key bytes
+// Lane layout (one fixed-size shared memory per lane; the kernel owns [0, KERNEL_RESERVED_BYTES)):
+//   offPtr     count+1 little-endian u32 key offsets (relative to bytesPtr)
+//   outPtr     results: up to 16 bytes per key
+//   bytesPtr   key bytes, bytesCap of them
 import { badKey, type Keys } from '../hash/keys.js';
 import type { PackedKeys } from '../hash/index.js';
+import { KERNEL_RESERVED_BYTES, WASM_PAGE, createKernelMemory } from '../hash/kernel.js';
 
 export interface LaneLayout {
   chunkKeys: number;
   bytesCap: number;
 }
 
-export interface LaneViews {
+/** Byte offsets of a lane's regions in its memory: the pointers the kernel exports take. */
+export interface LanePointers {
+  offPtr: number;
+  outPtr: number;
+  bytesPtr: number;
+}
+
+export interface LaneViews extends LanePointers {
   offsets: Uint32Array;
   out: Uint8Array;
   bytes: Uint8Array;
   packed: PackedKeys;
 }
 
-/** Views over one lane; workers build the same views from the same layout. */
-export function laneViews(sab: SharedArrayBuffer, layout: LaneLayout): LaneViews {
-  const offsetsBytes = align64((layout.chunkKeys + 1) * 4);
-  const outBytes = layout.chunkKeys * 16;
-  const offsets = new Uint32Array(sab, 0, layout.chunkKeys + 1);
-  const out = new Uint8Array(sab, offsetsBytes, outBytes);
-  const bytes = new Uint8Array(sab, offsetsBytes + outBytes, layout.bytesCap);
-  return { offsets, out, bytes, packed: { bytes, offsets, count: 0 } };
+export function lanePointers(layout: LaneLayout): LanePointers {
+  const offPtr = KERNEL_RESERVED_BYTES;
+  const outPtr = offPtr + align64((layout.chunkKeys + 1) * 4);
+  const bytesPtr = outPtr + layout.chunkKeys * 16;
+  return { offPtr, outPtr, bytesPtr };
 }
 
-export const laneByteLength = (layout: LaneLayout): number =>
-  align64((layout.chunkKeys + 1) * 4) + layout.chunkKeys * 16 + layout.bytesCap;
+/** Views over one lane's memory; workers build the same views from the same layout. */
+export function laneViews(memory: WebAssembly.Memory, layout: LaneLayout): LaneViews {
+  const p = lanePointers(layout);
+  const ab = memory.buffer;
+  const offsets = new Uint32Array(ab, p.offPtr, layout.chunkKeys + 1);
+  const out = new Uint8Array(ab, p.outPtr, layout.chunkKeys * 16);
+  const bytes = new Uint8Array(ab, p.bytesPtr, layout.bytesCap);
+  return { ...p, offsets, out, bytes, packed: { bytes, offsets, count: 0 } };
+}
+
+export const laneByteLength = (layout: LaneLayout): number => lanePointers(layout).bytesPtr + layout.bytesCap;
+
+/** A lane's memory: fixed size (initial = maximum pages), so views over it never go stale. */
+export function createLaneMemory(layout: LaneLayout): WebAssembly.Memory {
+  const pages = Math.ceil(laneByteLength(layout) / WASM_PAGE);
+  return createKernelMemory(pages, pages);
+}
 
 function align64(n: number): number {
   return (n + 63) & ~63;
@@ -52,7 +75,7 @@ interface Lane {
  * (back-pressure), so memory stays at `lanes * laneByteLength` whatever the offered load.
  */
 export class LanePool {
-  readonly buffers: SharedArrayBuffer[];
+  readonly memories: WebAssembly.Memory[];
   private readonly free: Lane[] = [];
   private readonly waiters: Array<(lane: Lane) => void> = [];
 
@@ -60,11 +83,11 @@ export class LanePool {
     readonly layout: LaneLayout,
     count: number,
   ) {
-    this.buffers = [];
+    this.memories = [];
     for (let i = 0; i < count; i++) {
-      const sab = new SharedArrayBuffer(laneByteLength(layout));
-      this.buffers.push(sab);
-      const views = laneViews(sab, layout);
+      const memory = createLaneMemory(layout);
+      this.memories.push(memory);
+      const views = laneViews(memory, layout);
       this.free.push({ index: i, views, buf: Buffer.from(views.bytes.buffer, views.bytes.byteOffset, views.bytes.byteLength) as Utf8Buffer });
     }
   }

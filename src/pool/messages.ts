@@ -5,7 +5,8 @@ import type { BloomSharedDescriptor } from '../bloom/index.js';
 import type { LaneLayout } from './lanes.js';
 
 export interface KernelWorkerData {
-  lanes: SharedArrayBuffer[];
+  /** One shared kernel memory per lane (src/pool/lanes.ts lays it out). */
+  lanes: WebAssembly.Memory[];
   layout: LaneLayout;
   bloom?: BloomSharedDescriptor;
   /** Lets tests make a worker throw or die on purpose; never set in production. */

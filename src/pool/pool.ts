@@ -77,7 +77,7 @@ export class KernelPool {
     if (options.threads === 0) return;
     this.lanes = new LanePool(options.layout, options.lanes);
     const workerData: KernelWorkerData = {
-      lanes: this.lanes.buffers,
+      lanes: this.lanes.memories,
       layout: options.layout,
       ...(options.bloom === undefined ? {} : { bloom: options.bloom }),
       ...(options.testHooks === true ? { testHooks: true } : {}),
