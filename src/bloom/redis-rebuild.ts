@@ -24,9 +24,10 @@
 // Safety: a source yielding fewer than minKeys keys (default 1) is refused, because an empty export
 // must not wipe a blacklist; a shape different from the live one needs `reshape`, because Redisson
 // readers cache the shape and would answer "absent" until they re-read the config.
-import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType } from '../errors.js';
+import { RedisLock } from '../redis/lock.js';
+import { LuaScript, runScript } from '../redis/scripts.js';
 import { RedisBloom } from './redis-bloom.js';
 import { redissonConfigKey, redissonIndexBlob, redissonKeysShareSlot, redissonShape, redissonSuffixKey } from './redisson.js';
 
@@ -99,26 +100,28 @@ export interface RedisBloomRebuildStatus {
   source: string;
 }
 
-const LOCK_REFRESH_LUA = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+// The lease is the Redis layer's RedisLock (take, release); its refresh is this script instead,
+// because the rebuild's refresh must also extend the generation being built (KEYS[2..]: a shorter
+// TTL of its own) atomically with the lease, and RedisLock refreshes its one key only.
+const LOCK_REFRESH = new LuaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 for i = 2, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[3]) end
-return 1`;
-const LOCK_RELEASE_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
+return 1`);
 
 /** KEYS: lock, new bitmap, new config. ARGV: token. */
-const DROP_LUA = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-return redis.call('DEL', KEYS[2], KEYS[3])`;
+const DROP = new LuaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('DEL', KEYS[2], KEYS[3])`);
 
 /** KEYS: lock, new bitmap, new config. ARGV: token, last bit index, ttl ms. Allocates the bitmap whole. */
-const PREPARE_LUA = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('HGREBUILDLOCK lock lost') end
+const PREPARE = new LuaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('HGREBUILDLOCK lock lost') end
 redis.call('SETBIT', KEYS[2], ARGV[2], 0)
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[3], ARGV[3])
-return 1`;
+return 1`);
 
 /** KEYS: lock, new bitmap. ARGV: token, byte offset, bytes. Fenced by the lock token. */
-const UPLOAD_LUA = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('HGREBUILDLOCK lock lost') end
-return redis.call('SETRANGE', KEYS[2], ARGV[2], ARGV[3])`;
+const UPLOAD = new LuaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('HGREBUILDLOCK lock lost') end
+return redis.call('SETRANGE', KEYS[2], ARGV[2], ARGV[3])`);
 
 /**
  * KEYS: new bitmap, new config, bitmap, config, lock, stream, seq, last. ARGV: lock token, stream id
@@ -128,7 +131,7 @@ return redis.call('SETRANGE', KEYS[2], ARGV[2], ARGV[3])`;
  * ones, and appends a new-generation marker whose sequence number skips one, so every replica
  * reloads (replacing its bits, so removed keys go there too).
  */
-const SWAP_LUA = `#!lua
+const SWAP = new LuaScript(`#!lua
 if redis.call('GET', KEYS[5]) ~= ARGV[1] then return redis.error_reply('HGREBUILDLOCK lock lost') end
 local entries = redis.call('XRANGE', KEYS[6], '(' .. ARGV[2], '+')
 local expect = tonumber(ARGV[3]) + 1
@@ -160,7 +163,7 @@ redis.call('XADD', KEYS[6], '*', 's', seq, 'g', '1')
 local gen = redis.call('HINCRBY', KEYS[8], 'generation', 1)
 redis.call('HSET', KEYS[8], 'at', ARGV[5], 'durationMs', ARGV[6], 'keys', ARGV[7], 'source', ARGV[8])
 return {replayed, gen}
-`;
+`);
 
 /** `{name}:hg:<suffix>` keys of the rebuild, in the filter's slot. */
 export function rebuildKeys(name: string): { lock: string; next: string; nextConfig: string; last: string } {
@@ -214,15 +217,15 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
   const { lock: lockKey, next: nextName, nextConfig, last: lastKey } = rebuildKeys(name);
   const streamKey = redissonSuffixKey(name, 'hg:changes');
   const seqKey = redissonSuffixKey(name, 'hg:seq');
-  const token = randomBytes(16).toString('hex');
-
-  if ((await redis.set(lockKey, token, 'PX', ttl, 'NX')) !== 'OK') {
+  const lock = await RedisLock.acquire(redis, lockKey, ttl);
+  if (lock === undefined) {
     throw new HashGateError(ErrorCodes.LOCK_HELD, `another rebuild of ${name} holds ${lockKey}`, { details: { name } });
   }
+  const { token } = lock;
   let lost = false;
   let beat: Promise<unknown> = Promise.resolve();
   const timer = setInterval(() => {
-    beat = redis.eval(LOCK_REFRESH_LUA, 3, lockKey, nextName, nextConfig, token, ttl, tempTtl).then(
+    beat = runScript(redis, LOCK_REFRESH, 3, [lockKey, nextName, nextConfig, token, ttl, tempTtl]).then(
       (r) => {
         if (Number(r) !== 1) lost = true;
       },
@@ -266,7 +269,7 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
     await next.tryInit();
     const size = next.size;
     const k = next.hashIterations;
-    await redis.eval(PREPARE_LUA, 3, lockKey, nextName, nextConfig, token, size - 1, tempTtl);
+    await runScript(redis, PREPARE, 3, [lockKey, nextName, nextConfig, token, size - 1, tempTtl]);
     const useLocal = o.local ?? Math.ceil(size / 8) <= REDIS_REBUILD_DEFAULTS.maxLocalBytes;
     const bits = useLocal ? new Uint8Array(Math.ceil(size / 8)) : undefined;
     let n = 0;
@@ -307,7 +310,7 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
         const part = bits.subarray(off, Math.min(bits.length, off + chunk));
         if (part.every((b) => b === 0)) continue; // the new bitmap is already zeros
         check();
-        group.push(redis.eval(UPLOAD_LUA, 2, lockKey, nextName, token, off, Buffer.from(part.buffer, part.byteOffset, part.length)));
+        group.push(runScript(redis, UPLOAD, 2, [lockKey, nextName, token, off, Buffer.from(part.buffer, part.byteOffset, part.length)]));
         if (group.length >= 4) {
           await Promise.all(group);
           group = [];
@@ -321,10 +324,10 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
     const at = now();
     let swapped: [number, number];
     try {
-      swapped = (await redis.eval(
-        SWAP_LUA, 8, nextName, nextConfig, name, redissonConfigKey(name), lockKey, streamKey, seqKey, lastKey,
+      swapped = (await runScript(redis, SWAP, 8, [
+        nextName, nextConfig, name, redissonConfigKey(name), lockKey, streamKey, seqKey, lastKey,
         token, startId, startSeq, sameShape ? '1' : '0', at, Math.round(durationMs), n, o.sourceDescription ?? 'library',
-      )) as [number, number];
+      ])) as [number, number];
     } catch (err) {
       const msg = (err as Error).message;
       if (msg.includes('HGREBUILDLOCK')) throw lockLost(name, lockKey, err);
@@ -340,10 +343,10 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
     // an upload or prepare script refused: another run holds the lock now
     const err = !(e instanceof HashGateError) && e instanceof Error && e.message.includes('HGREBUILDLOCK') ? lockLost(name, lockKey, e) : e;
     // delete our generation only while we still hold the lock: after it, hg:next is the new holder's
-    await redis.eval(DROP_LUA, 3, lockKey, nextName, nextConfig, token).catch(() => undefined);
+    await runScript(redis, DROP, 3, [lockKey, nextName, nextConfig, token]).catch(() => undefined);
     throw err;
   } finally {
     clearInterval(timer);
-    await redis.eval(LOCK_RELEASE_LUA, 1, lockKey, token).catch(() => undefined);
+    await lock.release().catch(() => undefined);
   }
 }

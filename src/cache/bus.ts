@@ -19,7 +19,9 @@
 // missed): then it clears as without a log.
 import { randomBytes } from 'node:crypto';
 import { createHistogram, performance, type RecordableHistogram } from 'node:perf_hooks';
-import { Redis, type Cluster, type RedisOptions } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
+import { createBusConnection, type BusConnectionOptions } from '../redis/client.js';
+import { LuaScript, runScript } from '../redis/scripts.js';
 import { ErrorCodes, HashGateError, checkInt, checkOneOf, invalidType } from '../errors.js';
 
 export const BUS_DEFAULTS = {
@@ -38,16 +40,16 @@ const WIRE_VERSION = 1;
 const WIRE_LOGGED = 2;
 
 // KEYS: log, epoch. ARGV: body ("[origin,sentAt,table,keys]"), channel, maxEntries, fresh epoch.
-const LOG_PUBLISH = `redis.call('SET', KEYS[2], ARGV[4], 'NX')
+const LOG_PUBLISH = new LuaScript(`redis.call('SET', KEYS[2], ARGV[4], 'NX')
 local ep = redis.call('GET', KEYS[2])
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[1])
 redis.call('PUBLISH', ARGV[2], '[2,"' .. id .. '","' .. ep .. '",' .. string.sub(ARGV[1], 2))
-return id`;
+return id`);
 
 // KEYS: log, epoch. ARGV: last id seen, max entries, fresh epoch. -> {epoch, maxDeletedId,
 // lastGeneratedId, entries}. Readers create the epoch too, so a log lost with a Redis restart
 // always comes back under another epoch, even if it did not exist when we last read it.
-const LOG_READ = `redis.call('SET', KEYS[2], ARGV[3], 'NX')
+const LOG_READ = new LuaScript(`redis.call('SET', KEYS[2], ARGV[3], 'NX')
 local ep = redis.call('GET', KEYS[2])
 if redis.call('EXISTS', KEYS[1]) == 0 then return {ep, '0-0', '0-0', {}} end
 local info = redis.call('XINFO', 'STREAM', KEYS[1])
@@ -56,7 +58,7 @@ for i = 1, #info, 2 do
   if info[i] == 'max-deleted-entry-id' then del = info[i + 1] end
   if info[i] == 'last-generated-id' then last = info[i + 1] end
 end
-return {ep, del, last, redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', tonumber(ARGV[2]) + 1)}`;
+return {ep, del, last, redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', tonumber(ARGV[2]) + 1)}`);
 
 /** Stream ids "ms-seq" compared numerically. */
 function cmpId(a: string, b: string): number {
@@ -65,11 +67,6 @@ function cmpId(a: string, b: string): number {
   const d = Number(am) - Number(bm);
   return d !== 0 ? Math.sign(d) : Math.sign(Number(as) - Number(bs));
 }
-
-type Scripted = Redis & {
-  hgBusPublish(log: string, epoch: string, body: string, channel: string, max: number, fresh: string): Promise<string>;
-  hgBusRead(log: string, epoch: string, lastId: string, max: number, fresh: string): Promise<[string, string, string, Array<[string, string[]]>]>;
-};
 
 export interface InvalidationBusOptions {
   /** Connection to copy (duplicate()): the bus opens its own publisher and subscriber connections. */
@@ -179,28 +176,24 @@ export class InvalidationBus {
     // Publisher: no offline queue (we keep our own bounded one); auto-pipelining batches the
     // PUBLISHes of one tick into one write. Subscriber: we resubscribe ourselves so we know when
     // the subscription is live again and can clear after it, never before.
-    const pubOpts: RedisOptions = { lazyConnect: false, enableOfflineQueue: false, enableAutoPipelining: true, maxRetriesPerRequest: 0, retryStrategy: retry };
+    const pubOpts: BusConnectionOptions = { lazyConnect: false, enableOfflineQueue: false, enableAutoPipelining: true, maxRetriesPerRequest: 0, retryStrategy: retry };
     // no per-command timeout on the subscriber (a copied fail-fast client may carry one): a slow
     // PING on a loaded box must not look like a dead link; the heartbeat judges liveness itself
-    const subOpts: RedisOptions = { lazyConnect: false, enableOfflineQueue: true, autoResubscribe: false, maxRetriesPerRequest: null, retryStrategy: retry, commandTimeout: undefined };
+    const subOpts: BusConnectionOptions = { lazyConnect: false, enableOfflineQueue: true, autoResubscribe: false, maxRetriesPerRequest: null, retryStrategy: retry, commandTimeout: undefined };
     if (opts.redis !== undefined) {
       const r = opts.redis;
       if (r === null || typeof r !== 'object' || typeof (r as Redis).duplicate !== 'function') {
         throw invalidType('bus.redis', 'an ioredis Redis or Cluster', r);
       }
-      this.#pub = dup(r, pubOpts);
-      this.#sub = dup(r, subOpts);
+      this.#pub = createBusConnection(r, pubOpts);
+      this.#sub = createBusConnection(r, subOpts);
     } else if (typeof opts.url === 'string') {
-      this.#pub = new Redis(opts.url, pubOpts);
-      this.#sub = new Redis(opts.url, subOpts);
+      this.#pub = createBusConnection(opts.url, pubOpts);
+      this.#sub = createBusConnection(opts.url, subOpts);
     } else {
       throw invalidType('bus.redis', 'an ioredis client (or bus.url a string)', opts.redis);
     }
     // connection errors are reported through stats (connected, resyncs, droppedSend)
-    if (this.#log) {
-      this.#pub.defineCommand('hgBusPublish', { numberOfKeys: 2, lua: LOG_PUBLISH });
-      this.#pub.defineCommand('hgBusRead', { numberOfKeys: 2, lua: LOG_READ });
-    }
     this.#pub.on('error', noop);
     this.#sub.on('error', noop);
     this.#pub.on('ready', () => this.#flush());
@@ -321,7 +314,7 @@ export class InvalidationBus {
         this.#pub.once('ready', () => (clearTimeout(t), r()));
       });
       // without a gap to fill this only reads the tail position (count 0: at most one entry)
-      res = await (this.#pub as Scripted).hgBusRead(log.key, log.epochKey, since ?? '0-0', since === undefined ? 0 : log.max, this.origin + nowMs().toString(36));
+      res = (await runScript(this.#pub, LOG_READ, 2, [log.key, log.epochKey, since ?? '0-0', since === undefined ? 0 : log.max, this.origin + nowMs().toString(36)])) as typeof res;
     } catch {
       return false; // cannot read the log: clear (and the next reconnect re-baselines)
     }
@@ -348,7 +341,7 @@ export class InvalidationBus {
     }
     const log = this.#log;
     const sent = log
-      ? (this.#pub as Scripted).hgBusPublish(log.key, log.epochKey, '[' + p.slice(p.indexOf(',') + 1), this.channel, log.max, this.origin + nowMs().toString(36))
+      ? runScript(this.#pub, LOG_PUBLISH, 2, [log.key, log.epochKey, '[' + p.slice(p.indexOf(',') + 1), this.channel, log.max, this.origin + nowMs().toString(36)])
       : this.#pub.publish(this.channel, p);
     sent.then(
       () => {
@@ -427,51 +420,6 @@ export class InvalidationBus {
 
 function retry(times: number): number {
   return Math.min(25 * times, 1_000);
-}
-
-/**
- * The bus's own connection. On a Cluster it is a plain connection to one node at a time, that moves
- * to the next node the cluster knows before every reconnect attempt. Classic PUBLISH/SUBSCRIBE
- * carry no key, so any node serves them and a PUBLISH on one reaches the subscribers of every node,
- * even while the cluster is failed for lack of a master; one connection keeps "we were
- * disconnected, so clear" exact. Sharded pub/sub (SSUBSCRIBE) would tie the whole bus to the master
- * of one slot and stop it whenever that slot is down. A killed node is therefore left for a live
- * one within a few retry delays, where the subscriber re-subscribes and its listeners resync.
- */
-function dup(r: Client, o: RedisOptions): Redis {
-  if ((r as Cluster).isCluster !== true) return (r as Redis).duplicate(o);
-  const c = r as Cluster;
-  const nodes = (): Array<{ host: string; port: number }> => {
-    const seen = new Map<string, { host: string; port: number }>();
-    const add = (n: unknown): void => {
-      const a = typeof n === 'object' && n !== null ? (n as { host?: string; port?: number }) : { port: Number(n) };
-      const node = { host: a.host ?? '127.0.0.1', port: a.port ?? 6379 };
-      if (Number.isInteger(node.port)) seen.set(`${node.host}:${node.port}`, node);
-    };
-    // startupNodes is not public in ioredis's types; the nodes the client knows now come first
-    for (const n of c.nodes('all')) add(n.options);
-    for (const n of (c as unknown as { startupNodes?: unknown[] }).startupNodes ?? []) add(n);
-    return [...seen.values()];
-  };
-  const first = nodes()[0] ?? { host: '127.0.0.1', port: 6379 };
-  const conn: Redis = new Redis({
-    ...c.options.redisOptions,
-    ...o,
-    host: first.host,
-    port: first.port,
-    retryStrategy: (times: number) => {
-      // ioredis reads host and port from these options at each connect attempt
-      const list = nodes();
-      const at = list.findIndex((n) => n.host === conn.options.host && n.port === conn.options.port);
-      const next = list[(at + 1) % list.length];
-      if (next) {
-        conn.options.host = next.host;
-        conn.options.port = next.port;
-      }
-      return retry(times);
-    },
-  });
-  return conn;
 }
 
 /** A throwing listener must not stop the others (nor the bus). */

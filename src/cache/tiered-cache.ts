@@ -8,8 +8,8 @@
 // a negative entry, which would read as "absent" for negativeTtlMs, nor a lower tier's possibly
 // older copy, which would hide a newer hot value after the tier recovers).
 import { LRUCache } from 'lru-cache';
-import { Redis } from 'ioredis';
-import { ErrorCodes, HashGateError, invalidType, invalidUrl, outOfRange } from '../errors.js';
+import { createFailFastRedis } from '../redis/client.js';
+import { ErrorCodes, HashGateError, invalidType, outOfRange } from '../errors.js';
 import { FLAG_ARCHIVED, ENVELOPE_HEADER_BYTES, decodeEnvelopeValue, decodeValue, wrapEnvelope } from './codec.js';
 import { RemoteTierStats, type CacheStats, type TierError } from './stats.js';
 import type { BloomLike, CacheValue, ColdCell, ColdStore } from './types.js';
@@ -17,11 +17,11 @@ import { Coalescer, type ResolvedCoalesce } from '../util/coalescer.js';
 import { isCluster, mgetBuffers, setMany, type MgetResult, type RedisClient } from './redis-tier.js';
 import { resolveBus, type BusListener, type InvalidationBus } from './bus.js';
 import { PersistentLocalTier } from './persistent-local.js';
-import { CACHE_DEFAULTS, resolveCacheOptions, type BloomOption, type TieredCacheOptions } from './options.js';
+import { resolveCacheOptions, type BloomOption, type TieredCacheOptions } from './options.js';
 import { TierBreaker, withTimeout } from './breaker.js';
 
-// src/tiering imports the defaults from here, where they used to live.
-export { CACHE_DEFAULTS } from './options.js';
+// the cache's own fail-fast client; built in the Redis layer, exported from here as before
+export { createFailFastRedis } from '../redis/client.js';
 
 export interface LookupResult {
   values: (CacheValue | undefined)[];
@@ -779,22 +779,4 @@ export class TieredCache {
     }
   }
 
-}
-
-/**
- * A client that fails commands at once while disconnected (no offline queue) so a Redis outage
- * sends lookups to the cold tier instead of stalling them, and keeps reconnecting in the background.
- */
-export function createFailFastRedis(url: string, timeoutMs: number = CACHE_DEFAULTS.redis.timeoutMs, name = 'redis.url'): Redis {
-  try {
-    return new Redis(url, {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      connectTimeout: 2_000,
-      commandTimeout: timeoutMs,
-      retryStrategy: (times) => Math.min(50 * times, 1_000),
-    });
-  } catch (err) {
-    throw invalidUrl(name, 'a redis:// URL', err);
-  }
 }

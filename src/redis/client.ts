@@ -1,7 +1,8 @@
-// Creating ioredis clients from options: the dedup store's fail-fast client and the CLI's one-shot client.
+// Creating every ioredis client hashgate makes itself: the dedup store's and the cache's fail-fast clients, the bus's connections, and the CLI commands' clients.
 import { Redis, Cluster, type RedisOptions } from 'ioredis';
 import { ErrorCodes, HashGateTypeError, invalidUrl } from '../errors.js';
 import type { RedisConfig } from '../dedup/options.js';
+import { CACHE_DEFAULTS } from '../cache/options.js';
 
 export type RedisClient = Redis | Cluster;
 
@@ -54,4 +55,117 @@ export function connectCliRedis(url: string, cluster = false): RedisClient {
     : new Redis(url, { maxRetriesPerRequest: 1, connectTimeout: 5_000, retryStrategy: (t) => (t > 3 ? null : 200 * t) });
   redis.on('error', () => undefined); // failures surface through the commands
   return redis;
+}
+
+/**
+ * A client that fails commands at once while disconnected (no offline queue) so a Redis outage
+ * sends lookups to the cold tier instead of stalling them, and keeps reconnecting in the background.
+ */
+export function createFailFastRedis(url: string, timeoutMs: number = CACHE_DEFAULTS.redis.timeoutMs, name = 'redis.url'): Redis {
+  try {
+    return new Redis(url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      connectTimeout: 2_000,
+      commandTimeout: timeoutMs,
+      retryStrategy: (times) => Math.min(50 * times, 1_000),
+    });
+  } catch (err) {
+    throw invalidUrl(name, 'a redis:// URL', err);
+  }
+}
+
+/** Cluster startup nodes from "host:port,host:port" (a missing host is 127.0.0.1, a missing port 6379). */
+export function parseClusterNodes(list: string): Array<{ host: string; port: number }> {
+  return list.split(',').map((hp) => {
+    const [host, port] = hp.trim().split(':');
+    return { host: host || '127.0.0.1', port: Number(port ?? 6379) };
+  });
+}
+
+export interface CliRedisOptions {
+  /** Standalone Redis URL (used when `cluster` is unset). */
+  url?: string;
+  /** Cluster startup nodes, "host:port,host:port". */
+  cluster?: string;
+  /** Per-command timeout of every connection. */
+  commandTimeoutMs: number;
+  /** Added to a standalone client's options (e.g. its retry policy). */
+  standalone?: RedisOptions;
+}
+
+/**
+ * The client of a bulk-writing CLI command (load, export): not connected yet (the command connects
+ * and reports why it could not), one retry per command, `commandTimeoutMs` per command.
+ */
+export function createCliRedis(o: CliRedisOptions): RedisClient {
+  const perCommand = { maxRetriesPerRequest: 1, commandTimeout: o.commandTimeoutMs };
+  if (o.cluster !== undefined) return new Cluster(parseClusterNodes(o.cluster), { lazyConnect: true, redisOptions: perCommand });
+  return new Redis(o.url!, { ...perCommand, lazyConnect: true, ...o.standalone });
+}
+
+/**
+ * The probe client of `hashgate metrics`: connects on the first scrape, fails a scrape at once
+ * while Redis is down (no offline queue, no retry) and keeps reconnecting behind it.
+ */
+export function createProbeRedis(url: string, timeoutMs: number): Redis {
+  return new Redis(url, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    retryStrategy: (times) => Math.min(times * 200, 5000),
+  });
+}
+
+/** A bus connection's options; its retry delays also pace the walk over a Cluster's nodes. */
+export type BusConnectionOptions = RedisOptions & { retryStrategy: (times: number) => number };
+
+/**
+ * A connection of the invalidation bus: a copy of `from` with options `o`, or a new client of the
+ * URL `from`. On a Cluster it is a plain connection to one node at a time, that moves to the next
+ * node the cluster knows before every reconnect attempt (paced by `o.retryStrategy`). Classic
+ * PUBLISH/SUBSCRIBE carry no key, so any node serves them and a PUBLISH on one reaches the
+ * subscribers of every node, even while the cluster is failed for lack of a master; one connection
+ * keeps "we were disconnected, so clear" exact. Sharded pub/sub (SSUBSCRIBE) would tie the whole
+ * bus to the master of one slot and stop it whenever that slot is down. A killed node is therefore
+ * left for a live one within a few retry delays, where the subscriber re-subscribes and its
+ * listeners resync.
+ */
+export function createBusConnection(from: RedisClient | string, o: BusConnectionOptions): Redis {
+  if (typeof from === 'string') return new Redis(from, o);
+  if (!isCluster(from)) return from.duplicate(o);
+  const c = from;
+  const nodes = (): Array<{ host: string; port: number }> => {
+    const seen = new Map<string, { host: string; port: number }>();
+    const add = (n: unknown): void => {
+      const a = typeof n === 'object' && n !== null ? (n as { host?: string; port?: number }) : { port: Number(n) };
+      const node = { host: a.host ?? '127.0.0.1', port: a.port ?? 6379 };
+      if (Number.isInteger(node.port)) seen.set(`${node.host}:${node.port}`, node);
+    };
+    // startupNodes is not public in ioredis's types; the nodes the client knows now come first
+    for (const n of c.nodes('all')) add(n.options);
+    for (const n of (c as unknown as { startupNodes?: unknown[] }).startupNodes ?? []) add(n);
+    return [...seen.values()];
+  };
+  const first = nodes()[0] ?? { host: '127.0.0.1', port: 6379 };
+  const conn: Redis = new Redis({
+    ...c.options.redisOptions,
+    ...o,
+    host: first.host,
+    port: first.port,
+    retryStrategy: (times: number) => {
+      // ioredis reads host and port from these options at each connect attempt
+      const list = nodes();
+      const at = list.findIndex((n) => n.host === conn.options.host && n.port === conn.options.port);
+      const next = list[(at + 1) % list.length];
+      if (next) {
+        conn.options.host = next.host;
+        conn.options.port = next.port;
+      }
+      return o.retryStrategy(times);
+    },
+  });
+  return conn;
 }

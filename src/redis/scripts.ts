@@ -8,7 +8,8 @@
 // a shared client defines each once); the number of keys is passed per call, so one script can run
 // with different key counts.
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { ChainableCommander, Redis } from 'ioredis';
+import { ErrorCodes, HashGateError } from '../errors.js';
 import type { RedisClient } from './client.js';
 import { RawCommand } from './resp.js';
 
@@ -35,12 +36,30 @@ type Scripting = Record<string, ((...args: ScriptArg[]) => Promise<unknown>) | u
 export const canRunScripts = (redis: unknown): boolean =>
   redis !== null && typeof redis === 'object' && typeof (redis as Partial<Scripting>).defineCommand === 'function';
 
+/** Defines `scripts` on `redis` (once per client); runScript does it itself, queueScript needs it done first. */
+export function defineScripts(redis: RedisClient, ...scripts: LuaScript[]): void {
+  const c = redis as unknown as Scripting;
+  for (const script of scripts) if (c[script.command] === undefined) c.defineCommand(script.command, { lua: script.lua });
+}
+
 /** Runs `script` with `keys` (the first `numKeys` of `args` are key names); replies decoded as UTF-8 strings, or as Buffers with `buffer`. */
 export function runScript(redis: RedisClient, script: LuaScript, numKeys: number, args: readonly ScriptArg[], buffer = false): Promise<unknown> {
+  defineScripts(redis, script);
   const c = redis as unknown as Scripting;
-  if (c[script.command] === undefined) c.defineCommand(script.command, { lua: script.lua });
   const f = c[buffer ? `${script.command}Buffer` : script.command]!;
   return f.call(c, numKeys, ...args);
+}
+
+/**
+ * Queues `script` on an ioredis pipeline; its reply lands in the pipeline's exec() results. An
+ * ioredis pipeline copies the scripts defined on its client when it is created, so call
+ * defineScripts(client, script) before client.pipeline(). The call goes out the same way as
+ * runScript's (EVAL first on a connection, EVALSHA after, resent through the client on NOSCRIPT).
+ */
+export function queueScript(pipeline: ChainableCommander, script: LuaScript, numKeys: number, args: readonly ScriptArg[], buffer = false): void {
+  const f = (pipeline as unknown as Partial<Scripting>)[buffer ? `${script.command}Buffer` : script.command];
+  if (f === undefined) throw new HashGateError(ErrorCodes.INVALID_ARG, 'queueScript: the script was not defined on the client before its pipeline was created (defineScripts)');
+  void f.call(pipeline, numKeys, ...args);
 }
 
 /**

@@ -15,13 +15,15 @@ import {
   readEnvelope,
   wrapEnvelope,
 } from '../cache/codec.js';
-import { checkTable, CACHE_DEFAULTS, type TieredCache } from '../cache/tiered-cache.js';
+import { checkTable, type TieredCache } from '../cache/tiered-cache.js';
+import { CACHE_DEFAULTS } from '../cache/options.js';
 import type { BloomWritable, CacheValue, ColdEntry, ColdStore } from '../cache/types.js';
 import type { InvalidationBus } from '../cache/bus.js';
 import { setMany } from '../cache/redis-tier.js';
 import { isCluster } from '../redis/client.js';
 // the Redis layer's owner-token lock (SET NX PX; compare-and-refresh/-release in Lua)
 import { RedisLock } from '../redis/lock.js';
+import { LuaScript, defineScripts, queueScript, runScript } from '../redis/scripts.js';
 import { hashTagOf, redissonSuffixKey } from '../bloom/redisson.js';
 
 export const TIERING_DEFAULTS = {
@@ -119,18 +121,18 @@ export interface MigrateResult {
   dryRun: boolean;
 }
 
-const MARK = `local n = 0
+const MARK = new LuaScript(`local n = 0
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) == ARGV[i] then
     redis.call('SETRANGE', KEYS[i], ${FLAGS_OFFSET}, ARGV[#KEYS + i]); n = n + 1
   end
 end
-return n`;
+return n`);
 
-const CHECKPOINT = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+const CHECKPOINT = new LuaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 if ARGV[3] == '' then redis.call('DEL', KEYS[2]) else redis.call('SET', KEYS[2], ARGV[3]) end
-return 1`;
+return 1`);
 
 const globEscape = (s: string): string => s.replace(/[*?[\]\\]/g, '\\$&');
 
@@ -288,7 +290,7 @@ export class HotColdStore {
         r.cursor = position();
         if (!dryRun) {
           const cp = si >= sources.length ? '' : JSON.stringify(cluster ? { match, node: sources[si]!.addr, cursor } : { match, cursor });
-          const ok = await client.eval(CHECKPOINT, 2, this.#lockKey, cursorKey, lock.token, String(lockTtlMs), cp);
+          const ok = await runScript(client, CHECKPOINT, 2, [this.#lockKey, cursorKey, lock.token, String(lockTtlMs), cp]);
           if (ok !== 1) {
             r.lockLost = true;
             break;
@@ -372,11 +374,12 @@ export class HotColdStore {
         const flagBytes = g.raw.slice(off, end).map((b) => Buffer.of(b[FLAGS_OFFSET]! | FLAG_ARCHIVED));
         const raws = g.raw.slice(off, end);
         let marked = 0;
-        if (!cluster) marked = (await node.eval(MARK, ks.length, ...ks, ...raws, ...flagBytes)) as number;
+        if (!cluster) marked = (await runScript(node, MARK, ks.length, [...ks, ...raws, ...flagBytes])) as number;
         else {
           // keys of one master span many slots: one single-key mark per key, pipelined
+          defineScripts(node, MARK);
           const mp = node.pipeline();
-          for (let i = 0; i < ks.length; i++) mp.eval(MARK, 1, ks[i]!, raws[i]!, flagBytes[i]!);
+          for (let i = 0; i < ks.length; i++) queueScript(mp, MARK, 1, [ks[i]!, raws[i]!, flagBytes[i]!]);
           for (const [err, n] of (await mp.exec()) ?? []) {
             if (err) throw new HashGateError(ErrorCodes.STORE, 'redis archive mark failed during migration', { cause: err });
             marked += Number(n);

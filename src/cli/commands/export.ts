@@ -4,7 +4,7 @@
 import { createWriteStream, existsSync, fchmodSync, openSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Cluster, Redis } from 'ioredis';
+import { createCliRedis, type RedisClient } from '../../redis/client.js';
 import { DEFAULTS } from '../../dedup/options.js';
 import { LmdbStore } from '../../dedup/lmdb-store.js';
 import { RedisLayoutSink, type SinkBatch } from '../../loader/sink.js';
@@ -91,7 +91,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   const str = (k: string): string | undefined => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
   let store: LmdbStore | undefined;
-  let redis: Redis | Cluster | undefined;
+  let redis: RedisClient | undefined;
   let out: WriteStream | undefined;
   const summary: Summary = { windows: [], exported: 0, skipped: 0 };
   try {
@@ -106,12 +106,7 @@ export async function run(argv: string[]): Promise<number> {
     }
     if (str('out') === undefined) {
       const cl = str('cluster');
-      redis = cl
-        ? new Cluster(cl.split(',').map((hp) => {
-            const [host, port] = hp.trim().split(':');
-            return { host: host || '127.0.0.1', port: Number(port ?? 6379) };
-          }), { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1, commandTimeout: 30_000 } })
-        : new Redis(str('redis')!, { maxRetriesPerRequest: 1, commandTimeout: 30_000, lazyConnect: true });
+      redis = createCliRedis({ ...(cl ? { cluster: cl } : { url: str('redis')! }), commandTimeoutMs: 30_000 });
       redis.on('error', () => undefined);
       try {
         await redis.connect();

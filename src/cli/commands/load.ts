@@ -1,7 +1,7 @@
 // `hashgate load <file|dir|glob>...`: bulk-load pipe-delimited export files into the dedup store.
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { Cluster, Redis } from 'ioredis';
+import { createCliRedis } from '../../redis/client.js';
 import { BloomFilter } from '../../bloom/index.js';
 import { DEFAULTS as DEDUP_DEFAULTS } from '../../dedup/options.js';
 import { ErrorCodes, HashGateError, HashGateTypeError, HashGateRangeError } from '../../errors.js';
@@ -269,23 +269,12 @@ export async function run(argv: string[]): Promise<number> {
       // client that is already reconnecting)
       let connected = false;
       let connErr: Error | undefined;
-      const clientOpts = {
-        maxRetriesPerRequest: 1,
-        commandTimeout: 30_000,
-        enableAutoPipelining: false,
-        lazyConnect: true,
-        retryStrategy: (times: number): number | null => (connected ? Math.min(times * 50, 2000) : null),
-      };
       const cl = str('cluster');
-      const redis = cl
-        ? new Cluster(
-            cl.split(',').map((hp) => {
-              const [host, port] = hp.trim().split(':');
-              return { host: host || '127.0.0.1', port: Number(port ?? 6379) };
-            }),
-            { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1, commandTimeout: 30_000 } },
-          )
-        : new Redis(str('redis') ?? defaultRedisUrl(), clientOpts);
+      const redis = createCliRedis({
+        ...(cl ? { cluster: cl } : { url: str('redis') ?? defaultRedisUrl() }),
+        commandTimeoutMs: 30_000,
+        standalone: { enableAutoPipelining: false, retryStrategy: (times: number): number | null => (connected ? Math.min(times * 50, 2000) : null) },
+      });
       redis.on('error', (e: Error) => (connErr ??= e)); // later errors are reported per batch; reconnects are automatic
       try {
         await redis.connect();

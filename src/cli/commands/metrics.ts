@@ -15,7 +15,7 @@ import { existsSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import { Redis } from 'ioredis';
+import { createProbeRedis } from '../../redis/client.js';
 import { checkInt } from '../../errors.js';
 import { journalDirStats, serveMetrics } from '../../metrics/index.js';
 import type { MetricsServer } from '../../metrics/index.js';
@@ -127,14 +127,7 @@ export async function start(argv: string[]): Promise<MetricsCommand & { once: bo
   }
 
   if (values.redis !== undefined) {
-    const redis = new Redis(values.redis, {
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      connectTimeout: DEFAULTS.redisTimeoutMs,
-      commandTimeout: DEFAULTS.redisTimeoutMs,
-      retryStrategy: (times) => Math.min(times * 200, 5000),
-    });
+    const redis = createProbeRedis(values.redis, DEFAULTS.redisTimeoutMs);
     redis.on('error', () => {}); // reported as redis_up 0 on the next scrape
     closers.push(() => redis.disconnect());
     let info: { up: number; used: number; keys: number } = { up: 0, used: NaN, keys: NaN };
