@@ -23,7 +23,7 @@ describe('wasm kernel (raw exports)', () => {
       'RESERVED_BYTES', 'mmH1', 'mmH2', 'mm3x64_128', 'mm128One', 'mm128OneRef', 'mm32One', 'mm86_128One',
       'mm128BucketOne', 'mm128JumpOne', 'mm128Batch', 'mm32Batch', 'mm86_128Batch', 'mm128BucketBatch', 'mm128JumpBatch',
       'xxh64Batch', 'xxh64One',
-      'BLOOM_ABI', 'bloomAddOne', 'bloomCheckOne', 'bloomAddBatch', 'bloomCheckBatch', 'bloomAddDigests', 'bloomCheckDigests', 'bloomPopcount',
+      'BLOOM_ABI', 'bloomAddOne', 'bloomCheckOne', 'bloomAddBatch', 'bloomAddFlags', 'bloomCheckBatch', 'bloomAddDigests', 'bloomCheckDigests', 'bloomPopcount',
       'HIGHWAY_ABI', 'highway128', 'redissonIndexes', 'redissonContains',
     ]) expect(names).toContain(n);
     const mem = createKernelMemory(2);

@@ -14,7 +14,7 @@ import { mm3x64_128, mmH1, mmH2 } from './murmur';
 const MAX63: u64 = 0x7fffffffffffffff;
 
 /** Bumped whenever an export's signature or meaning changes; src/bloom/kernel.ts checks it. */
-export const BLOOM_ABI: i32 = 3;
+export const BLOOM_ABI: i32 = 4;
 
 /** Set the k bits of the digest (h1, h2); returns how many of them were 0 before. */
 // @ts-ignore: decorator
@@ -91,6 +91,30 @@ export function bloomAddBatch(
   }
   store<u32>(bitsSetOut, set);
   return changed;
+}
+
+/**
+ * bloomAddBatch that also says which keys changed: writes 1 (the key set at least one bit) or 0
+ * per key to `flags`, and returns the number of bits this call set. Keys are added in order, so
+ * a key's flag is exactly "was not yet contained" after every earlier key of the call: merged
+ * callers get the counts they would get running one after another.
+ */
+export function bloomAddFlags(
+  bits: usize, bitSize: f64, k: i32, seed: i32, bytes: usize, offsets: usize, count: i32, flags: usize,
+): i32 {
+  const m = <u64>bitSize;
+  const s = <u64><i64>seed;
+  let set: u32 = 0;
+  let start = load<u32>(offsets);
+  for (let i = 0; i < count; i++) {
+    offsets += 4;
+    const end = load<u32>(offsets);
+    const n = addKey(bits, m, k, bytes + <usize>start, <i32>(end - start), s);
+    set += n;
+    store<u8>(flags + <usize>i, n != 0 ? 1 : 0);
+    start = end;
+  }
+  return <i32>set;
 }
 
 /** Writes 1 (might contain) or 0 per key to `out`; returns how many were 1. */
