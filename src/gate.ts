@@ -271,12 +271,12 @@ export class HashGate {
   private readonly unregister: Array<() => void> = [];
   private readonly counters: GateDedupCounters = { bloomFalsePositives: 0, bloomTrueNegatives: 0 };
   private closed = false;
-  /** Queue merging concurrent bloomAdd/bloomCheck calls, both kinds in one call-ordered queue. */
+  // Queue merging concurrent bloomAdd/bloomCheck calls, both kinds in one call-ordered queue.
   private readonly bloomCalls: Coalescer<BloomCall> | undefined;
-  /** Bloom batches on the workers not yet done, and those of them that add (see runBloom). */
+  // Bloom batches on the workers not yet done, and those of them that add (see runBloom).
   private bloomPending = 0;
   private bloomAddsPending = 0;
-  /** Settles when every Bloom batch started so far is done / when the last add batch is done. */
+  // Settle when every Bloom batch started so far is done / when the last add batch is done.
   private bloomAll: Promise<void> | undefined;
   private bloomLastAdd: Promise<void> | undefined;
 
@@ -514,7 +514,7 @@ export class HashGate {
     });
   }
 
-  /** Coalescer flush: runs of same-kind calls, each one kernel batch, started in call order. */
+  // Coalescer flush: runs of same-kind calls, each one kernel batch, started in call order.
   private flushBloom(calls: BloomCall[]): void {
     const co = this.bloomCalls!;
     let runs = 0;
@@ -533,12 +533,10 @@ export class HashGate {
     }
   }
 
-  /**
-   * Runs calls[from..to) (all adds or all checks, n keys) as one batch once it may: an add after
-   * every earlier batch is done, a check after the last earlier add. Only batches that go to the
-   * workers (or wait for one that did) are asynchronous; an inline batch with nothing to wait for
-   * runs right here, so the usual small-call path never waits a tick.
-   */
+  // Runs calls[from..to) (all adds or all checks, n keys) as one batch once it may: an add after
+  // every earlier batch is done, a check after the last earlier add. Only batches that go to the
+  // workers (or wait for one that did) are asynchronous; an inline batch with nothing to wait for
+  // runs right here, so the usual small-call path never waits a tick.
   private runBloom(calls: BloomCall[], from: number, to: number, n: number, add: boolean, done: () => void): void {
     const wait = add ? this.bloomAll : this.bloomLastAdd;
     const inline = !this.pool.threaded || n <= this.options.inlineThreshold;
@@ -568,7 +566,7 @@ export class HashGate {
     }
   }
 
-  /** One kernel batch for the calls; answers (or rejects) each caller. Never rejects itself. */
+  // One kernel batch for the calls; answers (or rejects) each caller. Never rejects itself.
   private execBloom(calls: BloomCall[], from: number, to: number, n: number, add: boolean): Promise<void> | undefined {
     const bloom = this.bloom!;
     try {
