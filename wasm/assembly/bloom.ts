@@ -69,12 +69,17 @@ export function bloomCheckOne(bits: usize, bitSize: f64, k: i32, seed: i32, ptr:
   return checkKey(bits, <u64>bitSize, k, ptr, len, <u64><i64>seed);
 }
 
+/** Bits set by the last addPacked call (a wasm global: private to each thread's instance). */
+let packedBitsSet: u32 = 0;
+
 /**
- * Packed keys (offsets: count + 1 LE u32). Returns how many keys changed at least one bit and
- * stores the number of bits set by this call as a u32 at `bitsSetOut`.
+ * Adds packed keys in order; returns how many changed at least one bit and leaves the bits set in
+ * packedBitsSet. With `flags` != 0 (never a real output: address 0 is kernel statics) it also
+ * writes 1 or 0 per key there. Inlined, so the flag-less caller carries no per-key branch.
  */
-export function bloomAddBatch(
-  bits: usize, bitSize: f64, k: i32, seed: i32, bytes: usize, offsets: usize, count: i32, bitsSetOut: usize,
+// @ts-ignore: decorator
+@inline function addPacked(
+  bits: usize, bitSize: f64, k: i32, seed: i32, bytes: usize, offsets: usize, count: i32, flags: usize,
 ): i32 {
   const m = <u64>bitSize;
   const s = <u64><i64>seed;
@@ -86,10 +91,24 @@ export function bloomAddBatch(
     const end = load<u32>(offsets);
     const n = addKey(bits, m, k, bytes + <usize>start, <i32>(end - start), s);
     set += n;
-    changed += n != 0 ? 1 : 0;
+    const c = n != 0 ? 1 : 0;
+    changed += c;
+    if (flags != 0) store<u8>(flags + <usize>i, <u8>c);
     start = end;
   }
-  store<u32>(bitsSetOut, set);
+  packedBitsSet = set;
+  return changed;
+}
+
+/**
+ * Packed keys (offsets: count + 1 LE u32). Returns how many keys changed at least one bit and
+ * stores the number of bits set by this call as a u32 at `bitsSetOut`.
+ */
+export function bloomAddBatch(
+  bits: usize, bitSize: f64, k: i32, seed: i32, bytes: usize, offsets: usize, count: i32, bitsSetOut: usize,
+): i32 {
+  const changed = addPacked(bits, bitSize, k, seed, bytes, offsets, count, 0);
+  store<u32>(bitsSetOut, packedBitsSet);
   return changed;
 }
 
@@ -102,19 +121,8 @@ export function bloomAddBatch(
 export function bloomAddFlags(
   bits: usize, bitSize: f64, k: i32, seed: i32, bytes: usize, offsets: usize, count: i32, flags: usize,
 ): i32 {
-  const m = <u64>bitSize;
-  const s = <u64><i64>seed;
-  let set: u32 = 0;
-  let start = load<u32>(offsets);
-  for (let i = 0; i < count; i++) {
-    offsets += 4;
-    const end = load<u32>(offsets);
-    const n = addKey(bits, m, k, bytes + <usize>start, <i32>(end - start), s);
-    set += n;
-    store<u8>(flags + <usize>i, n != 0 ? 1 : 0);
-    start = end;
-  }
-  return <i32>set;
+  addPacked(bits, bitSize, k, seed, bytes, offsets, count, flags);
+  return <i32>packedBitsSet;
 }
 
 /** Writes 1 (might contain) or 0 per key to `out`; returns how many were 1. */
