@@ -254,6 +254,16 @@ function answerBloom(calls: readonly BloomCall[], from: number, to: number, add:
   }
 }
 
+/** bloomAdd of one call: the count of keys that changed a bit, summed over chunks. */
+function bloomAddJob(bloom: BloomFilter): KernelJob<number> {
+  return {
+    inline: (b) => addChecked(bloom, b),
+    offload: () => ({ op: { op: 'bloomAdd' }, acc: 0 }),
+    fromLane: (changed, _lane, _from, _count, result) => changed + result,
+    fromInline: (changed, part) => changed + part,
+  };
+}
+
 function rejectBloom(calls: readonly BloomCall[], from: number, to: number, err: unknown): void {
   for (let i = from; i < to; i++) calls[i]!.reject(err);
 }
@@ -461,12 +471,7 @@ export class HashGate {
     const bloom = this.requireBloom('bloomAdd');
     const c = tryCheck(() => checkKeys(keys), keys);
     return timeBatch(this.metrics, 'bloom_add', c.n, () =>
-      c.batch === undefined ? Promise.reject(c.invalid) : this.pool.run(c.batch, {
-        inline: (b) => addChecked(bloom, b),
-        offload: () => ({ op: { op: 'bloomAdd' }, acc: 0 }),
-        fromLane: (changed, _lane, _from, _count, result) => changed + result,
-        fromInline: (changed, part) => changed + part,
-      }),
+      c.batch === undefined ? Promise.reject(c.invalid) : this.pool.run(c.batch, bloomAddJob(bloom)),
     );
   }
 
@@ -571,6 +576,12 @@ export class HashGate {
     const bloom = this.bloom!;
     try {
       const batch = mergeBatches(calls, from, to, n);
+      if (add && to - from === 1) {
+        // One caller needs only its count: no flags, and its chunks may run side by side as today.
+        const c = calls[from]!;
+        const counted = this.pool.run(batch, bloomAddJob(bloom));
+        return counted.then((changed) => c.resolve(changed), (err: unknown) => c.reject(err));
+      }
       if (!this.pool.threaded || n <= this.options.inlineThreshold) {
         let out: Uint8Array;
         if (add) addFlagsChecked(bloom, batch, (out = new Uint8Array(n)));
