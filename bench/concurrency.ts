@@ -9,6 +9,8 @@
 //                       SADD per key, and one Lua check-and-add (SADD per key) per call
 //   lookup Redis hits   TieredCache with a cold local tier vs autopipelined GET per key / MGET
 //   lookup LRU hits     TieredCache vs lru-cache get in an async function
+//   bloomCheck          gate.bloomCheck merged (default coalesce) and with coalesce:false vs the
+//                       `bloomfilter` package's test() per key in an async function
 // Every timed run writes fresh keys into a fresh namespace, and its answers are counted: a run
 // whose answers are wrong is recorded as failed and not ranked.
 import { createHistogram } from 'node:perf_hooks';
@@ -20,6 +22,7 @@ import { LRUCache } from 'lru-cache';
 import { Suite, makeKeys, spread, type BenchRow, type SuiteOptions, type SuiteResult, type SweepSeries } from './common.js';
 import { startBenchRedis } from './redis-server.js';
 import { HashGate } from '../src/gate.js';
+import { bloomShape } from '../src/bloom/index.js';
 import { HotColdStore } from '../src/tiering/index.js';
 import { FingerprintIndex } from '../src/fingerprint/index.js';
 import { isMainModule } from '../src/util/main-module.js';
@@ -59,6 +62,13 @@ const slices = (keys: string[], k: number): string[][] => {
   for (let i = 0; i + k <= keys.length; i += k) out.push(keys.slice(i, i + k));
   return out;
 };
+
+/** `bloomfilter` ships no types; the two methods used here. */
+interface Bf {
+  add(v: string): void;
+  test(v: string): boolean;
+}
+const BF_MODULE = 'bloomfilter';
 
 interface Impl {
   impl: string;
@@ -199,6 +209,53 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     ];
     await grid('firstSeen embedded', embedded);
     sweepPoints('firstSeen embedded', embedded, 'firstSeen embedded');
+
+    // ---- bloomCheck on the gate's filter (every checked key was added: each answer must be 1)
+    const bloomOpts = { expectedItems: perRun(256) + warmKeys.length, fpp: 0.001 };
+    const bloomGate = (impl: string, coalesce: false | undefined): Impl => ({
+      impl,
+      role: 'hashgate',
+      setup: async () => {
+        const gate = await HashGate.open({ threads: 0, bloom: bloomOpts, ...(coalesce === false ? { coalesce } : {}) });
+        await gate.bloomAdd(keys);
+        await gate.bloomAdd(warmKeys);
+        let ones = 0;
+        return {
+          call: (b) =>
+            gate.bloomCheck(b).then((a) => {
+              for (let i = 0; i < a.length; i++) ones += a[i]!;
+            }),
+          verify: (n) => (ones === n ? true : `${ones} "maybe present" answers for ${n} added keys`),
+          close: () => gate.close(),
+        };
+      },
+    });
+    const Bf = ((await import(BF_MODULE)) as { BloomFilter: new (m: number, k: number) => Bf }).BloomFilter;
+    const bloomChecks: Impl[] = [
+      bloomGate('hashgate merged', undefined),
+      bloomGate('hashgate coalesce:false', false),
+      {
+        impl: 'bloomfilter test() per key',
+        role: 'peer',
+        setup: async () => {
+          const shape = bloomShape(bloomOpts);
+          const f = new Bf(shape.bitSize, shape.hashFunctions);
+          for (const k of keys) f.add(k);
+          for (const k of warmKeys) f.add(k);
+          let ones = 0;
+          return {
+            call: async (b) => {
+              const a = new Uint8Array(b.length);
+              for (let i = 0; i < b.length; i++) a[i] = f.test(b[i]!) ? 1 : 0;
+              for (let i = 0; i < a.length; i++) ones += a[i]!;
+            },
+            verify: (n) => (ones === n ? true : `${ones} "maybe present" answers for ${n} added keys`),
+            close: async () => undefined,
+          };
+        },
+      },
+    ];
+    await grid('bloomCheck', bloomChecks, opts.quick ? 1 : 5);
 
     const srv = await startBenchRedis('concurrency');
     if (srv === undefined) {

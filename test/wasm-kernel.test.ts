@@ -23,7 +23,7 @@ describe('wasm kernel (raw exports)', () => {
       'RESERVED_BYTES', 'mmH1', 'mmH2', 'mm3x64_128', 'mm128One', 'mm128OneRef', 'mm32One', 'mm86_128One',
       'mm128BucketOne', 'mm128JumpOne', 'mm128Batch', 'mm32Batch', 'mm86_128Batch', 'mm128BucketBatch', 'mm128JumpBatch',
       'xxh64Batch', 'xxh64One',
-      'BLOOM_ABI', 'bloomAddOne', 'bloomCheckOne', 'bloomAddBatch', 'bloomCheckBatch', 'bloomAddDigests', 'bloomCheckDigests', 'bloomPopcount',
+      'BLOOM_ABI', 'bloomAddOne', 'bloomCheckOne', 'bloomAddBatch', 'bloomAddFlags', 'bloomCheckBatch', 'bloomAddDigests', 'bloomCheckDigests', 'bloomPopcount',
       'HIGHWAY_ABI', 'highway128', 'redissonIndexes', 'redissonContains',
     ]) expect(names).toContain(n);
     const mem = createKernelMemory(2);
@@ -183,9 +183,9 @@ describe('without a usable kernel binary', () => {
   });
 
   it('stale (Bloom ABI changed): hashing works, a wasm Bloom filter is refused with HG_ERR_WASM', () => {
-    const res = runWith(withBloomAbi(readFileSync(kernelPath()), 2));
+    const res = runWith(withBloomAbi(readFileSync(kernelPath()), 3));
     expect(res).toMatchObject({ murmur3_128: 'ok', xxh64: 'ok', hashBatch: 'ok', bloomJs: 'ok', again: 'ok' });
-    expect(res.bloom).toMatch(/^HG_ERR_WASM HashGateError: hashgate\.wasm has Bloom kernel ABI 2, this code needs 3: rebuild it/);
+    expect(res.bloom).toMatch(/^HG_ERR_WASM HashGateError: hashgate\.wasm has Bloom kernel ABI 3, this code needs 4: rebuild it/);
   });
 
   it('corrupt: the same rule, with the compile error in the message', () => {

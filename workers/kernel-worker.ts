@@ -5,6 +5,8 @@
 import { workerData } from 'node:worker_threads';
 import { instantiateKernel, type KernelExports } from '../src/hash/kernel.js';
 import { BloomFilter } from '../src/bloom/index.js';
+import { addFlagsChecked } from '../src/bloom/bloom-filter.js';
+import { checkKeys } from '../src/hash/keys.js';
 import { laneViews, type LaneViews } from '../src/pool/lanes.js';
 import type { KernelTask, KernelWorkerData } from '../src/pool/messages.js';
 
@@ -45,6 +47,11 @@ export default function run(task: KernelTask): number {
     case 'bloomAdd': {
       if (bloom === undefined) throw new Error('no Bloom filter configured');
       return bloom.addAll(packed(task.lane, task.count).packed);
+    }
+    case 'bloomAddFlags': {
+      if (bloom === undefined) throw new Error('no Bloom filter configured');
+      const v = packed(task.lane, task.count);
+      return addFlagsChecked(bloom, checkKeys(v.packed), v.out.subarray(0, task.count));
     }
     case 'bloomCheck': {
       if (bloom === undefined) throw new Error('no Bloom filter configured');

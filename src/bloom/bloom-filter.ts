@@ -89,6 +89,15 @@ export function addChecked(f: BloomFilter, batch: CheckedKeys): number {
   return batchEntry(f, batch, true, undefined);
 }
 
+/**
+ * addAll of a checked batch that also writes, per key, 1 if it changed at least one bit, else 0,
+ * to flags[0..count). Keys are added in order, so the flags equal what adding them one by one
+ * would report (merged callers split them back into their own counts). Returns the 1s.
+ */
+export function addFlagsChecked(f: BloomFilter, batch: CheckedKeys, flags: Uint8Array): number {
+  return batchEntry(f, batch, true, flags);
+}
+
 /** mightContainAll of a batch checkKeys validated already. */
 export function containsChecked(f: BloomFilter, batch: CheckedKeys): Uint8Array {
   const res = new Uint8Array(batch.count);
@@ -521,7 +530,7 @@ export class BloomFilter {
     return total;
   }
 
-  /** Runs the kernel over `count` keys staged in scratch; results land at out[done..]. */
+  /** Runs the kernel over `count` keys staged in scratch; results (adds: changed flags) land at out[done..]. */
   #flush(add: boolean, out: Uint8Array | undefined, done: number, count: number, s: Scratch, bias = 0): number {
     if (count === 0) return 0;
     const base = s.keysPtr - bias;
@@ -535,6 +544,19 @@ export class BloomFilter {
         r += v;
       }
       return r;
+    }
+    if (add && out !== undefined) {
+      // Per-key flags: the kernel writes them to the result region and returns the bits it set.
+      const set = k.bloomAddFlags(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base | 0, s.offsetsPtr, count, s.outPtr);
+      if (set > 0) Atomics.add(this.#count, 0, BigInt(set));
+      const u8 = s.u8;
+      let changed = 0;
+      for (let i = 0, p = s.outPtr; i < count; i++, p++) {
+        const f = u8[p]!;
+        out[done + i] = f;
+        changed += f;
+      }
+      return changed;
     }
     if (add) {
       // The check-result region is idle during adds: the kernel leaves its bit count there.

@@ -15,6 +15,11 @@ export interface BloomKernel {
     bits: number, bitSize: number, k: number, seed: number, bytes: number, offsets: number, count: number,
     out: number,
   ): number;
+  /** bloomAddBatch with a 1/0 "changed a bit" byte per key at `flags`; returns the bits set. */
+  bloomAddFlags(
+    bits: number, bitSize: number, k: number, seed: number, bytes: number, offsets: number, count: number,
+    flags: number,
+  ): number;
   /** `count` 16-byte murmur3_128 digests (h1 LE, h2 LE) at `digests`; bits set to `bitsSetOut`. */
   bloomAddDigests(bits: number, bitSize: number, k: number, digests: number, count: number, bitsSetOut: number): number;
   bloomCheckDigests(bits: number, bitSize: number, k: number, digests: number, count: number, out: number): number;
@@ -22,7 +27,7 @@ export interface BloomKernel {
 }
 
 /** Must equal BLOOM_ABI in wasm/assembly/bloom.ts: a stale binary is refused, never misused. */
-const BLOOM_ABI = 3;
+const BLOOM_ABI = 4;
 
 const instances = new WeakMap<WebAssembly.Memory, BloomKernel>();
 

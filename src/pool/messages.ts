@@ -18,6 +18,8 @@ export type ChunkOp =
   | { op: 'hash'; algorithm: HashAlgorithm; seed: number }
   | { op: 'buckets'; buckets: number }
   | { op: 'bloomAdd' }
+  /** bloomAdd writing a 1/0 "changed a bit" byte per key to the lane's results (merged calls). */
+  | { op: 'bloomAddFlags' }
   | { op: 'bloomCheck' };
 
 /** One task: an op over the first `count` keys of lane `lane`; 'throw' and 'exit' are test hooks. */

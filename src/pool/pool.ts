@@ -64,6 +64,11 @@ export interface KernelJob<R> {
   /** Adds the answer for keys[from..from+count) to acc: from a worker's lane, or from inline(). */
   fromLane(acc: R, lane: Lane, from: number, count: number, result: number): R;
   fromInline(acc: R, part: R, from: number): R;
+  /**
+   * Run the chunks one after another instead of side by side on several workers: a merged Bloom
+   * add whose per-key "changed" answers must equal adding the keys one by one in order.
+   */
+  ordered?: boolean;
 }
 
 export class KernelPool {
@@ -174,6 +179,7 @@ export class KernelPool {
             },
           ),
         );
+        if (job.ordered === true) await running[running.length - 1];
       }
       await Promise.all(running);
     } finally {

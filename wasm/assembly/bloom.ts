@@ -14,7 +14,7 @@ import { mm3x64_128, mmH1, mmH2 } from './murmur';
 const MAX63: u64 = 0x7fffffffffffffff;
 
 /** Bumped whenever an export's signature or meaning changes; src/bloom/kernel.ts checks it. */
-export const BLOOM_ABI: i32 = 3;
+export const BLOOM_ABI: i32 = 4;
 
 /** Set the k bits of the digest (h1, h2); returns how many of them were 0 before. */
 // @ts-ignore: decorator
@@ -69,12 +69,17 @@ export function bloomCheckOne(bits: usize, bitSize: f64, k: i32, seed: i32, ptr:
   return checkKey(bits, <u64>bitSize, k, ptr, len, <u64><i64>seed);
 }
 
+/** Bits set by the last addPacked call (a wasm global: private to each thread's instance). */
+let packedBitsSet: u32 = 0;
+
 /**
- * Packed keys (offsets: count + 1 LE u32). Returns how many keys changed at least one bit and
- * stores the number of bits set by this call as a u32 at `bitsSetOut`.
+ * Adds packed keys in order; returns how many changed at least one bit and leaves the bits set in
+ * packedBitsSet. With `flags` != 0 (never a real output: address 0 is kernel statics) it also
+ * writes 1 or 0 per key there. Inlined, so the flag-less caller carries no per-key branch.
  */
-export function bloomAddBatch(
-  bits: usize, bitSize: f64, k: i32, seed: i32, bytes: usize, offsets: usize, count: i32, bitsSetOut: usize,
+// @ts-ignore: decorator
+@inline function addPacked(
+  bits: usize, bitSize: f64, k: i32, seed: i32, bytes: usize, offsets: usize, count: i32, flags: usize,
 ): i32 {
   const m = <u64>bitSize;
   const s = <u64><i64>seed;
@@ -86,11 +91,38 @@ export function bloomAddBatch(
     const end = load<u32>(offsets);
     const n = addKey(bits, m, k, bytes + <usize>start, <i32>(end - start), s);
     set += n;
-    changed += n != 0 ? 1 : 0;
+    const c = n != 0 ? 1 : 0;
+    changed += c;
+    if (flags != 0) store<u8>(flags + <usize>i, <u8>c);
     start = end;
   }
-  store<u32>(bitsSetOut, set);
+  packedBitsSet = set;
   return changed;
+}
+
+/**
+ * Packed keys (offsets: count + 1 LE u32). Returns how many keys changed at least one bit and
+ * stores the number of bits set by this call as a u32 at `bitsSetOut`.
+ */
+export function bloomAddBatch(
+  bits: usize, bitSize: f64, k: i32, seed: i32, bytes: usize, offsets: usize, count: i32, bitsSetOut: usize,
+): i32 {
+  const changed = addPacked(bits, bitSize, k, seed, bytes, offsets, count, 0);
+  store<u32>(bitsSetOut, packedBitsSet);
+  return changed;
+}
+
+/**
+ * bloomAddBatch that also says which keys changed: writes 1 (the key set at least one bit) or 0
+ * per key to `flags`, and returns the number of bits this call set. Keys are added in order, so
+ * a key's flag is exactly "was not yet contained" after every earlier key of the call: merged
+ * callers get the counts they would get running one after another.
+ */
+export function bloomAddFlags(
+  bits: usize, bitSize: f64, k: i32, seed: i32, bytes: usize, offsets: usize, count: i32, flags: usize,
+): i32 {
+  addPacked(bits, bitSize, k, seed, bytes, offsets, count, flags);
+  return <i32>packedBitsSet;
 }
 
 /** Writes 1 (might contain) or 0 per key to `out`; returns how many were 1. */
