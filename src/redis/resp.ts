@@ -61,11 +61,47 @@ export class RespWriter {
   }
 
   str(s: string): void {
+    const n = s.length;
+    if (n <= 64) {
+      // Short ASCII (bucket keys, counts, command names): copied char by char, no native call
+      // to measure and another to encode; same bytes. Any other char rewinds to the general path.
+      this.header(36, n);
+      this.ensure(n + 2);
+      const b = this.buf;
+      const p0 = this.p;
+      let i = 0;
+      for (; i < n; i++) {
+        const c = s.charCodeAt(i);
+        if (c >= 128) break;
+        b[p0 + i] = c;
+      }
+      if (i === n) {
+        this.p = p0 + n;
+        this.crlf();
+        return;
+      }
+      this.p = p0 - 3 - (n >= 10 ? 2 : 1); // back to the '$' of the header written above
+    }
     const len = Buffer.byteLength(s);
     this.header(36, len);
     this.ensure(len + 2);
     this.p += this.buf.write(s, this.p, len, 'utf8');
     this.crlf();
+  }
+
+  /** Bulk string of a non-negative integer's decimal digits (the bytes str(String(v)) writes). */
+  uintStr(v: number): void {
+    if (v < 10) {
+      this.ensure(8);
+      const b = this.buf;
+      b[this.p++] = 36;
+      b[this.p++] = 49;
+      this.crlf();
+      b[this.p++] = 48 + v;
+      this.crlf();
+      return;
+    }
+    this.str(String(v));
   }
 
   /** Bulk string of the bytes src[s..e); `sdv` (a view of src) lets keys be copied 4 bytes at a time. */
