@@ -323,6 +323,21 @@ describe('RespWriter', () => {
     expect(w.bytes()).toEqual(Buffer.concat([Buffer.from('*2\r\n$3\r\n键\r\n$2\r\n'), Buffer.from([0, 255]), Buffer.from('\r\n')]));
   });
 
+  it('str and uintStr write the bytes of a bulk string of the UTF-8, for ASCII, non-ASCII and mixed strings of any length', async () => {
+    const { RespWriter } = await import('../src/redis/resp.js');
+    const bulk = (s: string): Buffer => Buffer.concat([Buffer.from(`$${Buffer.byteLength(s)}\r\n`), Buffer.from(s, 'utf8'), Buffer.from('\r\n')]);
+    fc.assert(
+      fc.property(fc.array(fc.oneof(fc.string({ maxLength: 80 }), fc.string({ unit: 'binary', maxLength: 70 }), fc.string({ unit: 'binary-ascii', minLength: 9, maxLength: 66 }))), fc.nat(1_000_000), (strs, v) => {
+        const w = new RespWriter(1);
+        for (const s of strs) w.str(s);
+        w.uintStr(v);
+        w.uintStr(v % 10);
+        expect(w.bytes()).toEqual(Buffer.concat([...strs.map(bulk), bulk(String(v)), bulk(String(v % 10))]));
+      }),
+      { numRuns: 1_000 },
+    );
+  });
+
   it('bulk strings of any length, copied by bytes, by words or in one piece, while the buffer grows', async () => {
     const { RespWriter } = await import('../src/redis/resp.js');
     fc.assert(

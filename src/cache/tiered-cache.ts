@@ -90,6 +90,14 @@ interface LoadRequest {
   reject: (err: unknown) => void;
 }
 
+// One shared executor instead of a closure per queued load: new Promise() runs it synchronously,
+// so the functions it captures are read back before any other call can overwrite them.
+const captured: { resolve?: (l: Loaded) => void; reject?: (e: unknown) => void } = {};
+const capture = (resolve: (l: Loaded) => void, reject: (e: unknown) => void): void => {
+  captured.resolve = resolve;
+  captured.reject = reject;
+};
+
 /** The part of a merged load's gap map that is one caller's, or undefined when none of its keys had a gap. */
 function gapOf(gap: Uint8Array | undefined, from: number, to: number): Uint8Array | undefined {
   if (gap === undefined) return undefined;
@@ -476,7 +484,7 @@ export class TieredCache {
       const co = ts.co;
       flight.p =
         co !== undefined && co.accepts(leadKeys.length)
-          ? new Promise<Loaded>((resolve, reject) => co.add({ keys: leadKeys, resolve, reject }, leadKeys.length))
+          ? this.#queueLoad(co, leadKeys)
           : this.#load(table, ts, leadKeys);
       flight.p.catch(noop); // followers see the failure through their own await
     }
@@ -510,6 +518,13 @@ export class TieredCache {
     if (waits !== undefined) await waits;
     return out;
   }
+  /** A load queued for merging; the shared executor (see capture) saves a closure per lookup. */
+  #queueLoad(co: Coalescer<LoadRequest>, keys: string[]): Promise<Loaded> {
+    const p = new Promise<Loaded>(capture);
+    co.add({ keys, resolve: captured.resolve!, reject: captured.reject! }, keys.length);
+    return p;
+  }
+
   /**
    * One load for the misses of several lookups, keys in call order (each key appears once: the
    * in-flight claims make later lookups of a key follow the first). Every merged caller sees the
@@ -543,7 +558,7 @@ export class TieredCache {
         for (const r of reqs) {
           const n = r.keys.length;
           // each caller sees only its own keys' gaps; the tier errors are shared by all of them
-          r.resolve({ vals: l.vals.slice(off, off + n), gap: gapOf(l.gap, off, off + n), errors: l.errors });
+          r.resolve({ vals: n === 1 ? [l.vals[off]] : l.vals.slice(off, off + n), gap: gapOf(l.gap, off, off + n), errors: l.errors });
           off += n;
         }
       },

@@ -251,12 +251,12 @@ export class RedisStore implements DedupStore {
     w.array(3 + numKeys + 2 + G + b.count);
     w.str('EVALSHA');
     w.str(FIRST_SEEN.sha);
-    w.str(String(numKeys));
+    w.uintStr(numKeys);
     for (let g = 0; g < G; g++) w.str(b.groupKeys[g]!);
     if (this.hll) w.str(hk);
-    w.str(String(G));
+    w.uintStr(G);
     w.str(this.hll ? '1' : '0');
-    for (let g = 0; g < G; g++) w.str(String(b.starts[g + 1]! - b.starts[g]!));
+    for (let g = 0; g < G; g++) w.uintStr(b.starts[g + 1]! - b.starts[g]!);
     if (b.compact !== undefined) {
       const { dv, idx } = b.compact;
       for (let j = 0; j < b.count; j++) w.int64(dv, idx[j]! << 4);

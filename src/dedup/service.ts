@@ -104,6 +104,9 @@ export interface DedupCounters {
 }
 
 
+/** Bucket counts up to this keep their bucket key strings (see bucketKeyOf): ~5 MiB at most. */
+const BUCKET_KEY_CACHE_MAX = 65_536;
+
 /** Keys per script call when fail-open batches are pipelined (see firstSeen). */
 const PIPELINE_CHUNK = 2500;
 
@@ -191,6 +194,8 @@ export class DedupService {
   private readonly coalescer: Coalescer<PendingCall> | undefined;
   /** The embedded store when the layout is compact: batches go to it synchronously. */
   private readonly memCompact: MemoryStore | undefined;
+  /** Bucket key strings of the latest window a batch went to (see bucketKeyOf). */
+  private bucketKeys: { window: string; keys: Array<string | undefined> } | undefined;
   /** Tail of the runs waiting for a bucket count (keeps batches in call order). */
   private bucketsGate: Promise<number | undefined> | undefined;
   readonly counters: DedupCounters = {
@@ -450,18 +455,23 @@ export class DedupService {
     const d32 = new Uint32Array(digests.buffer, digests.byteOffset, m * 4);
     const pend = new Uint32Array(m);
     let p = 0;
+    // counted in locals: a property write per key on the shared counters object showed in profiles
+    let hits = 0;
+    let dups = 0;
     for (let i = 0; i < m; i++) {
       if (cache !== undefined && cache.has(d32, i)) {
-        this.counters.cacheHits++;
+        hits++;
         continue;
       }
       // Only cache misses can repeat unseen inside the batch (hits are answered 0 anyway).
       if (!inBatch.add(d32, i)) {
-        this.counters.batchDuplicates++;
+        dups++;
         continue;
       }
       pend[p++] = i;
     }
+    this.counters.cacheHits += hits;
+    this.counters.batchDuplicates += dups;
     if (p === 0) return undefined;
 
     const all = bucketsOfDigests(digests, o.layout, buckets);
@@ -489,7 +499,7 @@ export class DedupService {
       if (b !== cur) {
         cur = b;
         groupBuckets.push(b);
-        groupKeys.push(bucketKey(o, window, b));
+        groupKeys.push(this.bucketKeyOf(window, b, buckets));
         starts.push(j);
       }
     }
@@ -503,11 +513,13 @@ export class DedupService {
     this.counters.batches++;
     this.counters.storeKeys += p;
     const finish = (): void => {
+      let ones = 0;
       for (let j = 0; j < p; j++) {
         const a = answers[j]!;
         out[base + pend[order[j]!]!] = a;
-        this.counters.firstSeen += a;
+        ones += a;
       }
+      this.counters.firstSeen += ones;
       // the cache may have moved to a newer window while the store answered
       if (cache !== undefined && this.cacheWindow === window) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
     };
@@ -613,6 +625,20 @@ export class DedupService {
         { cause, details: { option: 'dedup.connectTimeoutMs', status: this.store.status } },
       );
     }
+  }
+
+  /**
+   * Redis key of bucket `b` of `window`. With a few keys per batch spread over many buckets there
+   * is about one group per key, so building the key string is per-key work: the newest window's
+   * keys are kept (one string per bucket at most, so bounded by the bucket count).
+   */
+  private bucketKeyOf(window: string, b: number, buckets: number): string {
+    if (buckets > BUCKET_KEY_CACHE_MAX) return bucketKey(this.options, window, b);
+    let c = this.bucketKeys;
+    if (c === undefined || c.window !== window || c.keys.length !== buckets) {
+      c = this.bucketKeys = { window, keys: new Array<string | undefined>(buckets) };
+    }
+    return (c.keys[b] ??= bucketKey(this.options, window, b));
   }
 
   /** The cache follows the newest window seen; calls for older windows bypass it. */
