@@ -101,7 +101,10 @@ export interface BusListener {
 }
 
 export interface BusStats {
+  /** Subscribed and the publisher connected: messages flow both ways. */
   connected: boolean;
+  /** The publisher connection alone is up (publishes go out now instead of queueing). */
+  publisherConnected: boolean;
   /** PUBLISH commands acknowledged by Redis and keys they carried. */
   sent: number;
   sentKeys: number;
@@ -277,6 +280,7 @@ export class InvalidationBus {
     return {
       ...this.#s,
       connected: this.#subscribed && this.#pub.status === 'ready',
+      publisherConnected: this.#pub.status === 'ready',
       pending: this.#pending.length,
       lagMs: {
         count: h.count,

@@ -91,7 +91,8 @@ describe.skipIf(!hasRedis || !hbaseConfigured('blacklist bus'))('blacklist over 
     // bus outage: B re-subscribes and rebuilds its filter from the table (it may have missed adds)
     await srv.kill('SIGKILL');
     await srv.restart();
-    await until(() => busB.stats().resyncs === 1 && b.stats().rebuilds === 1, 15_000);
+    // the publisher reconnects on its own schedule: wait for both connections, not only the resync
+    await until(() => busB.stats().resyncs === 1 && b.stats().rebuilds === 1 && busB.stats().connected, 15_000);
 
     const m = createMetrics();
     const off = m.busSource('blacklist', () => busB.stats());

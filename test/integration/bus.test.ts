@@ -208,7 +208,9 @@ describe.skipIf(!has)('invalidation bus: in-process behaviour', () => {
     const pub = new InvalidationBus({ url: own.url, channel: 'q', maxPendingMessages: 2 });
     await pub.ready();
     await own.kill('SIGKILL');
-    for (let i = 0; i < 50 && pub.stats().connected; i++) await new Promise((r) => setTimeout(r, 20));
+    // wait for the publisher's own connection to drop (the subscriber's may drop first)
+    for (let i = 0; i < 250 && pub.stats().publisherConnected; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(pub.stats().publisherConnected).toBe(false);
     pub.publish('t', ['a']);
     pub.publish('t', ['b']);
     pub.publish('t', ['c']); // over maxPendingMessages: dropped and counted

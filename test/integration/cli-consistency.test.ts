@@ -42,7 +42,7 @@ describe('hashgate help', () => {
         const r = cli([cmd, `${flag}=1`, '--help']);
         expect(`${r.out}${r.err}`, `${cmd} ${flag}`).not.toMatch(/Unknown option/i);
       }
-    });
+    }, 180_000); // one child process per flag: load has ~40 flags, ~1 s each on a busy 2-core box
   }
 
   it('no help text cites design documents instead of explaining', () => {
