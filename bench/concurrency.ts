@@ -89,35 +89,43 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const byGroup = new Map<string, Map<string, { c: number; k: number; d: Drive }>>();
 
   /**
-   * Times one impl at one (callers, keys per call) point: `passes` times a fresh instance, a
-   * warm-up and one timed pass; the row reports the median pass (throughput and its latency
-   * percentiles) and keeps every pass as a sample, because the shared box makes single passes
-   * noisy.
+   * Times every impl at one (callers, keys per call) point: `passes` rounds, each giving every impl
+   * a fresh instance, a warm-up and one timed pass, impl after impl, so a change in the shared
+   * box's load hits hashgate and its peers alike. A row reports the impl's median pass
+   * (throughput and its latency percentiles) and keeps every pass as a sample.
    */
   const passes = opts.quick ? 1 : 3;
-  const point = async (group: string, impl: Impl, c: number, k: number, tag: string, repeat = 1): Promise<BenchRow> => {
+  const timePoint = async (group: string, impls: Impl[], c: number, k: number, tag: string, repeat = 1): Promise<void> => {
     const n = perRun(c);
     const once = slices(keys.slice(0, n), k);
     // In-process groups finish 40k keys in tens of ms, too short to leave JIT and GC noise
     // behind: they go over the same calls `repeat` times (hits stay hits).
     const calls = repeat === 1 ? once : Array.from({ length: repeat }, () => once).flat();
     const name = `${group} ${c} callers x ${k} keys`;
-    const runs: Drive[] = [];
+    const runs: Drive[][] = impls.map(() => []);
+    const wrong: (string | undefined)[] = impls.map(() => undefined);
     for (let pass = 0; pass < passes; pass++) {
-      const inst = await impl.setup(`${tag}-${pass}`);
-      try {
-        await drive(Math.min(c, 64), slices(warmKeys, k), inst.call);
-        const d = await drive(c, calls, inst.call);
-        const bad = await inst.verify(d.keys + warmKeys.length - (warmKeys.length % k));
-        if (bad !== true) {
-          const row: BenchRow = { name, impl: impl.impl, role: impl.role, opsPerSec: 0, ok: false, error: bad, unit: 'keys/s', extra: { callers: c, keysPerCall: k } };
-          console.warn(`[concurrency] ${impl.impl} @ ${name}: WRONG (${bad})`);
-          return s.addRow(row);
+      for (let i = 0; i < impls.length; i++) {
+        if (wrong[i] !== undefined) continue;
+        const inst = await impls[i]!.setup(`${tag}-${pass}`);
+        try {
+          await drive(Math.min(c, 64), slices(warmKeys, k), inst.call);
+          const d = await drive(c, calls, inst.call);
+          const bad = await inst.verify(d.keys + warmKeys.length - (warmKeys.length % k));
+          if (bad === true) runs[i]!.push(d);
+          else wrong[i] = bad;
+        } finally {
+          await inst.close();
         }
-        runs.push(d);
-      } finally {
-        await inst.close();
       }
+    }
+    for (let i = 0; i < impls.length; i++) addPointRow(group, name, impls[i]!, c, k, runs[i]!, wrong[i]);
+  };
+  const addPointRow = (group: string, name: string, impl: Impl, c: number, k: number, runs: Drive[], bad: string | undefined): BenchRow => {
+    if (bad !== undefined) {
+      const row: BenchRow = { name, impl: impl.impl, role: impl.role, opsPerSec: 0, ok: false, error: bad, unit: 'keys/s', extra: { callers: c, keysPerCall: k } };
+      console.warn(`[concurrency] ${impl.impl} @ ${name}: WRONG (${bad})`);
+      return s.addRow(row);
     }
     const rate = (d: Drive): number => d.keys / d.secs;
     const sorted = [...runs].sort((a, b) => rate(a) - rate(b));
@@ -162,7 +170,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const wantedPoint = (c: number, k: number): boolean => points === undefined || points.includes(`${c}x${k}`);
   const grid = async (group: string, impls: Impl[], repeat = 1): Promise<void> => {
     if (!wanted(group)) return;
-    for (const c of CALLERS) for (const k of KPC) if (wantedPoint(c, k)) for (const im of impls) await point(group, im, c, k, `${c}x${k}`, repeat);
+    for (const c of CALLERS) for (const k of KPC) if (wantedPoint(c, k)) await timePoint(group, impls, c, k, `${c}x${k}`, repeat);
   };
 
   try {
@@ -340,7 +348,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         for (const c of wanted('firstSeen Redis') ? CALLERS : []) {
           for (const k of KPC) {
             if (!wantedPoint(c, k)) continue;
-            for (const im of fsImpls) await point('firstSeen Redis', im, c, k, `${c}x${k}`);
+            await timePoint('firstSeen Redis', fsImpls, c, k, `${c}x${k}`);
             await admin.flushall();
           }
         }
@@ -483,7 +491,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
             },
           };
           const matchImpls = [matchHashgate, sinterPeer];
-          for (const c of CALLERS) for (const im of matchImpls) await point('index match Redis', im, c, 1, `${c}x1`);
+          for (const c of CALLERS) await timePoint('index match Redis', matchImpls, c, 1, `${c}x1`);
           sweepPoints('index match Redis', matchImpls, 'index match Redis');
         }
       } finally {
