@@ -3,7 +3,7 @@
 // cheapest place that can answer it.
 import { availableParallelism } from 'node:os';
 import type { Redis, Cluster } from 'ioredis';
-import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType, withOptionPath } from './errors.js';
+import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType, outOfRange, withOptionPath } from './errors.js';
 import { hashBatch, hashChecked, bucketsOf, bucketsChecked, digests128, digestSize, type HashAlgorithm } from './hash/index.js';
 import { checkKeys, type Keys } from './hash/keys.js';
 import { BloomFilter, type BloomFilterOptions } from './bloom/index.js';
@@ -42,6 +42,12 @@ export interface HashGateOptions {
   /**
    * Shared transfer buffers between the main thread and the workers (bounds memory and in-flight
    * tasks). Default 2 * threads + 2.
+   */
+  lanes?: number;
+  /**
+   * Old name of `lanes`, still accepted ("slot" now means only the Redis Cluster hash slot).
+   * Given with `lanes`, both must be equal.
+   * @deprecated Use `lanes`.
    */
   slots?: number;
   /** A worker idle this long exits; piscina starts a new one on demand. Default 30_000. */
@@ -98,13 +104,15 @@ interface Resolved {
   inlineThreshold: number;
   chunkKeys: number;
   chunkBytes: number;
+  lanes: number;
+  /** @deprecated The same number as `lanes`, kept for code that reads the old name. */
   slots: number;
   idleTimeoutMs: number;
   coalesce: ResolvedCoalesce | false;
 }
 
 const KNOWN = new Set([
-  'threads', 'maxQueue', 'inlineThreshold', 'chunkKeys', 'chunkBytes', 'slots', 'idleTimeoutMs', 'bloom', 'firstSeenBloom', 'redis',
+  'threads', 'maxQueue', 'inlineThreshold', 'chunkKeys', 'chunkBytes', 'lanes', 'slots', 'idleTimeoutMs', 'bloom', 'firstSeenBloom', 'redis',
   'dedup', 'cache', 'index', 'ids', 'metrics', 'now', 'testHooks', 'coalesce',
 ]);
 
@@ -116,16 +124,28 @@ function resolve(o: HashGateOptions): Resolved {
     }
   }
   const threads = checkInt('options.threads', o.threads ?? DEFAULTS.threads, 0, 256);
+  const lanes = resolveLanes(o, threads);
   return {
     threads,
     maxQueue: checkInt('options.maxQueue', o.maxQueue ?? DEFAULTS.maxQueue, 1),
     inlineThreshold: checkInt('options.inlineThreshold', o.inlineThreshold ?? DEFAULTS.inlineThreshold, 0),
     chunkKeys: checkInt('options.chunkKeys', o.chunkKeys ?? DEFAULTS.chunkKeys, 1, 1 << 20),
     chunkBytes: checkInt('options.chunkBytes', o.chunkBytes ?? DEFAULTS.chunkBytes, 1024, 1 << 30),
-    slots: checkInt('options.slots', o.slots ?? 2 * threads + 2, 1, 4096),
+    lanes,
+    slots: lanes,
     idleTimeoutMs: checkInt('options.idleTimeoutMs', o.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs, 0),
     coalesce: parseCoalesceOptions(o.coalesce, 'options.coalesce'),
   };
+}
+
+// `lanes`, or its deprecated alias `slots` (each error names the option the caller wrote).
+function resolveLanes(o: HashGateOptions, threads: number): number {
+  const lanes = o.lanes === undefined ? undefined : checkInt('options.lanes', o.lanes, 1, 4096);
+  const slots = o.slots === undefined ? undefined : checkInt('options.slots', o.slots, 1, 4096);
+  if (lanes !== undefined && slots !== undefined && lanes !== slots) {
+    throw outOfRange('options.lanes', `equal to options.slots (its deprecated alias, ${slots})`, lanes);
+  }
+  return lanes ?? slots ?? 2 * threads + 2;
 }
 
 /** What firstSeen learned about the Bloom filter in front of the exact store. */
@@ -247,7 +267,7 @@ export class HashGate {
           maxQueue: o.maxQueue,
           inlineThreshold: o.inlineThreshold,
           layout: { chunkKeys: o.chunkKeys, bytesCap: o.chunkBytes },
-          lanes: o.slots,
+          lanes: o.lanes,
           idleTimeoutMs: o.idleTimeoutMs,
           ...(this.bloom === undefined ? {} : { bloom: this.bloom.toShared() }),
           ...(options.testHooks === true ? { testHooks: true } : {}),
