@@ -3,11 +3,11 @@
 // cheapest place that can answer it.
 import { availableParallelism } from 'node:os';
 import type { Redis, Cluster } from 'ioredis';
-import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType, withOptionPath } from './errors.js';
+import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType, outOfRange, withOptionPath } from './errors.js';
 import { hashBatch, hashChecked, bucketsOf, bucketsChecked, digests128, digestSize, type HashAlgorithm } from './hash/index.js';
-import { checkKeys, type CheckedKeys, type Key, type Keys } from './hash/keys.js';
+import { checkKeys, type Keys } from './hash/keys.js';
 import { BloomFilter, type BloomFilterOptions } from './bloom/index.js';
-import { addChecked, addFlagsChecked, containsChecked } from './bloom/bloom-filter.js';
+import { BloomCallQueue } from './bloom/call-queue.js';
 import { DedupService, checkDedupKeys, firstSeenHashed, type DedupServiceOptions, type DedupStats, type RecoverReport } from './dedup/service.js';
 import type { DedupOptions, RedisConfig } from './dedup/options.js';
 import { TieredCache, type TieredCacheOptions } from './cache/index.js';
@@ -17,12 +17,11 @@ import { IdRegistry, type IdRegistryOptions } from './ids/index.js';
 import { resolveMetrics, type Metrics, type MetricsOptions } from './metrics/index.js';
 import { bloomStats, cacheTierTotals, journalDirStats } from './metrics/adapters.js';
 import { timeBatch } from './metrics/time-batch.js';
-import { KernelPool, type KernelJob, type KernelPoolStats } from './pool/pool.js';
-import type { ChunkOp } from './pool/messages.js';
-import type { Lane } from './pool/lanes.js';
+import { KernelPool, type KernelPoolStats } from './pool/pool.js';
+import { arrayJob, tryCheck } from './pool/jobs.js';
 import { Rollback } from './util/rollback.js';
 import { gateHealth, type GateHealth } from './gate-health.js';
-import { COALESCE_DEFAULTS, Coalescer, parseCoalesceOptions, type CoalesceOptions, type ResolvedCoalesce } from './util/coalescer.js';
+import { COALESCE_DEFAULTS, parseCoalesceOptions, type CoalesceOptions, type ResolvedCoalesce } from './util/coalescer.js';
 
 export type { Keys } from './hash/keys.js';
 
@@ -43,6 +42,12 @@ export interface HashGateOptions {
   /**
    * Shared transfer buffers between the main thread and the workers (bounds memory and in-flight
    * tasks). Default 2 * threads + 2.
+   */
+  lanes?: number;
+  /**
+   * Old name of `lanes`, still accepted ("slot" now means only the Redis Cluster hash slot).
+   * Given with `lanes`, both must be equal.
+   * @deprecated Use `lanes`.
    */
   slots?: number;
   /** A worker idle this long exits; piscina starts a new one on demand. Default 30_000. */
@@ -99,13 +104,15 @@ interface Resolved {
   inlineThreshold: number;
   chunkKeys: number;
   chunkBytes: number;
+  lanes: number;
+  /** @deprecated The same number as `lanes`, kept for code that reads the old name. */
   slots: number;
   idleTimeoutMs: number;
   coalesce: ResolvedCoalesce | false;
 }
 
 const KNOWN = new Set([
-  'threads', 'maxQueue', 'inlineThreshold', 'chunkKeys', 'chunkBytes', 'slots', 'idleTimeoutMs', 'bloom', 'firstSeenBloom', 'redis',
+  'threads', 'maxQueue', 'inlineThreshold', 'chunkKeys', 'chunkBytes', 'lanes', 'slots', 'idleTimeoutMs', 'bloom', 'firstSeenBloom', 'redis',
   'dedup', 'cache', 'index', 'ids', 'metrics', 'now', 'testHooks', 'coalesce',
 ]);
 
@@ -117,16 +124,28 @@ function resolve(o: HashGateOptions): Resolved {
     }
   }
   const threads = checkInt('options.threads', o.threads ?? DEFAULTS.threads, 0, 256);
+  const lanes = resolveLanes(o, threads);
   return {
     threads,
     maxQueue: checkInt('options.maxQueue', o.maxQueue ?? DEFAULTS.maxQueue, 1),
     inlineThreshold: checkInt('options.inlineThreshold', o.inlineThreshold ?? DEFAULTS.inlineThreshold, 0),
     chunkKeys: checkInt('options.chunkKeys', o.chunkKeys ?? DEFAULTS.chunkKeys, 1, 1 << 20),
     chunkBytes: checkInt('options.chunkBytes', o.chunkBytes ?? DEFAULTS.chunkBytes, 1024, 1 << 30),
-    slots: checkInt('options.slots', o.slots ?? 2 * threads + 2, 1, 4096),
+    lanes,
+    slots: lanes,
     idleTimeoutMs: checkInt('options.idleTimeoutMs', o.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs, 0),
     coalesce: parseCoalesceOptions(o.coalesce, 'options.coalesce'),
   };
+}
+
+// `lanes`, or its deprecated alias `slots` (each error names the option the caller wrote).
+function resolveLanes(o: HashGateOptions, threads: number): number {
+  const lanes = o.lanes === undefined ? undefined : checkInt('options.lanes', o.lanes, 1, 4096);
+  const slots = o.slots === undefined ? undefined : checkInt('options.slots', o.slots, 1, 4096);
+  if (lanes !== undefined && slots !== undefined && lanes !== slots) {
+    throw outOfRange('options.lanes', `equal to options.slots (its deprecated alias, ${slots})`, lanes);
+  }
+  return lanes ?? slots ?? 2 * threads + 2;
 }
 
 /** What firstSeen learned about the Bloom filter in front of the exact store. */
@@ -179,95 +198,6 @@ function gateBloomStats(b: BloomFilter | undefined, measuredFpp: number | undefi
   };
 }
 
-/**
- * A job whose answer is an array with `width` elements per key, filled in place chunk by chunk.
- * `offload` runs only when the batch goes to the workers: it checks options and picks the task.
- */
-/**
- * Checks a batch once. A bad batch is returned as the error to throw inside the batch timer, so
- * it is counted like any failed batch (n is the array length, or 0 when the shape is wrong).
- */
-function tryCheck(check: () => CheckedKeys, keys: unknown): { batch: CheckedKeys; n: number } | { batch: undefined; n: number; invalid: unknown } {
-  try {
-    const batch = check();
-    return { batch, n: batch.count };
-  } catch (invalid) {
-    return { batch: undefined, n: Array.isArray(keys) ? keys.length : 0, invalid };
-  }
-}
-
-function arrayJob<A extends Uint8Array | Uint32Array>(
-  inline: (batch: CheckedKeys) => A,
-  offload: () => { op: ChunkOp; width: number },
-  make: (length: number) => A,
-  laneOut: (lane: Lane, count: number, width: number) => A,
-): KernelJob<A> {
-  let width = 1;
-  return {
-    inline,
-    offload: (total) => {
-      const o = offload();
-      width = o.width;
-      return { op: o.op, acc: make(total * width) };
-    },
-    fromLane: (out, lane, from, count) => (out.set(laneOut(lane, count, width), from * width), out),
-    fromInline: (out, part, from) => (out.set(part, from * width), out),
-  };
-}
-
-/** One queued bloomAdd or bloomCheck call (merged Bloom batches keep call order). */
-interface BloomCall {
-  add: boolean;
-  batch: CheckedKeys;
-  /** bloomAdd: the count of changed keys; bloomCheck: the caller's own answers. */
-  resolve: (v: number | Uint8Array) => void;
-  reject: (e: unknown) => void;
-}
-
-/** The keys of several checked calls back to back, as one checked batch (no key bytes copied). */
-function mergeBatches(calls: readonly BloomCall[], from: number, to: number, n: number): CheckedKeys {
-  if (to - from === 1) return calls[from]!.batch;
-  const keys = new Array<Key>(n);
-  let p = 0;
-  for (let i = from; i < to; i++) {
-    const b = calls[i]!.batch;
-    if (b.packed === undefined) {
-      const list = b.keys as ReadonlyArray<Key>;
-      for (let j = 0; j < b.count; j++) keys[p++] = list[j]!;
-    } else for (let j = 0; j < b.count; j++) keys[p++] = b.at(j);
-  }
-  return checkKeys(keys);
-}
-
-/** Each caller's part of a merged answer: its own checks, or its count of changed keys. */
-function answerBloom(calls: readonly BloomCall[], from: number, to: number, add: boolean, out: Uint8Array): void {
-  let p = 0;
-  for (let i = from; i < to; i++) {
-    const c = calls[i]!;
-    const m = c.batch.count;
-    if (add) {
-      let changed = 0;
-      for (let j = p; j < p + m; j++) changed += out[j]!;
-      c.resolve(changed);
-    } else c.resolve(to - from === 1 ? out : out.slice(p, p + m));
-    p += m;
-  }
-}
-
-/** bloomAdd of one call: the count of keys that changed a bit, summed over chunks. */
-function bloomAddJob(bloom: BloomFilter): KernelJob<number> {
-  return {
-    inline: (b) => addChecked(bloom, b),
-    offload: () => ({ op: { op: 'bloomAdd' }, acc: 0 }),
-    fromLane: (changed, _lane, _from, _count, result) => changed + result,
-    fromInline: (changed, part) => changed + part,
-  };
-}
-
-function rejectBloom(calls: readonly BloomCall[], from: number, to: number, err: unknown): void {
-  for (let i = from; i < to; i++) calls[i]!.reject(err);
-}
-
 export class HashGate {
   readonly options: Resolved;
   readonly bloom: BloomFilter | undefined;
@@ -281,14 +211,8 @@ export class HashGate {
   private readonly unregister: Array<() => void> = [];
   private readonly counters: GateDedupCounters = { bloomFalsePositives: 0, bloomTrueNegatives: 0 };
   private closed = false;
-  // Queue merging concurrent bloomAdd/bloomCheck calls, both kinds in one call-ordered queue.
-  private readonly bloomCalls: Coalescer<BloomCall> | undefined;
-  // Bloom batches on the workers not yet done, and those of them that add (see runBloom).
-  private bloomPending = 0;
-  private bloomAddsPending = 0;
-  // Settle when every Bloom batch started so far is done / when the last add batch is done.
-  private bloomAll: Promise<void> | undefined;
-  private bloomLastAdd: Promise<void> | undefined;
+  // Runs bloomAdd/bloomCheck (merging concurrent calls); undefined when the gate has no filter.
+  private readonly bloomCalls: BloomCallQueue | undefined;
 
   private constructor(options: HashGateOptions) {
     this.options = resolve(options);
@@ -343,7 +267,7 @@ export class HashGate {
           maxQueue: o.maxQueue,
           inlineThreshold: o.inlineThreshold,
           layout: { chunkKeys: o.chunkKeys, bytesCap: o.chunkBytes },
-          lanes: o.slots,
+          lanes: o.lanes,
           idleTimeoutMs: o.idleTimeoutMs,
           ...(this.bloom === undefined ? {} : { bloom: this.bloom.toShared() }),
           ...(options.testHooks === true ? { testHooks: true } : {}),
@@ -354,7 +278,7 @@ export class HashGate {
       throw err;
     }
     this.bloomCalls =
-      o.coalesce === false || this.bloom === undefined ? undefined : new Coalescer<BloomCall>(o.coalesce, (calls) => this.flushBloom(calls));
+      this.bloom === undefined ? undefined : new BloomCallQueue(this.bloom, this.pool, this.metrics, o.coalesce, o.inlineThreshold);
     const ids = this.ids;
     if (ids !== undefined) ids.on('collision', () => this.metrics.collision(ids.activeAlgorithm));
     if (this.metrics.enabled) this.registerGauges();
@@ -451,164 +375,36 @@ export class HashGate {
     return this.bloom;
   }
 
+  // Rejects (never throws) when the gate is closed or has no filter, like the calls themselves.
+  private bloomQueue(method: string): BloomCallQueue {
+    this.check();
+    this.requireBloom(method);
+    return this.bloomCalls!;
+  }
+
   /**
    * Adds keys to the shared filter; resolves to how many keys changed at least one bit. Concurrent
    * calls are merged (option `coalesce`) and counted exactly as if run one after another.
    */
   bloomAdd(keys: Keys): Promise<number> {
-    if (this.bloomCalls === undefined) return this.bloomAddAlone(keys);
-    return this.bloomQueued(true, 'bloomAdd', 'bloom_add', keys) as Promise<number>;
+    let q: BloomCallQueue;
+    try {
+      q = this.bloomQueue('bloomAdd');
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return q.add(keys);
   }
 
   /** 1 = maybe present, 0 = definitely absent, per key. Merged like bloomAdd, in call order. */
   bloomCheck(keys: Keys): Promise<Uint8Array> {
-    if (this.bloomCalls === undefined) return this.bloomCheckAlone(keys);
-    return this.bloomQueued(false, 'bloomCheck', 'bloom_check', keys) as Promise<Uint8Array>;
-  }
-
-  private async bloomAddAlone(keys: Keys): Promise<number> {
-    this.check();
-    const bloom = this.requireBloom('bloomAdd');
-    const c = tryCheck(() => checkKeys(keys), keys);
-    return timeBatch(this.metrics, 'bloom_add', c.n, () =>
-      c.batch === undefined ? Promise.reject(c.invalid) : this.pool.run(c.batch, bloomAddJob(bloom)),
-    );
-  }
-
-  private async bloomCheckAlone(keys: Keys): Promise<Uint8Array> {
-    this.check();
-    const bloom = this.requireBloom('bloomCheck');
-    const c = tryCheck(() => checkKeys(keys), keys);
-    const job = arrayJob(
-      (b) => containsChecked(bloom, b),
-      () => ({ op: { op: 'bloomCheck' }, width: 1 }),
-      (length) => new Uint8Array(length),
-      (lane, count) => lane.views.out.subarray(0, count),
-    );
-    return timeBatch(this.metrics, 'bloom_check', c.n, () => (c.batch === undefined ? Promise.reject(c.invalid) : this.pool.run(c.batch, job)));
-  }
-
-  // Not async: a merged call resolves straight from its batch, without a wrapper promise per call.
-  private bloomQueued(add: boolean, method: string, op: 'bloom_add' | 'bloom_check', keys: Keys): Promise<number | Uint8Array> {
-    let c: ReturnType<typeof tryCheck>;
+    let q: BloomCallQueue;
     try {
-      this.check();
-      this.requireBloom(method);
-      // Checked before queueing, so a bad key rejects only its own call.
-      c = tryCheck(() => checkKeys(keys), keys);
+      q = this.bloomQueue('bloomCheck');
     } catch (err) {
       return Promise.reject(err);
     }
-    if (!this.metrics.enabled) return c.batch === undefined ? Promise.reject(c.invalid) : this.enqueueBloom(add, c.batch);
-    return timeBatch(this.metrics, op, c.n, () => (c.batch === undefined ? Promise.reject(c.invalid) : this.enqueueBloom(add, c.batch)));
-  }
-
-  private enqueueBloom(add: boolean, batch: CheckedKeys): Promise<number | Uint8Array> {
-    const n = batch.count;
-    if (n === 0) return Promise.resolve(add ? 0 : new Uint8Array(0));
-    const co = this.bloomCalls!;
-    return new Promise((resolve, reject) => {
-      const call: BloomCall = { add, batch, resolve, reject };
-      if (co.accepts(n)) co.add(call, n);
-      else {
-        // A big call is a batch of its own, after what is queued (call order decides answers).
-        co.flush();
-        co.begin();
-        this.flushBloom([call]);
-      }
-    });
-  }
-
-  // Coalescer flush: runs of same-kind calls, each one kernel batch, started in call order.
-  private flushBloom(calls: BloomCall[]): void {
-    const co = this.bloomCalls!;
-    let runs = 0;
-    for (let i = 0; i < calls.length; i++) if (i === 0 || calls[i]!.add !== calls[i - 1]!.add) runs++;
-    let left = runs;
-    const runDone = (): void => {
-      if (--left === 0) co.done();
-    };
-    for (let i = 0; i < calls.length; ) {
-      const add = calls[i]!.add;
-      let j = i;
-      let n = 0;
-      while (j < calls.length && calls[j]!.add === add) n += calls[j++]!.batch.count;
-      this.runBloom(calls, i, j, n, add, runDone);
-      i = j;
-    }
-  }
-
-  // Runs calls[from..to) (all adds or all checks, n keys) as one batch once it may: an add after
-  // every earlier batch is done, a check after the last earlier add. Only batches that go to the
-  // workers (or wait for one that did) are asynchronous; an inline batch with nothing to wait for
-  // runs right here, so the usual small-call path never waits a tick.
-  private runBloom(calls: BloomCall[], from: number, to: number, n: number, add: boolean, done: () => void): void {
-    const wait = add ? this.bloomAll : this.bloomLastAdd;
-    const inline = !this.pool.threaded || n <= this.options.inlineThreshold;
-    if (wait === undefined && inline) {
-      this.execBloom(calls, from, to, n, add);
-      done();
-      return;
-    }
-    this.bloomPending++;
-    if (add) this.bloomAddsPending++;
-    const run = (): Promise<void> | undefined => this.execBloom(calls, from, to, n, add);
-    const settled = (wait === undefined ? Promise.resolve(run()) : wait.then(run)).then(() => {
-      done();
-      if (add && --this.bloomAddsPending === 0) this.bloomLastAdd = undefined;
-      if (--this.bloomPending === 0) {
-        this.bloomAll = undefined;
-        this.bloomLastAdd = undefined;
-      }
-    });
-    if (add) {
-      // It waited for every earlier batch, so its end is the end of all of them.
-      this.bloomAll = settled;
-      this.bloomLastAdd = settled;
-    } else {
-      const all = this.bloomAll;
-      this.bloomAll = all === undefined ? settled : Promise.all([all, settled]).then(() => undefined);
-    }
-  }
-
-  // One kernel batch for the calls; answers (or rejects) each caller. Never rejects itself.
-  private execBloom(calls: BloomCall[], from: number, to: number, n: number, add: boolean): Promise<void> | undefined {
-    const bloom = this.bloom!;
-    try {
-      const batch = mergeBatches(calls, from, to, n);
-      if (add && to - from === 1) {
-        // One caller needs only its count: no flags, and its chunks may run side by side as today.
-        const c = calls[from]!;
-        const counted = this.pool.run(batch, bloomAddJob(bloom));
-        return counted.then((changed) => c.resolve(changed), (err: unknown) => c.reject(err));
-      }
-      if (!this.pool.threaded || n <= this.options.inlineThreshold) {
-        let out: Uint8Array;
-        if (add) addFlagsChecked(bloom, batch, (out = new Uint8Array(n)));
-        else out = containsChecked(bloom, batch);
-        answerBloom(calls, from, to, add, out);
-        return undefined;
-      }
-      const job = arrayJob(
-        (b) => {
-          if (!add) return containsChecked(bloom, b);
-          const flags = new Uint8Array(b.count);
-          addFlagsChecked(bloom, b, flags);
-          return flags;
-        },
-        () => ({ op: { op: add ? 'bloomAddFlags' : 'bloomCheck' }, width: 1 }),
-        (length) => new Uint8Array(length),
-        (lane, count) => lane.views.out.subarray(0, count),
-      );
-      // Adds run chunk after chunk: each key's "changed" answer then sees every earlier key.
-      return this.pool.run(batch, { ...job, ordered: add }).then(
-        (out) => answerBloom(calls, from, to, add, out),
-        (err: unknown) => rejectBloom(calls, from, to, err),
-      );
-    } catch (err) {
-      rejectBloom(calls, from, to, err);
-      return undefined;
-    }
+    return q.check(keys);
   }
 
   /**
@@ -711,7 +507,7 @@ export class HashGate {
     this.closed = true;
     for (const u of this.unregister) u();
     // Calls queued before close() still get their answers (then the pool may go).
-    await this.bloomCalls?.drain();
+    await this.bloomCalls?.close();
     await Promise.all([this.pool.close(), this.dedup.close(), this.cache?.close(), this.index?.close(), this.ids?.close()]);
   }
 }
