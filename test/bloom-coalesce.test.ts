@@ -151,6 +151,24 @@ describe('merged Bloom calls: errors stay with their caller', () => {
     }
   });
 
+  it('one add split into several worker chunks counts like a sequential add (chunks run in order), merged or not', async () => {
+    // A later chunk finishing first used to mark keys of an earlier chunk as "changed nothing":
+    // these keys gave 4 instead of 5 with unordered chunks.
+    const keys = ['k21', ...Array(13).fill('k0'), 'k52', 'k0', 'k0', 'k0', 'k37', ...Array(5).fill('k0'), 'k9'];
+    const calls: Call[] = [{ add: true, keys, yieldBefore: 'none' }];
+    for (const coalesce of [false, { maxKeys: 8 }] as const) {
+      const gate = await HashGate.open({ threads: 1, inlineThreshold: 4, chunkKeys: 8, coalesce, bloom: BloomFilter.withShape(SHAPE) });
+      try {
+        for (let rep = 0; rep < 5; rep++) {
+          gate.bloom!.loadBitsLE(new Uint8Array(SHAPE.bitSize / 8));
+          expect(await issue(gate, calls)).toEqual(sequential(calls));
+        }
+      } finally {
+        await gate.close();
+      }
+    }
+  });
+
   it('calls queued before close() are still answered', async () => {
     const gate = await HashGate.open({ threads: 0, coalesce: { maxKeys: 64, maxDelayMs: 50 }, bloom: { expectedItems: 100, fpp: 0.01 } });
     const add = gate.bloomAdd(['q']);

@@ -60,9 +60,14 @@ function answerBloom(calls: readonly BloomCall[], from: number, to: number, add:
   }
 }
 
-/** bloomAdd of one call: the count of keys that changed a bit, summed over chunks. */
+/**
+ * bloomAdd of one call: the count of keys that changed a bit, summed over chunks. Chunks run one
+ * after another: whether a key changes a bit depends on every key added before it, so chunks
+ * finishing out of order would give a count no sequential run gives.
+ */
 function bloomAddJob(bloom: BloomFilter): KernelJob<number> {
   return {
+    ordered: true,
     inline: (b) => addChecked(bloom, b),
     offload: () => ({ op: { op: 'bloomAdd' }, acc: 0 }),
     fromLane: (changed, _lane, _from, _count, result) => changed + result,
