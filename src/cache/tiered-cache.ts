@@ -510,6 +510,11 @@ export class TieredCache {
           for (const e of l.errors) pushOnce(report.errors, e);
           if (l.gap !== undefined) report.degraded = true;
         }
+      } catch (err) {
+        // this call rejects with its own load's error; a failure of the loads it also followed
+        // must not surface later as an unhandled rejection
+        waits?.catch(noop);
+        throw err;
       } finally {
         // nobody can replace a claim while it is registered, so these entries are still ours
         for (const k of leadKeys) inflight.delete(k);
