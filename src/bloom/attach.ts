@@ -13,7 +13,7 @@ import { threadId } from 'node:worker_threads';
 import { randomInt } from 'node:crypto';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import { kernelFor, type BloomKernel } from './kernel.js';
-import { KERNEL_RESERVED_BYTES } from './sizing.js';
+import { KERNEL_RESERVED_BYTES } from '../hash/kernel.js';
 
 const PAGE = 65536;
 const MAGIC = 0x4c424748; // 'HGBL'

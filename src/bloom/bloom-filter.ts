@@ -22,10 +22,10 @@ import type { BloomKernel } from './kernel.js';
 import { attach, detach, initHeader, BATCH_KEYS, SCRATCH_PAGES, type Scratch } from './attach.js';
 import { probeIndexes } from './indexes.js';
 import { keyBytes } from './keys.js';
+import { KERNEL_RESERVED_BYTES } from '../hash/kernel.js';
 import {
   bloomShape,
   BITS_OFFSET,
-  KERNEL_RESERVED_BYTES,
   MAX_BIT_SIZE,
   SCRATCH_HEADROOM_BYTES,
   shapeFor,

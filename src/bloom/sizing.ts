@@ -7,7 +7,6 @@ import { KERNEL_RESERVED_BYTES } from '../hash/kernel.js';
 const LOG_TWO = Math.log(2);
 const SQUARED_LOG_TWO = LOG_TWO * LOG_TWO;
 
-export { KERNEL_RESERVED_BYTES };
 /** Bloom header after the kernel area: id + per-thread scratch lease table (see attach.ts). */
 export const FILTER_HEADER_BYTES = 4096;
 /** Byte offset of the bits in a filter's memory. */
