@@ -9,6 +9,7 @@ import { DedupService, LmdbStore, parseDedupOptions } from '../src/dedup/index.j
 import { HashGate } from '../src/index.js';
 import { bucketsOfDigests, digestKeys } from '../src/dedup/layout.js';
 import { ErrorCodes } from '../src/errors.js';
+import { open as lmdbOpen } from 'lmdb';
 
 const root = mkdtempSync(join(tmpdir(), 'hg-lmdb-test-'));
 let seq = 0;
@@ -154,6 +155,137 @@ describe.each(['compact', 'sets'] as const)('LMDB store, layout %s', (layout) =>
     expect((await svc.firstSeen(keys.slice(0, 3), { at: T2026 })).every((v) => v === 1)).toBe(true);
     expect((await svc.firstSeen(keys.slice(0, 3), { at: T2027 })).every((v) => v === 0)).toBe(true);
     await svc.close();
+  });
+});
+
+describe('compact member blocks', () => {
+  /** A store whose window 2026 keeps every member in one block: one bucket, block bits 0. */
+  const oneBlockStore = async (): Promise<string> => {
+    const path = dir();
+    const st = new LmdbStore({ path, sync: false, maxWindows: 4, blockBits: 0 });
+    expect(await st.resolveBuckets('2026', 'compact', 1)).toBe(1);
+    await st.close();
+    return path;
+  };
+
+  it('one block holding every member answers like a Set, sequentially and concurrently (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.array(fc.integer({ min: 0, max: 300 }), { minLength: 1, maxLength: 60 }), { minLength: 1, maxLength: 6 }),
+        fc.boolean(),
+        async (batches, concurrent) => {
+          const path = await oneBlockStore();
+          const svc = new DedupService({ dedup: { path, buckets: 1, cacheMaxEntries: 0 } });
+          try {
+            const seen = new Set<string>();
+            const keyed = batches.map((b) => b.map((k) => `块${k}|${k * 7919}`));
+            // the model: call order decides which occurrence is the first
+            const want = keyed.map((keys) => keys.map((k) => (seen.has(k) ? 0 : (seen.add(k), 1))));
+            const got = concurrent
+              ? await Promise.all(keyed.map((keys) => svc.firstSeen(keys, { at: T2026 })))
+              : await keyed.reduce<Promise<Uint8Array[]>>(async (acc, keys) => [...(await acc), await svc.firstSeen(keys, { at: T2026 })], Promise.resolve([]));
+            expect(got.map((a) => [...a])).toEqual(want);
+            expect((await svc.stats('2026')).exact).toBe(seen.size);
+          } finally {
+            await svc.close();
+          }
+          // reopened, every stored key is seen and the block holds each member once
+          const store = new LmdbStore({ path, sync: false, maxWindows: 4 });
+          await store.ready();
+          const rows = [...store.members('2026', 'compact')].flat();
+          expect(rows.every((r) => r.bucket === 0)).toBe(true);
+          expect(new Set(rows.map((r) => r.member.toString('hex'))).size).toBe(rows.length);
+          expect(rows.length).toBe(new Set(batches.flat()).size);
+          const hex = rows.map((r) => r.member.toString('hex'));
+          expect(hex).toEqual([...hex].sort()); // sorted, which the binary search relies on
+          await store.close();
+        },
+      ),
+      { numRuns: 30 },
+    );
+  });
+
+  it('bulk rows (the loader path) count repeated and stored members once (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.array(fc.tuple(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 40 })), { minLength: 1, maxLength: 80 }), { minLength: 1, maxLength: 4 }),
+        fc.constantFrom(0, 1, 9),
+        async (calls, blockBits) => {
+          const store = new LmdbStore({ path: dir(), sync: false, maxWindows: 4, blockBits });
+          try {
+            const seen = new Set<string>();
+            for (const rows of calls) {
+              const keys = new Uint8Array(rows.length * 8);
+              const offsets = new Uint32Array(rows.length + 1);
+              rows.forEach(([, m], i) => {
+                // members that differ only in their last byte, or in their first (other blocks)
+                keys[i * 8] = (m * 37) & 0xff;
+                keys[i * 8 + 7] = m;
+                offsets[i + 1] = (i + 1) * 8;
+              });
+              const want = rows.filter(([b, m]) => !seen.has(`${b}:${m}`) && (seen.add(`${b}:${m}`), true)).length;
+              expect(await store.addRows('2026', 'compact', 4, rows.length, (i) => rows[i]![0], keys, offsets)).toBe(want);
+            }
+            expect((await store.count('2026', 'compact')).exact).toBe(seen.size);
+            const got = [...store.members('2026', 'compact', 7)].flat().map((r) => `${r.bucket}:${r.member[7]}`);
+            expect(got.sort()).toEqual([...seen].sort());
+          } finally {
+            await store.close();
+          }
+        },
+      ),
+      { numRuns: 30 },
+    );
+  });
+
+  it('a block larger than an LMDB page (overflow pages) keeps exact answers across restarts', async () => {
+    const path = await oneBlockStore();
+    const keys = Array.from({ length: 9000 }, (_, i) => `大${i}|${i}`);
+    const a = new DedupService({ dedup: { path, buckets: 1, cacheMaxEntries: 0 } });
+    for (let o = 0; o < keys.length; o += 3000) {
+      expect((await a.firstSeen(keys.slice(o, o + 3000), { at: T2026 })).every((v) => v === 1)).toBe(true);
+    }
+    await a.close();
+    const b = new DedupService({ dedup: { path, buckets: 1, cacheMaxEntries: 0 } });
+    const mixed = [...keys.filter((_, i) => i % 3 === 0), 'new-1', 'new-2'];
+    expect([...(await b.firstSeen(mixed, { at: T2026 }))]).toEqual(mixed.map((k) => (k.startsWith('new-') ? 1 : 0)));
+    expect((await b.stats('2026')).exact).toBe(9002);
+    await b.close();
+  });
+
+  it('converts a window written in the first format (one duplicate per member) on open', async () => {
+    const path = dir();
+    const buckets = 64;
+    const oldKeys = Array.from({ length: 4000 }, (_, i) => `旧${i}|${i}`);
+    const d = digestKeys(oldKeys);
+    const bk = bucketsOfDigests(d, 'compact', buckets);
+    // the first format, written with lmdb-js directly as the earlier version did
+    const env = lmdbOpen({ path, maxDbs: 8 });
+    const meta = env.openDB<number, string>({ name: 'hg:meta', encoding: 'json' });
+    const old = env.openDB<Buffer, number>({ name: 'c:2026', keyEncoding: 'uint32', encoding: 'binary', dupSort: true, ...{ dupFixed: true } });
+    await old.transaction(() => {
+      meta.putSync('w:compact:2026', buckets);
+      oldKeys.forEach((_, i) => old.putSync(bk[i]!, Buffer.from(d.subarray(i * 16, i * 16 + 8))));
+    });
+    await env.close();
+    const svc = new DedupService({ dedup: { path, cacheMaxEntries: 0 } });
+    const keys = [...oldKeys, '新1', '新2'];
+    expect([...(await svc.firstSeen(keys, { at: T2026 }))]).toEqual(keys.map((k) => (k.startsWith('新') ? 1 : 0)));
+    expect(await svc.stats('2026')).toMatchObject({ buckets, exact: 4002 });
+    await svc.close();
+    // the old sub-database is gone; the members are in blocks under the same buckets
+    const raw = lmdbOpen({ path, maxDbs: 8 });
+    expect([...raw.getKeys()].map(String).sort()).toEqual(['b:2026', 'hg:meta']);
+    await raw.close();
+    const store = new LmdbStore({ path, sync: false, maxWindows: 4 });
+    await store.ready();
+    const rows = [...store.members('2026', 'compact', 500)].flat();
+    const want = oldKeys.map((_, i) => `${bk[i]}:${Buffer.from(d.subarray(i * 16, i * 16 + 8)).toString('hex')}`);
+    const nd = digestKeys(['新1', '新2']);
+    const nb = bucketsOfDigests(nd, 'compact', buckets);
+    want.push(...[0, 1].map((i) => `${nb[i]}:${Buffer.from(nd.subarray(i * 16, i * 16 + 8)).toString('hex')}`));
+    expect(rows.map((r) => `${r.bucket}:${r.member.toString('hex')}`).sort()).toEqual(want.sort());
+    await store.close();
   });
 });
 

@@ -2,42 +2,57 @@
 // process of one host that opens the same directory.
 //
 // Layout on disk (one LMDB environment, i.e. data.mdb + lock.mdb in `path`):
-//   sub-database `c:${window}`  compact layout. Key: the bucket (uint32, integer key), values:
-//                               the 8 digest bytes 0..7 of each member, as a sorted DUPSORT|DUPFIXED
-//                               set, so a member costs ~8 bytes in packed leaf pages and never a raw
-//                               key. Bucket + member = the same 64 + log2(buckets) bits that
-//                               identify a key in the Redis compact layout, so `hashgate export`
-//                               can write the exact Redis members and bucket keys.
+//   sub-database `b:${window}`  compact layout, in member blocks. Key: block id (uint32) =
+//                               bucket * 2^bits + the top `bits` bits of the member; value: the
+//                               block's members (digest bytes 0..7 of each key, never a raw key),
+//                               8 bytes each, sorted as unsigned big-endian byte strings. Bucket +
+//                               member = the same 64 + log2(buckets) bits that identify a key in the
+//                               Redis compact layout, so `hashgate export` writes the exact Redis
+//                               members and bucket keys. `bits` is fixed per window when the window
+//                               is first written (meta `bits:${window}`, see blockBitsFor): a block
+//                               is half a bucket, ~128 members or ~1 KiB at 256 keys per bucket.
 //   sub-database `s:${window}`  'sets' layout. Key: bucket (bucketOf = Guava asLong mod buckets),
 //                               values: the raw key bytes (DUPSORT), as in the Redis 'sets' layout.
 //   sub-database `hg:meta`      `w:${layout}:${window}` -> bucket count recorded for the window
-//                               (first writer wins, like HSETNX on the Redis meta hash).
+//                               (first writer wins, like HSETNX on the Redis meta hash);
+//                               `bits:${window}` -> block bits; `n:compact:${window}` -> exact
+//                               member count, updated in the transaction that adds the members.
+//
+// Why blocks and not one LMDB duplicate per member (a DUPSORT|DUPFIXED set per bucket, which is
+// what this store used first, in sub-databases `c:${window}`): a lookup of a (bucket, member) pair
+// through lmdb-js builds a range iterator per call (~1.1 us and garbage), and a put per member
+// costs ~0.9 us of lmdb-js overhead. A block is one getBinaryFast (a copy of ~1 KiB into a reused
+// buffer) shared by the batch's members in that block, plus a binary search in JS; adding is one
+// merge and one put per touched block. Measured on the bench host (`node dist/bench/run.js --only
+// store`, 500k keys): checks of seen keys went from 0.65-0.83M/s to 1.7M/s and batch firstSeen
+// with fsync from 0.32-0.44M/s to 0.46M/s, at ~32 B/key on disk either way. Blocks are
+// hand-written for that measured reason. A block leaves LMDB's leaf pages (~2 KiB inline limit)
+// only when a window holds ~2x the keys its bucket count was sized for; it then lives in overflow
+// pages and still answers exactly, only slower to rewrite, as a Redis intset past its sizing
+// would. Stores written in the older `c:` format are converted, one window per write
+// transaction, the first time a process opens them (`ready()`); every process that opens the
+// store must run a version that knows blocks.
 //
 // Check-and-add, per batch: first a pass over one read snapshot (a member found there was committed
-// by someone, so its answer is 0), then one LMDB write transaction for the members not found:
-// put(bucket, member, NODUPDATA), the put's success is the answer. The read pass exists because a
-// NODUPDATA put of a member already present still copies its pages (LMDB touches the cursor's pages
-// before it compares the value), so a batch of seen keys used to rewrite and fsync ~one page per
-// bucket it touched; found members now cost one lookup and no page. The read pass stops after
-// its first READ_PROBE members unless nearly all were found: in an inserting batch the puts copy
-// those pages anyway, and the lookups would only add time. Measured on the bench host:
-// checking 200k seen keys (batches of 10k) wrote 138 MB to data.mdb before, 0 bytes now. Per key
-// the lookup costs about what the put did (~1.1 vs ~0.9 us CPU, lmdb-js builds a range iterator
-// for a (key, value) lookup; getBinaryFast cannot, it reads a key's first value only), so the gain
-// is the I/O. Not taken: flat 12-byte keys (getBinaryFast works, but ~31 B/key in use, over the
-// 40 B/key on disk budget), and transactionSync (no event-loop hop, but its commit and fsync, or
-// the wait for another process's writer lock, would block the event loop).
+// by someone, so its answer is 0), then one LMDB write transaction for the members not found: each
+// touched block is read inside the transaction, merged with its new members and written back; a
+// member is new when it is neither in the block nor earlier in the batch. The read pass keeps a
+// batch of seen keys from copying pages and fsyncing: checking 200k seen keys (batches of 10k)
+// wrote 138 MB to data.mdb when every batch went through the write transaction, 0 bytes with the
+// read pass. The read pass stops after its first READ_PROBE members unless nearly all were found:
+// in an inserting batch the write pass reads those blocks anyway. Not taken: transactionSync (no
+// event-loop hop, but its commit and fsync, or the wait for another process's writer lock, would
+// block the event loop).
 // Durability of a 0 from the read pass: another process's commit may be visible before its fsync
 // ended. With `dedup.sync`, a batch that wrote nothing fsyncs the file before answering (cheap when
 // nothing is dirty), and a batch that wrote awaits its own commit's fsync, which covers every
 // earlier commit: a 0 is never answered for a key a power cut could take back.
 // LMDB serialises write transactions across processes with a robust mutex in lock.mdb, and a
-// member not found by the read pass is decided by its put inside that transaction, so concurrent
-// processes get exact answers. An answer is returned only after the transaction committed (and,
-// with `dedup.sync` (default), after it was flushed to disk): a kill -9 or power cut can lose only
-// batches nobody was answered for. lmdb-js runs concurrent
-// async transactions of one process in a single LMDB transaction (group commit), which is what
-// keeps many small calls cheap.
+// member not found by the read pass is decided inside that transaction, so concurrent processes
+// get exact answers. An answer is returned only after the transaction committed (and, with
+// `dedup.sync` (default), after it was flushed to disk): a kill -9 or power cut can lose only
+// batches nobody was answered for. lmdb-js runs concurrent async transactions of one process in a
+// single LMDB transaction (group commit), which is what keeps many small calls cheap.
 //
 // A failed transaction (disk full, I/O error) is aborted by LMDB entirely: the call rejects with
 // HG_ERR_STORE and nothing of the batch was written. There is no fail-open journal here: the
@@ -47,6 +62,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type { Database, RootDatabase } from 'lmdb';
 import { ErrorCodes, HashGateError } from '../errors.js';
+import { orderByBucket } from './layout.js';
 import type { Layout } from './options.js';
 import type { DedupStore, StoreBatch } from './store.js';
 
@@ -65,8 +81,14 @@ export interface LmdbStoreOptions {
   path: string;
   /** Await the fsync of each commit before answering (default true). */
   sync: boolean;
-  /** Sub-databases the environment can hold: two per window and layout, plus meta. */
+  /** Windows the environment can hold sub-databases for (see the constructor). */
   maxWindows: number;
+  /**
+   * Block bits for compact windows this handle is the first to write (default blockBitsFor of
+   * the bucket count). Recorded per window, so every later writer follows the first. Tests use
+   * 0 with one bucket to put many members in one block.
+   */
+  blockBits?: number;
 }
 
 const NODUP = { noDupData: true } as const;
@@ -75,8 +97,8 @@ const putSync = (db: Database<Buffer, number>, key: number, value: Buffer): bool
   (db.putSync as unknown as (k: number, v: Buffer, o: typeof NODUP) => boolean).call(db, key, value, NODUP);
 /**
  * lmdb-js's doesExist(key, value) on a DUPSORT database reads `this.encoder`, which encoding
- * 'binary' leaves undefined (it throws). The read handle gets this pass-through encoder: values
- * are already the stored bytes. Reads only: writes go through the plain handle.
+ * 'binary' leaves undefined (it throws). The 'sets' read handle gets this pass-through encoder:
+ * values are already the stored bytes. Reads only: writes go through the plain handle.
  */
 const RAW_ENCODER = {
   encode: (v: Uint8Array): Uint8Array => v,
@@ -90,10 +112,85 @@ const READ_PROBE = 256;
 /** The read pass goes on past READ_PROBE only while at least this share of members was found. */
 const READ_MIN_FOUND = 0.95;
 const META = 'hg:meta';
-const dbName = (layout: Layout, window: string): string => (layout === 'compact' ? `c:${window}` : `s:${window}`);
+const dbName = (layout: Layout, window: string): string => (layout === 'compact' ? `b:${window}` : `s:${window}`);
+/** The compact sub-database of the first format (one DUPSORT duplicate per member), converted by ready(). */
+const legacyName = (window: string): string => `c:${window}`;
 const metaKey = (layout: Layout, window: string): string => `w:${layout}:${window}`;
-/** Bucket keys removed per write transaction when a window is purged (bounds writer lock hold time). */
-const PURGE_BATCH_BUCKETS = 512;
+const bitsKey = (window: string): string => `bits:${window}`;
+const countKey = (window: string): string => `n:compact:${window}`;
+/** Keys removed per write transaction when a window is purged (bounds writer lock hold time). */
+const PURGE_BATCH_KEYS = 512;
+
+/**
+ * Block bits for a window of `buckets` compact buckets: 1 (two blocks per bucket, ~128 members
+ * or ~1 KiB each at the sizing of 256 keys per bucket, inline in LMDB's leaf pages up to twice
+ * that), more for small bucket counts so any window spreads over >= 4096 blocks, and never more
+ * than a uint32 block id allows. Measured on the bench host (500k keys, 2048 buckets): blocks of
+ * a whole bucket, a half and a quarter checked 2.05M, 1.8M and 1.7M seen keys/s and added
+ * 0.53M, 0.51M and 0.46M keys/s; 32 members per block fell to 1.15M and 0.36M (a merge and a put
+ * per touched block, so fewer, larger blocks win until they leave the leaf pages).
+ */
+export function blockBitsFor(buckets: number): number {
+  const lb = Math.ceil(Math.log2(Math.max(1, buckets)));
+  return Math.max(0, Math.min(32 - lb, Math.max(1, 12 - lb)));
+}
+
+/** Block id of a member (its first 4 bytes as big-endian `hi`) in `bucket`. */
+const blockOf = (bucket: number, hi: number, bits: number): number => (bits === 0 ? bucket : bucket * 2 ** bits + (hi >>> (32 - bits)));
+
+/**
+ * Sorts ord[from, to) by (hi, lo, index): members of one bucket in block order, equal members
+ * adjacent with the earliest first (it is the one answered 1).
+ */
+function sortMembers(ord: Uint32Array, from: number, to: number, hi: Uint32Array, lo: Uint32Array): void {
+  const before = (a: number, b: number): boolean => hi[a]! < hi[b]! || (hi[a] === hi[b] && (lo[a]! < lo[b]! || (lo[a] === lo[b] && a < b)));
+  if (to - from <= 24) {
+    for (let i = from + 1; i < to; i++) {
+      const x = ord[i]!;
+      let j = i;
+      while (j > from && before(x, ord[j - 1]!)) {
+        ord[j] = ord[j - 1]!;
+        j--;
+      }
+      ord[j] = x;
+    }
+    return;
+  }
+  ord.subarray(from, to).sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
+}
+
+/** Binary search of (hi, lo) among the 8-byte members at dv[off, off + len). */
+function blockHas(dv: DataView, off: number, len: number, hi: number, lo: number): boolean {
+  let a = 0;
+  let b = (len >>> 3) - 1;
+  while (a <= b) {
+    const m = (a + b) >>> 1;
+    const o = off + m * 8;
+    const h = dv.getUint32(o);
+    if (h < hi) a = m + 1;
+    else if (h > hi) b = m - 1;
+    else {
+      const l = dv.getUint32(o + 4);
+      if (l < lo) a = m + 1;
+      else if (l > lo) b = m - 1;
+      else return true;
+    }
+  }
+  return false;
+}
+
+/** Reused DataView over the buffer lmdb-js returns values in (a new one only when that buffer changes). */
+class ValueView {
+  private buf: ArrayBufferLike | undefined;
+  private view: DataView | undefined;
+  of(v: Uint8Array): DataView {
+    if (v.buffer !== this.buf) {
+      this.buf = v.buffer;
+      this.view = new DataView(v.buffer);
+    }
+    return this.view!;
+  }
+}
 
 /**
  * Opens (creating) an LMDB environment whose files only the owner can read: the directory is
@@ -121,16 +218,19 @@ export class LmdbStore implements DedupStore {
   readonly env: RootDatabase;
   private readonly meta: Database<number, string>;
   private readonly dbs = new Map<string, Database<Buffer, number>>();
-  /** A second handle per sub-database, for the read pass (see RAW_ENCODER). */
+  /** A second handle per 'sets' sub-database, for the read pass (see RAW_ENCODER). */
   private readonly readers = new Map<string, Database<Buffer, number>>();
-  /** Reused member buffer: lmdb-js copies a value during a put inside a write transaction. */
-  private readonly scratch = Buffer.alloc(8);
-  private readonly scratchDv = new DataView(this.scratch.buffer, this.scratch.byteOffset, 8);
+  /** Output of a block merge, reused: a put inside a write transaction copies its value. */
+  private out = Buffer.alloc(4096);
+  private readonly view = new ValueView();
+  private readonly outView = new ValueView();
+  private readied: Promise<void> | undefined;
   private closed = false;
 
   constructor(readonly options: LmdbStoreOptions) {
     try {
-      this.env = openPrivateEnv(options.path, { maxDbs: 2 * options.maxWindows + 2 });
+      // maxDbs: per window the compact, legacy compact and 'sets' sub-databases, plus meta
+      this.env = openPrivateEnv(options.path, { maxDbs: 3 * options.maxWindows + 2 });
       this.meta = this.env.openDB<number, string>({ name: META, encoding: 'json' });
     } catch (cause) {
       throw storeFailure(`cannot open ${options.path}`, cause);
@@ -141,29 +241,19 @@ export class LmdbStore implements DedupStore {
     const name = dbName(layout, window);
     let d = this.dbs.get(name);
     if (d === undefined) {
-      d = this.env.openDB<Buffer, number>({
-        name,
-        keyEncoding: 'uint32',
-        encoding: 'binary',
-        dupSort: true,
-        ...(layout === 'compact' ? { dupFixed: true } : {}),
-      });
+      d = this.env.openDB<Buffer, number>(
+        layout === 'compact' ? { name, keyEncoding: 'uint32', encoding: 'binary' } : { name, keyEncoding: 'uint32', encoding: 'binary', dupSort: true },
+      );
       this.dbs.set(name, d);
     }
     return d;
   }
 
-  private reader(layout: Layout, window: string): Database<Buffer, number> {
-    const name = dbName(layout, window);
+  private reader(window: string): Database<Buffer, number> {
+    const name = dbName('sets', window);
     let r = this.readers.get(name);
     if (r === undefined) {
-      r = this.env.openDB<Buffer, number>({
-        name,
-        keyEncoding: 'uint32',
-        encoding: 'binary',
-        dupSort: true,
-        ...(layout === 'compact' ? { dupFixed: true } : {}),
-      });
+      r = this.env.openDB<Buffer, number>({ name, keyEncoding: 'uint32', encoding: 'binary', dupSort: true });
       (r as unknown as { encoder: typeof RAW_ENCODER }).encoder = RAW_ENCODER;
       this.readers.set(name, r);
     }
@@ -184,9 +274,80 @@ export class LmdbStore implements DedupStore {
     return this.meta.get(metaKey(layout, window)) !== undefined;
   }
 
+  /**
+   * Recorded block bits of a compact window, read in the current snapshot or write transaction
+   * (once per batch, never cached: another process may purge the window and record it anew).
+   */
+  private recordedBits(window: string): number | undefined {
+    const v = this.meta.get(bitsKey(window));
+    return typeof v === 'number' ? v : undefined;
+  }
+
+  /**
+   * Inside a write transaction: records the window's bucket count and, for compact, its block
+   * bits, unless another writer did; returns the block bits in force.
+   */
+  private recordWindow(layout: Layout, window: string, buckets: number): number {
+    const mk = metaKey(layout, window);
+    const b = this.meta.get(mk);
+    if (b === undefined) this.meta.putSync(mk, buckets);
+    if (layout !== 'compact') return 0;
+    let bits = this.recordedBits(window);
+    if (bits === undefined) {
+      bits = this.options.blockBits ?? blockBitsFor(typeof b === 'number' ? b : buckets);
+      this.meta.putSync(bitsKey(window), bits);
+    }
+    return bits;
+  }
+
+  /**
+   * Converts compact windows of the first on-disk format (`c:` sub-databases, one duplicate per
+   * member) into blocks, one write transaction per window, then drops the old sub-database. Every
+   * method awaits it; call it before members() on a store an older version may have written.
+   */
+  ready(): Promise<void> {
+    return (this.readied ??= (async () => {
+      this.env.resetReadTxn();
+      const legacy = this.windows().filter((w) => w.layout === 'compact' && this.meta.get(bitsKey(w.window)) === undefined);
+      for (const w of legacy) {
+        const old = this.env.openDB<Buffer, number>({ name: legacyName(w.window), keyEncoding: 'uint32', encoding: 'binary', dupSort: true, ...{ dupFixed: true } });
+        const db = this.db('compact', w.window);
+        try {
+          await db.transaction(() => {
+            if (this.meta.get(bitsKey(w.window)) !== undefined) return; // another process converted it
+            const bits = this.recordWindow('compact', w.window, w.buckets);
+            let block = -1;
+            let parts: Buffer[] = [];
+            let n = 0;
+            const flush = (): void => {
+              if (parts.length > 0) db.putSync(block, Buffer.concat(parts));
+              parts = [];
+            };
+            // buckets ascending, members ascending inside a bucket: block ids arrive in order
+            for (const { key, value } of old.getRange({})) {
+              const id = blockOf(key, value.readUInt32BE(0), bits);
+              if (id !== block) {
+                flush();
+                block = id;
+              }
+              parts.push(Buffer.from(value));
+              n++;
+            }
+            flush();
+            this.meta.putSync(countKey(w.window), n);
+          });
+          await old.drop();
+        } catch (cause) {
+          this.readied = undefined;
+          throw storeFailure(`cannot convert window ${w.window} to member blocks`, cause);
+        }
+      }
+    })());
+  }
+
   async resolveBuckets(window: string, layout: Layout, configured: number, record = true): Promise<number> {
     this.check();
-    const k = metaKey(layout, window);
+    await this.ready();
     // the common case (window already recorded) is a read: no write transaction, no fsync
     const known = this.recordedBuckets(window, layout);
     if (known !== undefined) return known;
@@ -194,10 +355,8 @@ export class LmdbStore implements DedupStore {
     if (!record) return configured;
     try {
       const b = await this.meta.transaction(() => {
-        const v = this.meta.get(k);
-        if (typeof v === 'number') return v;
-        this.meta.putSync(k, configured);
-        return configured;
+        this.recordWindow(layout, window, configured);
+        return this.meta.get(metaKey(layout, window)) as number;
       });
       if (this.options.sync) await this.env.flushed;
       return b;
@@ -206,29 +365,99 @@ export class LmdbStore implements DedupStore {
     }
   }
 
+  /**
+   * Inside a write transaction: adds members ord[from, to) of one bucket (sorted by sortMembers)
+   * to their blocks. answers[e] = 1 for a member that was new, 0 otherwise. Returns the count of new.
+   * hi/lo/ord belong to the call (a transaction callback runs after other calls may have started).
+   */
+  private addToBlocks(
+    db: Database<Buffer, number>, bucket: number, bits: number, hi: Uint32Array, lo: Uint32Array, ord: Uint32Array, from: number, to: number, answers: Uint8Array,
+  ): number {
+    let added = 0;
+    let i = from;
+    while (i < to) {
+      const block = blockOf(bucket, hi[ord[i]!]!, bits);
+      let end = i + 1;
+      while (end < to && blockOf(bucket, hi[ord[end]!]!, bits) === block) end++;
+      const cur = db.getBinaryFast(block);
+      const curLen = cur === undefined ? 0 : cur.length;
+      const need = curLen + (end - i) * 8;
+      if (this.out.length < need) this.out = Buffer.alloc(Math.max(need, this.out.length * 2));
+      const out = this.out;
+      const odv = this.outView.of(out);
+      const ob = out.byteOffset;
+      const cdv = cur === undefined ? undefined : this.view.of(cur);
+      const cb = cur === undefined ? 0 : cur.byteOffset;
+      let p = 0; // read position in cur
+      let w = 0; // write position in out
+      let newInBlock = 0;
+      let prevE = -1;
+      for (let k = i; k < end; k++) {
+        const e = ord[k]!;
+        const h = hi[e]!;
+        const l = lo[e]!;
+        if (prevE >= 0 && hi[prevE] === h && lo[prevE] === l) {
+          answers[e] = 0; // repeated in the batch: the earlier one was decided
+          continue;
+        }
+        prevE = e;
+        // copy the stored members below (h, l)
+        const p0 = p;
+        while (p < curLen) {
+          const sh = cdv!.getUint32(cb + p);
+          if (sh > h || (sh === h && cdv!.getUint32(cb + p + 4) >= l)) break;
+          p += 8;
+        }
+        if (p > p0) {
+          out.set(cur!.subarray(p0, p), w);
+          w += p - p0;
+        }
+        if (p < curLen && cdv!.getUint32(cb + p) === h && cdv!.getUint32(cb + p + 4) === l) {
+          answers[e] = 0;
+          continue;
+        }
+        odv.setUint32(ob + w, h);
+        odv.setUint32(ob + w + 4, l);
+        w += 8;
+        answers[e] = 1;
+        newInBlock++;
+      }
+      if (newInBlock > 0) {
+        if (p < curLen) {
+          out.set(cur!.subarray(p, curLen), w);
+          w += curLen - p;
+        }
+        db.putSync(block, out.subarray(0, w));
+        added += newInBlock;
+      }
+      i = end;
+    }
+    return added;
+  }
+
+  /** Inside a write transaction: adds `n` to the window's exact member count. */
+  private addCount(window: string, n: number): void {
+    if (n === 0) return;
+    const k = countKey(window);
+    const v = this.meta.get(k);
+    this.meta.putSync(k, (typeof v === 'number' ? v : 0) + n);
+  }
+
   async addBatch(b: StoreBatch, answers: Uint8Array): Promise<void> {
     this.check();
     const G = b.groupKeys.length;
     if (G === 0) return;
+    await this.ready();
+    if (b.compact !== undefined) return this.addCompactBatch(b, b.compact, answers);
     let db: Database<Buffer, number>;
     let rd: Database<Buffer, number>;
     try {
       db = this.db(b.layout, b.window);
-      rd = this.reader(b.layout, b.window);
+      rd = this.reader(b.window);
     } catch (cause) {
       throw storeFailure(`cannot open window ${b.window}`, cause);
     }
-    const mk = metaKey(b.layout, b.window);
-    const c = b.compact;
-    const s = this.scratch;
-    const sdv = this.scratchDv;
     const member = (j: number): Buffer => {
-      if (c !== undefined) {
-        const o = c.idx[j]! << 4;
-        sdv.setUint32(0, c.dv.getUint32(o, true), true);
-        sdv.setUint32(4, c.dv.getUint32(o + 4, true), true);
-        return s;
-      }
       const m = b.member(j);
       return typeof m === 'string' ? Buffer.from(m, 'utf8') : m;
     };
@@ -258,7 +487,7 @@ export class LmdbStore implements DedupStore {
       if (found < b.count) {
         await db.transaction(() => {
           // Record the bucketing in the same transaction, so no window's keys exist without it.
-          if (this.meta.get(mk) === undefined) this.meta.putSync(mk, b.buckets);
+          this.recordWindow(b.layout, b.window, b.buckets);
           for (let g = 0; g < G; g++) {
             const bucket = b.groupBuckets[g]!;
             const end = b.starts[g + 1]!;
@@ -278,6 +507,94 @@ export class LmdbStore implements DedupStore {
     if (found > 0) for (let j = 0; j < b.count; j++) if (answers[j] === 2) answers[j] = 0;
   }
 
+  private async addCompactBatch(b: StoreBatch, c: NonNullable<StoreBatch['compact']>, answers: Uint8Array): Promise<void> {
+    const G = b.groupKeys.length;
+    const n = b.count;
+    let db: Database<Buffer, number>;
+    try {
+      db = this.db('compact', b.window);
+    } catch (cause) {
+      throw storeFailure(`cannot open window ${b.window}`, cause);
+    }
+    const hi = new Uint32Array(n);
+    const lo = new Uint32Array(n);
+    const ord = new Uint32Array(n);
+    for (let j = 0; j < n; j++) {
+      const o = c.idx[j]! << 4;
+      hi[j] = c.dv.getUint32(o);
+      lo[j] = c.dv.getUint32(o + 4);
+    }
+    // Each group's members in (member, batch order) order: blocks are read once per group run,
+    // and equal members are adjacent with the earliest first.
+    for (let g = 0; g < G; g++) {
+      const from = b.starts[g]!;
+      const end = b.starts[g + 1]!;
+      for (let j = from; j < end; j++) ord[j] = j;
+      sortMembers(ord, from, end, hi, lo);
+    }
+    // Read pass over one snapshot: answers[j] = 2 marks "found, answer 0"; the rest stays 0 = to add.
+    answers.fill(0);
+    let found = 0;
+    let read = 0;
+    try {
+      this.env.resetReadTxn();
+      const bits = this.recordedBits(b.window);
+      if (bits !== undefined) {
+        let block = -1;
+        let cur: Buffer | undefined;
+        let dv: DataView | undefined;
+        read: for (let g = 0; g < G; g++) {
+          const bucket = b.groupBuckets[g]!;
+          const end = b.starts[g + 1]!;
+          for (let k = b.starts[g]!; k < end; k++) {
+            if (read === READ_PROBE && found < READ_MIN_FOUND * READ_PROBE) break read;
+            read++;
+            const j = ord[k]!;
+            const id = blockOf(bucket, hi[j]!, bits);
+            if (id !== block) {
+              block = id;
+              cur = db.getBinaryFast(id);
+              dv = cur === undefined ? undefined : this.view.of(cur);
+            }
+            if (cur !== undefined && blockHas(dv!, cur.byteOffset, cur.length, hi[j]!, lo[j]!)) {
+              answers[j] = 2;
+              found++;
+            }
+          }
+        }
+      }
+    } catch (cause) {
+      answers.fill(0);
+      throw storeFailure('read failed', cause);
+    }
+    try {
+      if (found < n) {
+        await db.transaction(() => {
+          // Record the bucketing in the same transaction, so no window's keys exist without it.
+          const bits = this.recordWindow('compact', b.window, b.buckets);
+          let added = 0;
+          for (let g = 0; g < G; g++) {
+            // members of the group not found by the read pass, still in sorted order
+            let m = 0;
+            const from = b.starts[g]!;
+            const end = b.starts[g + 1]!;
+            for (let k = from; k < end; k++) if (answers[ord[k]!] === 0) ord[from + m++] = ord[k]!;
+            if (m === 0) continue;
+            added += this.addToBlocks(db, b.groupBuckets[g]!, bits, hi, lo, ord, from, from + m, answers);
+          }
+          this.addCount(b.window, added);
+        });
+        if (this.options.sync) await db.flushed;
+      } else if (this.options.sync) {
+        await this.syncFile();
+      }
+    } catch (cause) {
+      answers.fill(0);
+      throw storeFailure('write transaction failed, nothing of the batch was written', cause);
+    }
+    if (found > 0) for (let j = 0; j < n; j++) if (answers[j] === 2) answers[j] = 0;
+  }
+
   /**
    * Bulk add for the loader: row i's member is keys[offsets[i] .. offsets[i] + width) with width 8
    * for 'compact' (digest bytes 0..7), the whole range for 'sets'; its bucket is bucketAt(i). One
@@ -287,20 +604,47 @@ export class LmdbStore implements DedupStore {
     window: string, layout: Layout, buckets: number, count: number, bucketAt: (i: number) => number, keys: Uint8Array, offsets: Uint32Array,
   ): Promise<number> {
     this.check();
+    await this.ready();
     const db = this.db(layout, window);
-    const mk = metaKey(layout, window);
     const buf = Buffer.from(keys.buffer, keys.byteOffset, keys.byteLength);
     try {
-      const added = await db.transaction(() => {
-        if (this.meta.get(mk) === undefined) this.meta.putSync(mk, buckets);
-        let n = 0;
+      let added: number;
+      if (layout === 'compact') {
+        const hi = new Uint32Array(count);
+        const lo = new Uint32Array(count);
+        const bk = new Uint32Array(count);
         for (let i = 0; i < count; i++) {
           const s = offsets[i]!;
-          const e = layout === 'compact' ? s + 8 : offsets[i + 1]!;
-          if (putSync(db, bucketAt(i), buf.subarray(s, e))) n++;
+          hi[i] = buf.readUInt32BE(s);
+          lo[i] = buf.readUInt32BE(s + 4);
+          bk[i] = bucketAt(i);
         }
-        return n;
-      });
+        const ord = orderByBucket(bk, count);
+        const answers = new Uint8Array(count);
+        added = await db.transaction(() => {
+          const bits = this.recordWindow('compact', window, buckets);
+          let n = 0;
+          for (let s = 0; s < count; ) {
+            const bucket = bk[ord[s]!]!;
+            let e = s + 1;
+            while (e < count && bk[ord[e]!] === bucket) e++;
+            sortMembers(ord, s, e, hi, lo);
+            n += this.addToBlocks(db, bucket, bits, hi, lo, ord, s, e, answers);
+            s = e;
+          }
+          this.addCount(window, n);
+          return n;
+        });
+      } else {
+        added = await db.transaction(() => {
+          this.recordWindow(layout, window, buckets);
+          let n = 0;
+          for (let i = 0; i < count; i++) {
+            if (putSync(db, bucketAt(i), buf.subarray(offsets[i]!, offsets[i + 1]!))) n++;
+          }
+          return n;
+        });
+      }
       if (this.options.sync) await db.flushed;
       return added;
     } catch (cause) {
@@ -317,35 +661,57 @@ export class LmdbStore implements DedupStore {
 
   async count(window: string, layout: Layout): Promise<{ exact: number; approximate: number }> {
     this.check();
+    await this.ready();
     if (!this.has(layout, window)) return { exact: 0, approximate: 0 };
-    const db = this.db(layout, window);
     this.env.resetReadTxn();
-    const n = (db.getStats() as { entryCount: number }).entryCount;
+    let n: number;
+    if (layout === 'compact') {
+      const v = this.meta.get(countKey(window));
+      n = typeof v === 'number' ? v : 0;
+    } else {
+      n = (this.db(layout, window).getStats() as { entryCount: number }).entryCount;
+    }
     return { exact: n, approximate: n };
   }
 
   /**
-   * Drops the window in both layouts: bucket keys are removed PURGE_BATCH_BUCKETS per write
-   * transaction (so other processes' batches interleave), then the empty sub-database is dropped.
-   * Returns the number of bucket keys (and meta records) removed, as Redis counts unlinked keys.
+   * Drops the window in both layouts: keys are removed PURGE_BATCH_KEYS per write transaction (so
+   * other processes' batches interleave), then the empty sub-database is dropped. Returns the
+   * number of buckets (and meta records) removed, as Redis counts unlinked keys.
    */
   async purge(window: string): Promise<number> {
     this.check();
+    await this.ready();
     let removed = 0;
     for (const layout of ['compact', 'sets'] as const) {
       if (!this.has(layout, window)) continue;
       const db = this.db(layout, window);
+      this.env.resetReadTxn();
+      const bits = layout === 'compact' ? (this.recordedBits(window) ?? 0) : 0;
+      let lastBucket = -1;
       for (;;) {
         this.env.resetReadTxn();
-        const keys = [...db.getKeys({ limit: PURGE_BATCH_BUCKETS })];
+        const keys = [...db.getKeys({ limit: PURGE_BATCH_KEYS })];
         if (keys.length === 0) break;
         await db.transaction(() => {
-          for (const k of keys) if (db.removeSync(k)) removed++;
+          for (const k of keys) {
+            if (!db.removeSync(k)) continue;
+            // compact keys are blocks, several per bucket, in bucket order
+            const bucket = Math.floor(k / 2 ** bits);
+            if (bucket !== lastBucket) removed++;
+            lastBucket = bucket;
+          }
         });
       }
       await db.drop();
       this.dbs.delete(dbName(layout, window));
       this.readers.delete(dbName(layout, window));
+      if (layout === 'compact') {
+        await this.meta.transaction(() => {
+          this.meta.removeSync(bitsKey(window));
+          this.meta.removeSync(countKey(window));
+        });
+      }
       if (await this.meta.remove(metaKey(layout, window))) removed++;
     }
     if (this.options.sync) await this.env.flushed;
@@ -364,13 +730,34 @@ export class LmdbStore implements DedupStore {
   }
 
   /**
-   * Every member of a window in bucket order, `batch` at a time: compact members as their
-   * 8 digest bytes, 'sets' members as the raw key bytes. A read snapshot per batch, so a long
-   * export never pins old pages (which would grow the file) while writers go on.
+   * Every member of a window in bucket order, about `batch` at a time (compact: whole blocks):
+   * compact members as their 8 digest bytes, 'sets' members as the raw key bytes. A read snapshot
+   * per batch, so a long export never pins old pages (which would grow the file) while writers
+   * go on. Await ready() first on a store an older version may have written.
    */
   *members(window: string, layout: Layout, batch = 65_536): Generator<{ bucket: number; member: Buffer }[]> {
     if (!this.has(layout, window)) return;
     const db = this.db(layout, window);
+    if (layout === 'compact') {
+      const bits = this.recordedBits(window);
+      if (bits === undefined) throw storeFailure(`window ${window}`, new Error('written in the first store format: await ready() before reading it'));
+      let start = 0;
+      for (;;) {
+        this.env.resetReadTxn();
+        const out: { bucket: number; member: Buffer }[] = [];
+        let last = -1;
+        for (const { key, value } of db.getRange({ start })) {
+          const bucket = Math.floor(key / 2 ** bits);
+          for (let o = 0; o + 8 <= value.length; o += 8) out.push({ bucket, member: Buffer.from(value.subarray(o, o + 8)) });
+          last = key;
+          if (out.length >= batch) break;
+        }
+        if (out.length === 0) return;
+        yield out;
+        if (out.length < batch || last === 0xffffffff) return;
+        start = last + 1;
+      }
+    }
     let start: number | undefined;
     let startValue: Buffer | undefined;
     for (;;) {
@@ -403,6 +790,7 @@ export class LmdbStore implements DedupStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.readied?.catch(() => undefined);
     await this.env.close();
   }
 }
