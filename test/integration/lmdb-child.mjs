@@ -4,13 +4,14 @@
 //                     batch's promise resolved (the parent kill -9s it mid-batch)
 //   race PATH N SEED  after "go" on stdin, submit N overlapping keys in a shuffled order, print
 //                     the keys answered 1 as JSON
+// HG_CHILD_BUCKETS sets dedup.buckets (default 256).
 import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 const [, , distDir, mode, path, nStr, seedStr] = process.argv;
 const { DedupService } = await import(`${distDir}/src/dedup/index.js`);
 const at = new Date('2026-06-01T00:00:00Z');
 // the seen-cache is off so every answer comes from the shared store
-const svc = new DedupService({ dedup: { path, buckets: 256, cacheMaxEntries: 0 } });
+const svc = new DedupService({ dedup: { path, buckets: Number(process.env.HG_CHILD_BUCKETS ?? 256), cacheMaxEntries: 0 } });
 // unbuffered: a line is on the pipe before the next batch starts
 const say = (s) => writeSync(1, `${s}\n`);
 

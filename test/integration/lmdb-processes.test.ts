@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { DedupService } from '../../src/dedup/index.js';
+import { DedupService, LmdbStore } from '../../src/dedup/index.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const DIST = join(ROOT, 'dist');
@@ -64,11 +64,20 @@ describe('LMDB store across processes', () => {
     }
   }, 120_000);
 
-  it('three processes writing overlapping keys: each key answered 1 exactly once', async () => {
-    const path = join(tmp, 'race');
+  it.each([
+    { name: '4096 blocks', buckets: 256, blockBits: undefined },
+    { name: 'one block holding every key', buckets: 1, blockBits: 0 },
+  ])('three processes writing overlapping keys ($name): each key answered 1 exactly once', async ({ buckets, blockBits }) => {
+    const path = join(tmp, `race-${buckets}`);
+    if (blockBits !== undefined) {
+      // record the window first, so the children's writes all merge into one contended block
+      const st = new LmdbStore({ path, sync: false, maxWindows: 4, blockBits });
+      await st.resolveBuckets('2026', 'compact', buckets);
+      await st.close();
+    }
     const N = 15_000;
     const kids = [1, 2, 3].map((seed) =>
-      spawn(process.execPath, [CHILD, DIST, 'race', path, String(N), String(seed * 7919)], { stdio: ['pipe', 'pipe', 'pipe'] }) as ChildProcessWithoutNullStreams,
+      spawn(process.execPath, [CHILD, DIST, 'race', path, String(N), String(seed * 7919)], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, HG_CHILD_BUCKETS: String(buckets) } }) as ChildProcessWithoutNullStreams,
     );
     const outs = kids.map((c) => {
       let stderr = '';
@@ -89,7 +98,7 @@ describe('LMDB store across processes', () => {
     expect(new Set(all).size).toBe(N);
     // the processes really interleaved: more than one of them won keys
     expect(won.filter((w) => w.length > 0).length).toBeGreaterThan(1);
-    const svc = new DedupService({ dedup: { path, buckets: 256 } });
+    const svc = new DedupService({ dedup: { path, buckets } });
     expect((await svc.stats('2026')).exact).toBe(N + 1);
     await svc.close();
   }, 180_000);
