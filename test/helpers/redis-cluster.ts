@@ -4,6 +4,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort, redisAvailable } from './redis-server.js';
@@ -49,16 +50,31 @@ async function waitFor(cond: () => Promise<boolean>, timeoutMs: number, what: st
   }
 }
 
+/** Whether `port` can be bound on loopback right now (the cluster bus port must be free too). */
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+/** A free port whose cluster bus port (port + 10000) is free as well and not in `taken`. */
+async function clusterPort(taken: number[]): Promise<number> {
+  for (;;) {
+    const p = await freePort();
+    if (p + 10000 < 65536 && !taken.includes(p) && (await portFree(p + 10000))) return p;
+  }
+}
+
 export async function startRedisCluster(opts: { args?: string[] } = {}): Promise<RedisClusterHandle> {
   const dir = mkdtempSync(join(tmpdir(), 'hashgate-cluster-'));
   const ports: number[] = [];
-  while (ports.length < 3) {
-    const p = await freePort();
-    // cluster bus uses port + 10000: keep both in range and distinct
-    if (p + 10000 < 65536 && !ports.includes(p)) ports.push(p);
-  }
+  while (ports.length < 3) ports.push(await clusterPort(ports));
   const procs: Array<ChildProcess | undefined> = [];
-  const launch = async (i: number): Promise<void> => {
+  /** Starts node i on ports[i]; resolves false if the process exited first (a port taken meanwhile). */
+  const spawnNode = async (i: number): Promise<boolean> => {
     const port = ports[i]!;
     const ndir = join(dir, String(port));
     spawnSync('mkdir', ['-p', ndir]);
@@ -69,14 +85,28 @@ export async function startRedisCluster(opts: { args?: string[] } = {}): Promise
       { stdio: ['ignore', 'ignore', 'inherit'] },
     );
     procs[i] = child;
-    await waitFor(async () => (await ping(port)) !== undefined, 10_000, `node ${port} did not answer`);
+    const exited = new Promise<boolean>((resolve) => child.once('exit', () => resolve(false)));
+    const up = waitFor(async () => child.exitCode !== null || child.signalCode !== null || (await ping(port)) !== undefined, 10_000, `node ${port} did not answer`)
+      .then(() => child.exitCode === null && child.signalCode === null);
+    return Promise.race([up, exited]);
+  };
+  const launch = async (i: number): Promise<void> => {
+    if (!(await spawnNode(i))) throw new Error(`redis cluster: node ${ports[i]} exited during start-up`);
+  };
+  /** First start: a node whose port (or bus port) was taken between the check and the bind gets new ports. */
+  const launchFresh = async (i: number): Promise<void> => {
+    for (let attempt = 0; ; attempt++) {
+      if (await spawnNode(i)) return;
+      if (attempt === 4) throw new Error(`redis cluster: node ${ports[i]} exited during start-up ${attempt + 1} times`);
+      ports[i] = await clusterPort(ports);
+    }
   };
   const allOk = async (): Promise<boolean> => {
     for (const p of ports) if (!(await ping(p))?.includes('cluster_state:ok')) return false;
     return true;
   };
   try {
-    for (let i = 0; i < 3; i++) await launch(i);
+    for (let i = 0; i < 3; i++) await launchFresh(i);
     const res = spawnSync('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'], {
       encoding: 'utf8',
     });

@@ -69,7 +69,7 @@ async function waitForPort(port: number, timeoutMs: number): Promise<void> {
 }
 
 export async function startRedis(opts: RedisServerOptions = {}): Promise<RedisServer> {
-  const port = opts.port ?? (await freePort());
+  let port = opts.port ?? (await freePort());
   const dir = mkdtempSync(join(tmpdir(), 'hashgate-redis-'));
   let child: ChildProcess | undefined;
 
@@ -94,7 +94,18 @@ export async function startRedis(opts: RedisServerOptions = {}): Promise<RedisSe
       c.kill(signal);
     });
 
-  await launch();
+  // A port picked by freePort can be taken (by another suite's server or an outgoing connection's
+  // ephemeral port) before redis-server binds it: the server then exits, and a new port is tried.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await launch();
+      break;
+    } catch (e) {
+      const early = child !== undefined && (child.exitCode !== null || child.signalCode !== null);
+      if (!early || opts.port !== undefined || attempt === 4) throw e;
+      port = await freePort();
+    }
+  }
   const server: RedisServer = {
     port,
     url: `redis://127.0.0.1:${port}`,
