@@ -22,7 +22,7 @@ import { mkdirSync, writeFileSync, existsSync, readFileSync, renameSync } from '
 import { availableParallelism, cpus, totalmem, platform, arch, release } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { performance } from 'node:perf_hooks';
+import { createHistogram, performance } from 'node:perf_hooks';
 import { Bench } from 'tinybench';
 import { prng } from '../src/util/prng.js';
 
@@ -574,4 +574,35 @@ export function twiceShuffled(distinct: number): Uint32Array {
     seq[j] = t;
   }
   return seq;
+}
+
+/** One timed run of concurrent callers: wall time, keys answered and per-call latency percentiles (us). */
+export interface Drive {
+  secs: number;
+  keys: number;
+  p50: number;
+  p99: number;
+  p999: number;
+}
+
+/** `callers` loops, each awaiting `call` on its next slice of `calls` until none is left. */
+export async function drive(callers: number, calls: string[][], call: (keys: string[]) => Promise<unknown>): Promise<Drive> {
+  const h = createHistogram();
+  let next = 0;
+  let keys = 0;
+  const worker = async (): Promise<void> => {
+    while (next < calls.length) {
+      const b = calls[next++]!;
+      const t = process.hrtime.bigint();
+      await call(b);
+      h.record(Number(process.hrtime.bigint() - t) || 1);
+      keys += b.length;
+    }
+  };
+  const t0 = process.hrtime.bigint();
+  const ws: Promise<void>[] = [];
+  for (let i = 0; i < callers; i++) ws.push(worker());
+  await Promise.all(ws);
+  const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+  return { secs, keys, p50: h.percentile(50) / 1000, p99: h.percentile(99) / 1000, p999: h.percentile(99.9) / 1000 };
 }

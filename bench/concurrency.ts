@@ -13,49 +13,18 @@
 //                       `bloomfilter` package's test() per key in an async function
 // Every timed run writes fresh keys into a fresh namespace, and its answers are counted: a run
 // whose answers are wrong is recorded as failed and not ranked.
-import { createHistogram } from 'node:perf_hooks';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
-import { Suite, makeKeys, spread, type BenchRow, type SuiteOptions, type SuiteResult, type SweepSeries } from './common.js';
+import { Suite, drive, makeKeys, spread, type BenchRow, type Drive, type SuiteOptions, type SuiteResult, type SweepSeries } from './common.js';
 import { startBenchRedis } from './redis-server.js';
 import { HashGate } from '../src/gate.js';
 import { bloomShape } from '../src/bloom/index.js';
 import { HotColdStore } from '../src/tiering/index.js';
 import { FingerprintIndex } from '../src/fingerprint/index.js';
 import { isMainModule } from '../src/util/main-module.js';
-
-interface Drive {
-  secs: number;
-  keys: number;
-  p50: number;
-  p99: number;
-  p999: number;
-}
-
-/** `callers` loops, each awaiting `call` on its next slice of `calls` until none is left. */
-async function drive(callers: number, calls: string[][], call: (keys: string[]) => Promise<unknown>): Promise<Drive> {
-  const h = createHistogram();
-  let next = 0;
-  let keys = 0;
-  const worker = async (): Promise<void> => {
-    while (next < calls.length) {
-      const b = calls[next++]!;
-      const t = process.hrtime.bigint();
-      await call(b);
-      h.record(Number(process.hrtime.bigint() - t) || 1);
-      keys += b.length;
-    }
-  };
-  const t0 = process.hrtime.bigint();
-  const ws: Promise<void>[] = [];
-  for (let i = 0; i < callers; i++) ws.push(worker());
-  await Promise.all(ws);
-  const secs = Number(process.hrtime.bigint() - t0) / 1e9;
-  return { secs, keys, p50: h.percentile(50) / 1000, p99: h.percentile(99) / 1000, p999: h.percentile(99.9) / 1000 };
-}
 
 const slices = (keys: string[], k: number): string[][] => {
   const out: string[][] = [];

@@ -2,13 +2,15 @@
 // 50% duplicates (each distinct key twice, shuffled, batches of 10k) against the peer a user would
 // write instead (lmdb-js with one ifNoExists + put per raw key, which lmdb-js batches into one
 // transaction per event turn), checks of seen keys, bytes on disk per key, restart time
-// (open + first answer), and throughput / disk bytes per key vs key count (1M, 10M distinct).
+// (open + first answer), many concurrent one-key calls (1, 16, 256 callers: throughput and
+// p50/p99 latency), and throughput / disk bytes per key vs key count (1M, 10M distinct).
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { open as lmdbOpen } from 'lmdb';
-import { Suite, dedupKey, size, twiceShuffled, type SuiteOptions, type SuiteResult, type SweepSeries } from './common.js';
+import { Suite, dedupKey, drive, size, spread, twiceShuffled, type Drive, type SuiteOptions, type SuiteResult, type SweepSeries } from './common.js';
+import { HashGate } from '../src/gate.js';
 import { DedupService } from '../src/dedup/index.js';
 import { LmdbStore } from '../src/dedup/lmdb-store.js';
 
@@ -175,6 +177,86 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     });
     s.target(`checks of seen keys, store only (seen-cache off)`, '>=', 1_000_000, cold.ok === false ? null : cold.opsPerSec, ' keys/s',
       `with the in-process seen-cache warm: ${Math.round(warm.opsPerSec)} keys/s`);
+
+    // --- many concurrent small calls (the service pattern) --------------------------------------
+    // Each caller awaits a one-key call before its next, like a request handler; half the calls
+    // repeat a key. Passes interleave hashgate and the peer at each point; rows are the median pass.
+    const smallDistinct = opts.quick ? 2_000 : 10_000;
+    const smallOrder = twiceShuffled(smallDistinct);
+    const smallCalls = Array.from(smallOrder, (k) => [`s${dedupKey(k)}`]);
+    interface SmallImpl {
+      impl: string;
+      role: 'hashgate' | 'peer';
+      open: (dir: string) => Promise<{ call: (keys: string[]) => Promise<number>; close: () => Promise<void> }>;
+    }
+    const ones = (a: Uint8Array): number => {
+      let n = 0;
+      for (let i = 0; i < a.length; i++) n += a[i]!;
+      return n;
+    };
+    const gateImpl = (sync: boolean): SmallImpl => ({
+      impl: `hashgate LMDB store (${sync ? 'sync' : 'nosync'})`,
+      role: 'hashgate',
+      open: async (dir) => {
+        const g = await HashGate.open({ dedup: { path: dir, sync } });
+        return { call: async (k) => ones(await g.firstSeen(k)), close: () => g.close() };
+      },
+    });
+    const smallImpls: SmallImpl[] = [
+      gateImpl(true),
+      gateImpl(false),
+      {
+        impl: 'lmdb-js ifNoExists+put per raw key',
+        role: 'peer',
+        open: async (dir) => {
+          const env = lmdbOpen({ path: dir, maxDbs: 4 });
+          const db = env.openDB<number, string>({ name: '2026' });
+          return {
+            call: async (k) => {
+              let n = 0;
+              for (const key of k) if (await db.ifNoExists(key, () => void db.put(key, 1))) n++;
+              return n;
+            },
+            close: () => env.close(),
+          };
+        },
+      },
+    ];
+    const smallCallers = opts.quick ? [1, 256] : [1, 16, 256];
+    for (const c of smallCallers) {
+      const runs = smallImpls.map((): Drive[] => []);
+      const wrong: Array<string | undefined> = smallImpls.map(() => undefined);
+      for (let pass = 0; pass < (opts.quick ? 1 : 3); pass++) {
+        for (let i = 0; i < smallImpls.length; i++) {
+          const inst = await smallImpls[i]!.open(fresh());
+          try {
+            let first = 0;
+            const d = await drive(c, smallCalls, async (k) => {
+              const n = await inst.call(k); // not `first += await`: that reads `first` before awaiting
+              first += n;
+            });
+            if (first !== smallDistinct) wrong[i] = `answered ${first} new of ${smallDistinct} distinct keys`;
+            runs[i]!.push(d);
+          } finally {
+            await inst.close();
+          }
+        }
+      }
+      const name = `firstSeen ${c} callers x 1 key, ${smallCalls.length} calls (50% repeats)`;
+      smallImpls.forEach((im, i) => {
+        if (wrong[i] !== undefined) {
+          s.addRow({ name, impl: im.impl, role: im.role, opsPerSec: 0, ok: false, error: wrong[i], unit: 'keys/s', extra: { callers: c } });
+          return;
+        }
+        const rate = (d: Drive): number => d.keys / d.secs;
+        const sorted = [...runs[i]!].sort((a, b) => rate(a) - rate(b));
+        const d = sorted[Math.floor(sorted.length / 2)]!;
+        const r2 = (x: number): number => Number(x.toFixed(1));
+        const extra = { callers: c, p50Us: r2(d.p50), p99Us: r2(d.p99), p999Us: r2(d.p999), passes: runs[i]!.length };
+        s.addRow({ name, impl: im.impl, role: im.role, opsPerSec: rate(d), ...spread(runs[i]!.map(rate)), ok: true, unit: 'keys/s', extra });
+        console.log(`[store] ${name} | ${im.impl}: ${Math.round(rate(d) / 1000)}k keys/s, p50 ${extra.p50Us} us, p99 ${extra.p99Us} us`);
+      });
+    }
 
     // --- throughput and disk bytes/key vs key count, restart at the largest ---------------------
     const sizes = opts.quick ? [20_000, 100_000] : [1_000_000, 10_000_000];
