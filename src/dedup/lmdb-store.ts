@@ -118,6 +118,21 @@ const legacyName = (window: string): string => `c:${window}`;
 const metaKey = (layout: Layout, window: string): string => `w:${layout}:${window}`;
 const bitsKey = (window: string): string => `bits:${window}`;
 const countKey = (window: string): string => `n:compact:${window}`;
+/**
+ * Whether the read pass stops before looking up member number `read` (0-based): after READ_PROBE
+ * members unless nearly all were found (in an inserting batch the write pass reads those blocks
+ * or pages anyway).
+ */
+const stopReading = (read: number, found: number): boolean => read === READ_PROBE && found < READ_MIN_FOUND * READ_PROBE;
+
+/** One batch's layout-specific halves: the read pass over a snapshot and the write transaction's body. */
+interface BatchPlan {
+  db: Database<Buffer, number>;
+  /** Marks members found in the current read snapshot with answers[j] = 2; returns how many. */
+  read(answers: Uint8Array): number;
+  /** Inside the write transaction: decides every member whose answer is still 0 (1 = new). */
+  write(answers: Uint8Array): void;
+}
 /** Keys removed per write transaction when a window is purged (bounds writer lock hold time). */
 const PURGE_BATCH_KEYS = 512;
 
@@ -445,58 +460,28 @@ export class LmdbStore implements DedupStore {
 
   async addBatch(b: StoreBatch, answers: Uint8Array): Promise<void> {
     this.check();
-    const G = b.groupKeys.length;
-    if (G === 0) return;
+    if (b.groupKeys.length === 0) return;
     await this.ready();
-    if (b.compact !== undefined) return this.addCompactBatch(b, b.compact, answers);
-    let db: Database<Buffer, number>;
-    let rd: Database<Buffer, number>;
+    let plan: BatchPlan;
     try {
-      db = this.db(b.layout, b.window);
-      rd = this.reader(b.window);
+      plan = b.compact !== undefined ? this.compactPlan(b, b.compact) : this.setsPlan(b);
     } catch (cause) {
       throw storeFailure(`cannot open window ${b.window}`, cause);
     }
-    const member = (j: number): Buffer => {
-      const m = b.member(j);
-      return typeof m === 'string' ? Buffer.from(m, 'utf8') : m;
-    };
-    // Read pass over one snapshot: answers[j] = 2 marks "found, answer 0"; the rest stays 0 = to put.
+    // Read pass over one snapshot: answers[j] = 2 marks "found, answer 0"; the rest stays 0 = to add.
     answers.fill(0);
-    let found = 0;
-    let read = 0;
+    let found: number;
     try {
       this.env.resetReadTxn();
-      read: for (let g = 0; g < G; g++) {
-        const bucket = b.groupBuckets[g]!;
-        const end = b.starts[g + 1]!;
-        for (let j = b.starts[g]!; j < end; j++) {
-          if (read === READ_PROBE && found < READ_MIN_FOUND * READ_PROBE) break read;
-          read++;
-          if (rd.doesExist(bucket, member(j))) {
-            answers[j] = 2;
-            found++;
-          }
-        }
-      }
+      found = plan.read(answers);
     } catch (cause) {
       answers.fill(0);
       throw storeFailure('read failed', cause);
     }
     try {
       if (found < b.count) {
-        await db.transaction(() => {
-          // Record the bucketing in the same transaction, so no window's keys exist without it.
-          this.recordWindow(b.layout, b.window, b.buckets);
-          for (let g = 0; g < G; g++) {
-            const bucket = b.groupBuckets[g]!;
-            const end = b.starts[g + 1]!;
-            for (let j = b.starts[g]!; j < end; j++) {
-              if (answers[j] === 0) answers[j] = putSync(db, bucket, member(j)) ? 1 : 0;
-            }
-          }
-        });
-        if (this.options.sync) await db.flushed;
+        await plan.db.transaction(() => plan.write(answers));
+        if (this.options.sync) await plan.db.flushed;
       } else if (this.options.sync) {
         await this.syncFile();
       }
@@ -507,15 +492,50 @@ export class LmdbStore implements DedupStore {
     if (found > 0) for (let j = 0; j < b.count; j++) if (answers[j] === 2) answers[j] = 0;
   }
 
-  private async addCompactBatch(b: StoreBatch, c: NonNullable<StoreBatch['compact']>, answers: Uint8Array): Promise<void> {
+  /** 'sets': raw-key duplicates per bucket; a lookup per member, a NODUPDATA put per member not found. */
+  private setsPlan(b: StoreBatch): BatchPlan {
+    const db = this.db(b.layout, b.window);
+    const rd = this.reader(b.window);
+    const G = b.groupKeys.length;
+    const member = (j: number): Buffer => {
+      const m = b.member(j);
+      return typeof m === 'string' ? Buffer.from(m, 'utf8') : m;
+    };
+    return {
+      db,
+      read: (answers) => {
+        let found = 0;
+        let read = 0;
+        for (let g = 0; g < G; g++) {
+          const bucket = b.groupBuckets[g]!;
+          const end = b.starts[g + 1]!;
+          for (let j = b.starts[g]!; j < end; j++) {
+            if (stopReading(read++, found)) return found;
+            if (rd.doesExist(bucket, member(j))) {
+              answers[j] = 2;
+              found++;
+            }
+          }
+        }
+        return found;
+      },
+      write: (answers) => {
+        // Record the bucketing in the same transaction, so no window's keys exist without it.
+        this.recordWindow(b.layout, b.window, b.buckets);
+        for (let g = 0; g < G; g++) {
+          const bucket = b.groupBuckets[g]!;
+          const end = b.starts[g + 1]!;
+          for (let j = b.starts[g]!; j < end; j++) if (answers[j] === 0) answers[j] = putSync(db, bucket, member(j)) ? 1 : 0;
+        }
+      },
+    };
+  }
+
+  /** Compact: members sorted per bucket group, one block read per run, one merge and put per touched block. */
+  private compactPlan(b: StoreBatch, c: NonNullable<StoreBatch['compact']>): BatchPlan {
+    const db = this.db('compact', b.window);
     const G = b.groupKeys.length;
     const n = b.count;
-    let db: Database<Buffer, number>;
-    try {
-      db = this.db('compact', b.window);
-    } catch (cause) {
-      throw storeFailure(`cannot open window ${b.window}`, cause);
-    }
     const hi = new Uint32Array(n);
     const lo = new Uint32Array(n);
     const ord = new Uint32Array(n);
@@ -532,23 +552,21 @@ export class LmdbStore implements DedupStore {
       for (let j = from; j < end; j++) ord[j] = j;
       sortMembers(ord, from, end, hi, lo);
     }
-    // Read pass over one snapshot: answers[j] = 2 marks "found, answer 0"; the rest stays 0 = to add.
-    answers.fill(0);
-    let found = 0;
-    let read = 0;
-    try {
-      this.env.resetReadTxn();
-      const bits = this.recordedBits(b.window);
-      if (bits !== undefined) {
+    return {
+      db,
+      read: (answers) => {
+        const bits = this.recordedBits(b.window);
+        if (bits === undefined) return 0; // nothing written to the window yet
+        let found = 0;
+        let read = 0;
         let block = -1;
         let cur: Buffer | undefined;
         let dv: DataView | undefined;
-        read: for (let g = 0; g < G; g++) {
+        for (let g = 0; g < G; g++) {
           const bucket = b.groupBuckets[g]!;
           const end = b.starts[g + 1]!;
           for (let k = b.starts[g]!; k < end; k++) {
-            if (read === READ_PROBE && found < READ_MIN_FOUND * READ_PROBE) break read;
-            read++;
+            if (stopReading(read++, found)) return found;
             const j = ord[k]!;
             const id = blockOf(bucket, hi[j]!, bits);
             if (id !== block) {
@@ -562,37 +580,24 @@ export class LmdbStore implements DedupStore {
             }
           }
         }
-      }
-    } catch (cause) {
-      answers.fill(0);
-      throw storeFailure('read failed', cause);
-    }
-    try {
-      if (found < n) {
-        await db.transaction(() => {
-          // Record the bucketing in the same transaction, so no window's keys exist without it.
-          const bits = this.recordWindow('compact', b.window, b.buckets);
-          let added = 0;
-          for (let g = 0; g < G; g++) {
-            // members of the group not found by the read pass, still in sorted order
-            let m = 0;
-            const from = b.starts[g]!;
-            const end = b.starts[g + 1]!;
-            for (let k = from; k < end; k++) if (answers[ord[k]!] === 0) ord[from + m++] = ord[k]!;
-            if (m === 0) continue;
-            added += this.addToBlocks(db, b.groupBuckets[g]!, bits, hi, lo, ord, from, from + m, answers);
-          }
-          this.addCount(b.window, added);
-        });
-        if (this.options.sync) await db.flushed;
-      } else if (this.options.sync) {
-        await this.syncFile();
-      }
-    } catch (cause) {
-      answers.fill(0);
-      throw storeFailure('write transaction failed, nothing of the batch was written', cause);
-    }
-    if (found > 0) for (let j = 0; j < n; j++) if (answers[j] === 2) answers[j] = 0;
+        return found;
+      },
+      write: (answers) => {
+        // Record the bucketing in the same transaction, so no window's keys exist without it.
+        const bits = this.recordWindow('compact', b.window, b.buckets);
+        let added = 0;
+        for (let g = 0; g < G; g++) {
+          // members of the group not found by the read pass, still in sorted order
+          let m = 0;
+          const from = b.starts[g]!;
+          const end = b.starts[g + 1]!;
+          for (let k = from; k < end; k++) if (answers[ord[k]!] === 0) ord[from + m++] = ord[k]!;
+          if (m === 0) continue;
+          added += this.addToBlocks(db, b.groupBuckets[g]!, bits, hi, lo, ord, from, from + m, answers);
+        }
+        this.addCount(b.window, added);
+      },
+    };
   }
 
   /**
