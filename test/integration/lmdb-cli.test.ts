@@ -10,6 +10,8 @@ import { DedupService } from '../../src/dedup/index.js';
 import { run as load } from '../../src/cli/commands/load.js';
 import { run as stats } from '../../src/cli/commands/stats.js';
 import { run as exportCmd } from '../../src/cli/commands/export.js';
+import { bucketsOfDigests, digestKeys } from '../../src/dedup/layout.js';
+import { open as lmdbOpen } from 'lmdb';
 
 const has = requireRedisOrSkip('LMDB store CLI');
 const at = new Date('2026-06-01T00:00:00Z');
@@ -91,6 +93,32 @@ describe.skipIf(!has)('hashgate load / stats / export --store', () => {
     await b.close();
     // a compact window cannot go to a file: usage error, exit 2
     expect((await capture(() => exportCmd(['--store', join(dir, 'store-compact'), '--out', join(dir, 'x')]))).code).toBe(2);
+  }, 60_000);
+
+  it('export --redis of a store written in the first format (one duplicate per member) converts it first', async () => {
+    const path = join(dir, 'store-first-format');
+    const buckets = 64;
+    const old = keys.slice(0, 500);
+    const d = digestKeys(old);
+    const bk = bucketsOfDigests(d, 'compact', buckets);
+    const env = lmdbOpen({ path, maxDbs: 8 });
+    const meta = env.openDB<number, string>({ name: 'hg:meta', encoding: 'json' });
+    const c = env.openDB<Buffer, number>({ name: 'c:2026', keyEncoding: 'uint32', encoding: 'binary', dupSort: true, ...{ dupFixed: true } });
+    await c.transaction(() => {
+      meta.putSync('w:compact:2026', buckets);
+      old.forEach((_, i) => c.putSync(bk[i]!, Buffer.from(d.subarray(i * 16, i * 16 + 8))));
+    });
+    await env.close();
+    const prefix = 'mv-first';
+    const e = await capture(() => exportCmd(['--store', path, '--redis', srv.url, '--prefix', prefix, '--json']));
+    expect(e.code).toBe(0);
+    expect(JSON.parse(e.out)).toMatchObject({ exported: 500, windows: [{ window: '2026', layout: 'compact', buckets, members: 500, added: 500 }] });
+    const red = new DedupService({ redis: srv.url, dedup: { prefix, replayIntervalMs: 0 } });
+    try {
+      expect((await red.firstSeen(old, { at })).every((v) => v === 0)).toBe(true);
+    } finally {
+      await red.close();
+    }
   }, 60_000);
 
   it('usage errors exit 2', async () => {

@@ -97,6 +97,7 @@ export async function run(argv: string[]): Promise<number> {
   try {
     if (!existsSync(join(str('store')!, 'data.mdb'))) throw new HashGateError(ErrorCodes.INVALID_OPTION, `--store: no store at ${str('store')} (no data.mdb)`);
     store = new LmdbStore({ path: str('store')!, sync: false, maxWindows: 500 });
+    await store.ready(); // a store an older version wrote is converted before it is read
     let windows = store.windows();
     if (str('window') !== undefined) windows = windows.filter((w) => w.window === str('window'));
     if (str('layout') !== undefined) windows = windows.filter((w) => w.layout === str('layout'));
