@@ -328,8 +328,8 @@ export class LmdbStore implements DedupStore {
         const old = this.env.openDB<Buffer, number>({ name: legacyName(w.window), keyEncoding: 'uint32', encoding: 'binary', dupSort: true, ...{ dupFixed: true } });
         const db = this.db('compact', w.window);
         try {
-          await db.transaction(() => {
-            if (this.meta.get(bitsKey(w.window)) !== undefined) return; // another process converted it
+          const converted = await db.transaction(() => {
+            if (this.meta.get(bitsKey(w.window)) !== undefined) return false; // another process converted it
             const bits = this.recordWindow('compact', w.window, w.buckets);
             let block = -1;
             let parts: Buffer[] = [];
@@ -350,8 +350,11 @@ export class LmdbStore implements DedupStore {
             }
             flush();
             this.meta.putSync(countKey(w.window), n);
+            return true;
           });
-          await old.drop();
+          // Only the converter drops the old sub-database: another process's handle to it may
+          // be stale by now. A crash right here leaves it behind, unread (the window has bits).
+          if (converted) await old.drop();
         } catch (cause) {
           this.readied = undefined;
           throw storeFailure(`cannot convert window ${w.window} to member blocks`, cause);

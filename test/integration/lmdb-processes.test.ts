@@ -7,6 +7,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { DedupService, LmdbStore } from '../../src/dedup/index.js';
+import { bucketsOfDigests, digestKeys } from '../../src/dedup/layout.js';
+import { open as lmdbOpen } from 'lmdb';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const DIST = join(ROOT, 'dist');
@@ -65,10 +67,26 @@ describe('LMDB store across processes', () => {
   }, 120_000);
 
   it.each([
-    { name: '4096 blocks', buckets: 256, blockBits: undefined },
-    { name: 'one block holding every key', buckets: 1, blockBits: 0 },
-  ])('three processes writing overlapping keys ($name): each key answered 1 exactly once', async ({ buckets, blockBits }) => {
-    const path = join(tmp, `race-${buckets}`);
+    { name: '4096 blocks', buckets: 256, blockBits: undefined, firstFormat: 0 },
+    { name: 'one block holding every key', buckets: 1, blockBits: 0, firstFormat: 0 },
+    { name: 'a first-format store all three open at once', buckets: 256, blockBits: undefined, firstFormat: 2000 },
+  ])('three processes writing overlapping keys ($name): each key answered 1 exactly once', async ({ buckets, blockBits, firstFormat }) => {
+    const path = join(tmp, `race-${buckets}-${firstFormat}`);
+    const oldKeys = Array.from({ length: firstFormat }, (_, i) => `旧${i}|${i}`);
+    if (firstFormat > 0) {
+      // the earlier on-disk format (one duplicate per member), written with lmdb-js directly:
+      // whichever child opens it first converts it, the others must wait and read blocks
+      const d = digestKeys(oldKeys);
+      const bk = bucketsOfDigests(d, 'compact', buckets);
+      const env = lmdbOpen({ path, maxDbs: 8 });
+      const meta = env.openDB<number, string>({ name: 'hg:meta', encoding: 'json' });
+      const c = env.openDB<Buffer, number>({ name: 'c:2026', keyEncoding: 'uint32', encoding: 'binary', dupSort: true, ...{ dupFixed: true } });
+      await c.transaction(() => {
+        meta.putSync('w:compact:2026', buckets);
+        oldKeys.forEach((_, i) => c.putSync(bk[i]!, Buffer.from(d.subarray(i * 16, i * 16 + 8))));
+      });
+      await env.close();
+    }
     if (blockBits !== undefined) {
       // record the window first, so the children's writes all merge into one contended block
       const st = new LmdbStore({ path, sync: false, maxWindows: 4, blockBits });
@@ -82,7 +100,11 @@ describe('LMDB store across processes', () => {
     const outs = kids.map((c) => {
       let stderr = '';
       c.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-      const ready = new Promise<void>((res) => lines(c, (l) => l === 'ready' && res()));
+      // a child that dies before 'ready' fails the test at once instead of at its timeout
+      const ready = new Promise<void>((res, rej) => {
+        lines(c, (l) => l === 'ready' && res());
+        c.on('exit', (code) => rej(new Error(`child exited ${code} before ready: ${stderr}`)));
+      });
       const won = new Promise<string[]>((res, rej) => {
         lines(c, (l) => l.startsWith('[') && res(JSON.parse(l) as string[]));
         c.on('exit', (code) => code !== 0 && rej(new Error(`child exited ${code}: ${stderr}`)));
@@ -98,8 +120,9 @@ describe('LMDB store across processes', () => {
     expect(new Set(all).size).toBe(N);
     // the processes really interleaved: more than one of them won keys
     expect(won.filter((w) => w.length > 0).length).toBeGreaterThan(1);
-    const svc = new DedupService({ dedup: { path, buckets } });
-    expect((await svc.stats('2026')).exact).toBe(N + 1);
+    const svc = new DedupService({ dedup: { path, buckets, cacheMaxEntries: 0 } });
+    expect((await svc.stats('2026')).exact).toBe(N + 1 + firstFormat);
+    expect((await svc.firstSeen(oldKeys, { at })).every((v) => v === 0)).toBe(true);
     await svc.close();
   }, 180_000);
 });
