@@ -9,6 +9,7 @@ import { DedupService, LmdbStore, parseDedupOptions } from '../src/dedup/index.j
 import { HashGate } from '../src/index.js';
 import { bucketsOfDigests, digestKeys } from '../src/dedup/layout.js';
 import { ErrorCodes } from '../src/errors.js';
+import { writeFirstFormatStore } from './helpers/lmdb-first-format.js';
 import { open as lmdbOpen } from 'lmdb';
 
 const root = mkdtempSync(join(tmpdir(), 'hg-lmdb-test-'));
@@ -259,15 +260,7 @@ describe('compact member blocks', () => {
     const oldKeys = Array.from({ length: 4000 }, (_, i) => `旧${i}|${i}`);
     const d = digestKeys(oldKeys);
     const bk = bucketsOfDigests(d, 'compact', buckets);
-    // the first format, written with lmdb-js directly as the earlier version did
-    const env = lmdbOpen({ path, maxDbs: 8 });
-    const meta = env.openDB<number, string>({ name: 'hg:meta', encoding: 'json' });
-    const old = env.openDB<Buffer, number>({ name: 'c:2026', keyEncoding: 'uint32', encoding: 'binary', dupSort: true, ...{ dupFixed: true } });
-    await old.transaction(() => {
-      meta.putSync('w:compact:2026', buckets);
-      oldKeys.forEach((_, i) => old.putSync(bk[i]!, Buffer.from(d.subarray(i * 16, i * 16 + 8))));
-    });
-    await env.close();
+    await writeFirstFormatStore(path, oldKeys, buckets);
     const svc = new DedupService({ dedup: { path, cacheMaxEntries: 0 } });
     const keys = [...oldKeys, '新1', '新2'];
     expect([...(await svc.firstSeen(keys, { at: T2026 }))]).toEqual(keys.map((k) => (k.startsWith('新') ? 1 : 0)));

@@ -10,8 +10,7 @@ import { DedupService } from '../../src/dedup/index.js';
 import { run as load } from '../../src/cli/commands/load.js';
 import { run as stats } from '../../src/cli/commands/stats.js';
 import { run as exportCmd } from '../../src/cli/commands/export.js';
-import { bucketsOfDigests, digestKeys } from '../../src/dedup/layout.js';
-import { open as lmdbOpen } from 'lmdb';
+import { writeFirstFormatStore } from '../helpers/lmdb-first-format.js';
 
 const has = requireRedisOrSkip('LMDB store CLI');
 const at = new Date('2026-06-01T00:00:00Z');
@@ -99,16 +98,7 @@ describe.skipIf(!has)('hashgate load / stats / export --store', () => {
     const path = join(dir, 'store-first-format');
     const buckets = 64;
     const old = keys.slice(0, 500);
-    const d = digestKeys(old);
-    const bk = bucketsOfDigests(d, 'compact', buckets);
-    const env = lmdbOpen({ path, maxDbs: 8 });
-    const meta = env.openDB<number, string>({ name: 'hg:meta', encoding: 'json' });
-    const c = env.openDB<Buffer, number>({ name: 'c:2026', keyEncoding: 'uint32', encoding: 'binary', dupSort: true, ...{ dupFixed: true } });
-    await c.transaction(() => {
-      meta.putSync('w:compact:2026', buckets);
-      old.forEach((_, i) => c.putSync(bk[i]!, Buffer.from(d.subarray(i * 16, i * 16 + 8))));
-    });
-    await env.close();
+    await writeFirstFormatStore(path, old, buckets);
     const prefix = 'mv-first';
     const e = await capture(() => exportCmd(['--store', path, '--redis', srv.url, '--prefix', prefix, '--json']));
     expect(e.code).toBe(0);

@@ -7,8 +7,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { DedupService, LmdbStore } from '../../src/dedup/index.js';
-import { bucketsOfDigests, digestKeys } from '../../src/dedup/layout.js';
-import { open as lmdbOpen } from 'lmdb';
+import { writeFirstFormatStore } from '../helpers/lmdb-first-format.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const DIST = join(ROOT, 'dist');
@@ -76,16 +75,7 @@ describe('LMDB store across processes', () => {
     if (firstFormat > 0) {
       // the earlier on-disk format (one duplicate per member), written with lmdb-js directly:
       // whichever child opens it first converts it, the others must wait and read blocks
-      const d = digestKeys(oldKeys);
-      const bk = bucketsOfDigests(d, 'compact', buckets);
-      const env = lmdbOpen({ path, maxDbs: 8 });
-      const meta = env.openDB<number, string>({ name: 'hg:meta', encoding: 'json' });
-      const c = env.openDB<Buffer, number>({ name: 'c:2026', keyEncoding: 'uint32', encoding: 'binary', dupSort: true, ...{ dupFixed: true } });
-      await c.transaction(() => {
-        meta.putSync('w:compact:2026', buckets);
-        oldKeys.forEach((_, i) => c.putSync(bk[i]!, Buffer.from(d.subarray(i * 16, i * 16 + 8))));
-      });
-      await env.close();
+      await writeFirstFormatStore(path, oldKeys, buckets);
     }
     if (blockBits !== undefined) {
       // record the window first, so the children's writes all merge into one contended block
