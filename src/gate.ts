@@ -375,11 +375,15 @@ export class HashGate {
     return this.bloom;
   }
 
-  // Rejects (never throws) when the gate is closed or has no filter, like the calls themselves.
-  private bloomQueue(method: string): BloomCallQueue {
-    this.check();
-    this.requireBloom(method);
-    return this.bloomCalls!;
+  // Runs `call` on the merged Bloom queue; rejects (never throws) when the gate is closed or has no filter.
+  private viaBloomQueue<T>(method: string, call: (q: BloomCallQueue) => Promise<T>): Promise<T> {
+    try {
+      this.check();
+      this.requireBloom(method);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return call(this.bloomCalls!);
   }
 
   /**
@@ -387,24 +391,12 @@ export class HashGate {
    * calls are merged (option `coalesce`) and counted exactly as if run one after another.
    */
   bloomAdd(keys: Keys): Promise<number> {
-    let q: BloomCallQueue;
-    try {
-      q = this.bloomQueue('bloomAdd');
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    return q.add(keys);
+    return this.viaBloomQueue('bloomAdd', (q) => q.add(keys));
   }
 
   /** 1 = maybe present, 0 = definitely absent, per key. Merged like bloomAdd, in call order. */
   bloomCheck(keys: Keys): Promise<Uint8Array> {
-    let q: BloomCallQueue;
-    try {
-      q = this.bloomQueue('bloomCheck');
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    return q.check(keys);
+    return this.viaBloomQueue('bloomCheck', (q) => q.check(keys));
   }
 
   /**
