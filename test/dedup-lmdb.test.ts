@@ -128,6 +128,27 @@ describe.each(['compact', 'sets'] as const)('LMDB store, layout %s', (layout) =>
     }
   });
 
+  it('concurrent one-key calls share write transactions (group commit), with and without call merging', async () => {
+    for (const coalesce of [false, undefined] as const) {
+      const path = dir();
+      const svc = new DedupService({ ...(coalesce === false ? { coalesce } : {}), dedup: { path } });
+      const env = lmdbOpen({ path, maxDbs: 8 });
+      try {
+        await svc.firstSeen(['warm'], { at: T2026 }); // records the window
+        const txn = (): number => (env.getStats() as { lastTxnId: number }).lastTxnId;
+        const before = txn();
+        const answers = await Promise.all(Array.from({ length: 64 }, (_, i) => svc.firstSeen([`g${i}`], { at: T2026 })));
+        expect(answers.every((a) => a.length === 1 && a[0] === 1)).toBe(true);
+        // one transaction (and fsync) per call would be 64; lmdb-js puts the transactions queued
+        // while one commits into the next one
+        expect(txn() - before).toBeLessThanOrEqual(4);
+      } finally {
+        await svc.close();
+        await env.close();
+      }
+    }
+  });
+
   it('keeps the first recorded bucket count for a window', async () => {
     const path = dir();
     const a = new DedupService({ dedup: { path, layout, buckets: 64 } });

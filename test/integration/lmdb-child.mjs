@@ -4,14 +4,16 @@
 //                     batch's promise resolved (the parent kill -9s it mid-batch)
 //   race PATH N SEED  after "go" on stdin, submit N overlapping keys in a shuffled order, print
 //                     the keys answered 1 as JSON
-// HG_CHILD_BUCKETS sets dedup.buckets (default 256).
+//   small PATH C      C callers, each awaiting one-key calls of new keys forever (the calls that
+//                     share a group commit); print "a <caller> <i>" only after the call resolved
+// HG_CHILD_BUCKETS sets dedup.buckets (default 256); HG_CHILD_SYNC=false sets dedup.sync false.
 import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 const [, , distDir, mode, path, nStr, seedStr] = process.argv;
 const { DedupService } = await import(`${distDir}/src/dedup/index.js`);
 const at = new Date('2026-06-01T00:00:00Z');
 // the seen-cache is off so every answer comes from the shared store
-const svc = new DedupService({ dedup: { path, buckets: Number(process.env.HG_CHILD_BUCKETS ?? 256), cacheMaxEntries: 0 } });
+const svc = new DedupService({ dedup: { path, buckets: Number(process.env.HG_CHILD_BUCKETS ?? 256), cacheMaxEntries: 0, sync: process.env.HG_CHILD_SYNC !== 'false' } });
 // unbuffered: a line is on the pipe before the next batch starts
 const say = (s) => writeSync(1, `${s}\n`);
 
@@ -24,6 +26,15 @@ if (mode === 'crash') {
     if (!a.every((v) => v === 1)) say(`bad ${from}`);
     say(`done ${from} ${from + B}`);
   }
+} else if (mode === 'small') {
+  say('ready');
+  await Promise.all(Array.from({ length: Number(nStr) }, async (_, c) => {
+    for (let i = 0; ; i++) {
+      const a = await svc.firstSeen([`李${c}-${i}|5101${i}`], { at });
+      if (a[0] !== 1) say(`bad ${c} ${i}`);
+      say(`a ${c} ${i}`);
+    }
+  }));
 } else {
   const n = Number(nStr);
   let seed = Number(seedStr);
