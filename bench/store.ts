@@ -3,13 +3,16 @@
 // write instead (lmdb-js with one ifNoExists + put per raw key, which lmdb-js batches into one
 // transaction per event turn), checks of seen keys, bytes on disk per key, restart time
 // (open + first answer), many concurrent one-key calls (1, 16, 256 callers: throughput and
-// p50/p99 latency), and throughput / disk bytes per key vs key count (1M, 10M distinct).
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// p50/p99 latency), one-key calls of new keys with sync (latency next to what the disk's fsync
+// allows), and throughput / disk bytes per key vs key count (1M, 10M distinct).
+// HG_BENCH_STORE_PART=latency runs only the new-key latency rows and keeps the other rows of the
+// last stored result (a short run on a shared machine; run with --keep-old).
+import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, rmSync, statSync, writeSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { open as lmdbOpen } from 'lmdb';
-import { Suite, dedupKey, drive, size, spread, twiceShuffled, type Drive, type SuiteOptions, type SuiteResult, type SweepSeries } from './common.js';
+import { Suite, dedupKey, drive, readResult, size, writeResult, spread, twiceShuffled, type Drive, type SuiteOptions, type SuiteResult, type SweepSeries } from './common.js';
 import { HashGate } from '../src/gate.js';
 import { DedupService } from '../src/dedup/index.js';
 import { LmdbStore } from '../src/dedup/lmdb-store.js';
@@ -35,6 +38,130 @@ function livePageBytes(path: string): number {
   return bytes;
 }
 
+/** Microseconds with one decimal, as the other latency rows carry them. */
+const r1 = (x: number): number => Number(x.toFixed(1));
+
+const SYNC_NOTE = "sync = answers wait for the fsync of their commit (the default); nosync = dedup.sync false. On Linux lmdb-js commits with overlappingSync, whose commit promise resolves only after that commit's own fsync, so nosync skips only the file sync before answering a batch of stored keys: both rows, and the lmdb-js peer, wait for an fsync per write transaction.";
+
+/** Passes per implementation of the new-key latency rows (interleaved; each percentile is the median). */
+const LATENCY_PASSES = 3;
+
+/**
+ * One-key firstSeen calls of keys never seen before, sync on (every call writes and waits for
+ * its commit's fsync), at 1 and 16 callers: latency percentiles next to the two floors this disk
+ * sets, lmdb-js alone (one put per transaction, awaited until flushed; concurrent ones share a
+ * transaction) and one fdatasync of a 4 KiB rewrite in the same directory. An LMDB commit with
+ * sync flushes twice (the data pages, then the meta page), so a sequential durable answer cannot
+ * beat about two of the disk's fsyncs, and its tail is the disk's tail.
+ */
+async function newKeyLatency(s: Suite, opts: SuiteOptions, fresh: () => string): Promise<void> {
+  const load0 = loadavg()[0]!;
+  const warm = Array.from({ length: 200 }, (_, i) => [`warm${dedupKey(i)}`]);
+  const value = Buffer.alloc(64, 7);
+  const passes = opts.quick ? 1 : LATENCY_PASSES;
+  const callCount = (c: number): number => (opts.quick ? 200 : c === 1 ? 600 : 3000);
+  let pass = 0;
+  interface LatencyImpl {
+    impl: string;
+    role: 'hashgate' | 'peer' | 'baseline';
+    callers: number[];
+    /** Runs the calls on a fresh instance; throws when an answer is wrong. */
+    run: (callers: number, calls: string[][]) => Promise<Drive>;
+  }
+  const impls: LatencyImpl[] = [
+    {
+      impl: 'hashgate LMDB store (sync)',
+      role: 'hashgate',
+      callers: [1, 16],
+      run: async (c, calls) => {
+        const g = await HashGate.open({ dedup: { path: fresh(), sync: true } });
+        try {
+          await drive(c, warm, async (k) => void (await g.firstSeen(k)));
+          let first = 0;
+          const d = await drive(c, calls, async (k) => {
+            const a = await g.firstSeen(k);
+            first += a[0]!;
+          });
+          if (first !== calls.length) throw new Error(`answered ${first} new of ${calls.length} new keys`);
+          return d;
+        } finally {
+          await g.close();
+        }
+      },
+    },
+    {
+      impl: 'lmdb-js one put per transaction, awaited until flushed',
+      role: 'peer',
+      callers: [1, 16],
+      run: async (c, calls) => {
+        const env = lmdbOpen({ path: fresh(), maxDbs: 4 });
+        const db = env.openDB<Buffer, number>({ name: 'x', keyEncoding: 'uint32', encoding: 'binary' });
+        let n = 0;
+        const put = async (): Promise<void> => {
+          const k = n++;
+          await db.transaction(() => db.putSync(k, value));
+          await db.flushed;
+        };
+        try {
+          await drive(c, warm, put);
+          return await drive(c, calls, put);
+        } finally {
+          await env.close();
+        }
+      },
+    },
+    {
+      impl: 'fdatasync of one 4 KiB rewrite (the disk alone, no LMDB)',
+      role: 'baseline',
+      callers: [1],
+      run: async (_c, calls) => {
+        const dir = fresh();
+        mkdirSync(dir, { recursive: true });
+        const fd = openSync(join(dir, 'f'), 'w');
+        const page = Buffer.alloc(4096, 1);
+        let i = 0;
+        try {
+          // rewrites of 64 pages already on disk: the cheapest fsync, no block allocation
+          for (let p = 0; p < 64; p++) writeSync(fd, page, 0, page.length, p * page.length);
+          fdatasyncSync(fd);
+          return await drive(1, calls, async () => {
+            writeSync(fd, page, 0, page.length, (i++ % 64) * page.length);
+            fdatasyncSync(fd);
+          });
+        } finally {
+          closeSync(fd);
+        }
+      },
+    },
+  ];
+  const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  for (const c of [1, 16]) {
+    const name = `firstSeen of new keys, ${c} callers x 1 key, sync (latency)`;
+    const runs = impls.map((): Drive[] => []);
+    for (let p = 0; p < passes; p++) {
+      for (let i = 0; i < impls.length; i++) {
+        if (!impls[i]!.callers.includes(c)) continue;
+        const calls = Array.from({ length: callCount(c) }, (_, j) => [`n${pass}-${dedupKey(j)}`]);
+        pass++;
+        runs[i]!.push(await impls[i]!.run(c, calls));
+      }
+    }
+    impls.forEach((im, i) => {
+      const ds = runs[i]!;
+      if (ds.length === 0) return;
+      const rates = ds.map((d) => d.keys / d.secs);
+      const extra = { callers: c, p50Us: r1(median(ds.map((d) => d.p50))), p99Us: r1(median(ds.map((d) => d.p99))), p999Us: r1(median(ds.map((d) => d.p999))), passes: ds.length };
+      s.addRow({ name, impl: im.impl, role: im.role, opsPerSec: median(rates), ...spread(rates), ok: true, unit: 'calls/s', extra });
+      console.log(`[store] ${name} | ${im.impl}: p50 ${extra.p50Us} us, p99 ${extra.p99Us} us, p999 ${extra.p999Us} us`);
+      if (c === 1 && im.role === 'hashgate') {
+        s.target('p99 of sequential one-key firstSeen of new keys, sync', '<=', 10_000, extra.p99Us, ' us',
+          'bounded below by the disk: compare the fdatasync and lmdb-js rows of the same measure');
+      }
+    });
+  }
+  s.note(`New-key latency rows: every call writes a new key; ${callCount(1)} calls at 1 caller, ${callCount(16)} at 16, after ${warm.length} warm-up calls, on a fresh directory; ${passes} passes interleaved across the implementations, each percentile the median of the passes. 1-min load average ${load0.toFixed(1)} at start, ${loadavg()[0]!.toFixed(1)} at end: the 2-core machine and its disk were shared with other jobs, so the tails are mostly the disk's.`);
+}
+
 export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const s = new Suite('store', opts);
   const root = mkdtempSync(join(tmpdir(), 'hashgate-bench-store-'));
@@ -44,6 +171,27 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     rmSync(d, { recursive: true, force: true });
     return d;
   };
+  if (process.env.HG_BENCH_STORE_PART === 'latency') {
+    try {
+      await newKeyLatency(s, opts, fresh);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+    // keep what the last full run measured, replacing only the rows and targets measured now
+    const old = readResult('store');
+    const res = s.finish();
+    if (old === undefined) return res;
+    const names = new Set(res.rows.map((r) => r.name));
+    const targets = new Set(res.targets.map((t) => t.name));
+    const merged: SuiteResult = {
+      ...old,
+      rows: [...old.rows.filter((r) => !names.has(r.name)), ...res.rows],
+      targets: [...old.targets.filter((t) => !targets.has(t.name)), ...res.targets],
+      notes: [...(old.notes ?? []).filter((n) => !n.startsWith('New-key latency rows:')).map((n) => (n.startsWith('sync = ') ? SYNC_NOTE : n)), ...(res.notes ?? [])],
+    };
+    writeResult(merged);
+    return merged;
+  }
   try {
     const distinct = size(opts, 500_000, 10_000);
     const order = twiceShuffled(distinct);
@@ -53,7 +201,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     const name = `${order.length} keys, 50% duplicates, batches of ${BATCH}`;
     s.note(`Workload: ${distinct} distinct shape-A keys (Chinese name + 18-digit ID), each twice, shuffled; every run starts from an empty directory under ${tmpdir()}.`);
     s.note('Checks of seen keys use fresh key strings in key order, as a service receives them; hashgate and the lmdb-js peer read the same arrays.');
-    s.note('sync = answers wait for the fsync of their commit (the default); nosync = answers after the commit reached the OS page cache (survives kill -9, not a power cut), like the lmdb-js peer whose promises resolve at commit.');
+    s.note(SYNC_NOTE);
 
     // --- firstSeen into an empty store ---------------------------------------------------------
     let lastDir = '';
@@ -261,6 +409,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         console.log(`[store] ${name} | ${im.impl}: ${Math.round(rate(d) / 1000)}k keys/s, p50 ${extra.p50Us} us, p99 ${extra.p99Us} us`);
       });
     }
+
+    await newKeyLatency(s, opts, fresh);
 
     // --- throughput and disk bytes/key vs key count, restart at the largest ---------------------
     const sizes = opts.quick ? [20_000, 100_000] : [1_000_000, 10_000_000];
