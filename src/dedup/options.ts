@@ -68,7 +68,11 @@ export interface DedupOptions {
    * restarts and is shared by the processes of one host. Not combinable with `redis`.
    */
   path?: string;
-  /** With `path`: answer only after each commit reached the disk (fsync). Default true. */
+  /**
+   * With `path`: also sync the file before answering a batch made only of stored keys (another
+   * process's commit is visible before its fsync ends). Default true. Batches that write always
+   * wait for their commit's fsync, so false does not make new keys faster.
+   */
   sync?: boolean;
   /** With `path`: windows (per layout) the store can hold before old ones must be purged. Default 500. */
   maxWindows?: number;
