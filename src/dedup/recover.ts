@@ -8,6 +8,11 @@
 // writer's segment damaged anywhere but at its very end) is then quarantined (renamed
 // `.corrupt`, reported, `complete: false`). Only the torn end of a dead writer's `.open` segment,
 // which is what a crash during a write leaves, is dropped: no caller was answered for it.
+//
+// Pacing: replay runs beside live calls on the same connection and event loop. A segment is read
+// on the thread pool and parsed one record at a time; keys go out in slices (one script call each
+// on standalone Redis, never two slices in flight), with an event-loop turn after every slice and, while live calls are in
+// flight, a pause as long as the slice took (see `pace`).
 import { statSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { Cluster, type Redis } from 'ioredis';

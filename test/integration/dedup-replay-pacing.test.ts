@@ -94,13 +94,14 @@ describe.skipIf(!has)('journal replay next to live callers', () => {
       const p50 = h.percentile(50) / 1e6;
       const p99 = h.percentile(99) / 1e6;
       const max = h.max / 1e6;
-      // Calls completed per full period inside the replay.
+      // Calls completed per full period inside the replay, and the rates before and during it.
       const periods: number[] = [];
       for (let t = start; t + PERIOD_MS <= end; t += PERIOD_MS) periods.push(done.filter((x) => x >= t && x < t + PERIOD_MS).length);
-      const before = done.filter((x) => x < start).length / (start / PERIOD_MS);
+      const rateBefore = done.filter((x) => x < start).length / start;
+      const rateDuring = done.filter((x) => x >= start && x < end).length / (end - start);
       console.log(
         `replay of ${JOURNALED} keys: ${Math.round(end - start)} ms; event-loop delay p50 ${p50.toFixed(1)} p99 ${p99.toFixed(1)} max ${max.toFixed(1)} ms; ` +
-          `live calls per ${PERIOD_MS} ms before ${Math.round(before)}, during min ${Math.min(...periods)} median ${periods.sort((a, b) => a - b)[periods.length >> 1]}`,
+          `live calls/s before ${Math.round(rateBefore * 1000)}, during ${Math.round(rateDuring * 1000)}; per ${PERIOD_MS} ms during: min ${Math.min(...periods)}`,
       );
 
       // Replay finished, and every journaled key is in Redis exactly once (the restarted server
@@ -125,11 +126,13 @@ describe.skipIf(!has)('journal replay next to live callers', () => {
         await check.close();
       }
 
-      // Responsiveness: the bound is several times what a paced replay shows on a loaded 2-core
-      // box and well below what an unpaced replay causes.
-      expect(p99).toBeLessThan(50);
-      // Live callers kept completing calls through the whole replay.
+      // Responsiveness. An unpaced replay shows a p99 of hundreds of ms here and a few dozen on a
+      // fast machine; the bound leaves a paced replay wide room on a loaded 2-core box.
+      expect(p99).toBeLessThan(60);
+      // Live callers kept a fair share of their rate through the whole replay (paced: about
+      // half or more; unpaced: about a hundredth), and no 250 ms went by without a call.
       expect(periods.length).toBeGreaterThan(0);
+      expect(rateDuring).toBeGreaterThan(rateBefore / 10);
       expect(Math.min(...periods)).toBeGreaterThan(0);
     } finally {
       await svc.close();
