@@ -93,6 +93,8 @@ export interface ReplayHooks extends ReplayPacing {
 /** Longest pause between two slices, however slow the last one was. */
 const MAX_PAUSE_MS = 100;
 
+const memberBytes = (m: Member): Buffer => (typeof m === 'string' ? Buffer.from(m) : m);
+
 const turn = (): Promise<void> => new Promise<void>((r) => setImmediate(r));
 
 /**
@@ -104,11 +106,16 @@ const turn = (): Promise<void> => new Promise<void>((r) => setImmediate(r));
  */
 class Batch {
   private readonly groups = new Map<string, number[]>();
-  /** Per member: the digests and offset of a compact member, or the raw member ('sets'). */
+  /** Per member: its digest (view and offset; none in format-1 records), and the raw member unless compact. */
   private readonly dvs: Array<DataView | undefined> = [];
   private readonly offs: number[] = [];
   private readonly raws: Array<Member | undefined> = [];
+  /** Group key per member, and the members by their first digest word: repeats are dropped. */
+  private readonly keyOf: string[] = [];
+  private readonly byDigest = new Map<number, number[]>();
+  private readonly rawSeen = new Set<string>();
   private hk = '';
+  private repeats = 0;
   size = 0;
   keys = 0;
   added = 0;
@@ -127,9 +134,20 @@ class Batch {
     this.hk = hk;
   }
 
-  /** Adds one member; sends the slice (and paces) once it holds `slice` members. */
+  /**
+   * Adds one member (`dv`/`off`: its 16-byte digest when the record has one; `raw`: the member
+   * itself unless it is the compact digest's first 8 bytes); sends the slice (and paces) once it
+   * holds `slice` members.
+   */
   add(key: string, dv: DataView | undefined, off: number, raw: Member | undefined): Promise<void> | undefined {
+    // The script answers from SMISMEMBER before its SADD: a member twice in one slice (a key
+    // journaled twice) would count as added twice.
+    if (this.repeated(key, dv, off, raw)) {
+      this.repeats++;
+      return undefined;
+    }
     const i = this.size;
+    this.keyOf[i] = key;
     this.dvs[i] = dv;
     this.offs[i] = off;
     this.raws[i] = raw;
@@ -141,17 +159,45 @@ class Batch {
     return this.flush().then(() => this.pace(performance.now() - t));
   }
 
+  private repeated(key: string, dv: DataView | undefined, off: number, raw: Member | undefined): boolean {
+    if (dv === undefined) {
+      const id = `${key}\u0000${memberBytes(raw!).toString('latin1')}`;
+      if (this.rawSeen.has(id)) return true;
+      this.rawSeen.add(id);
+      return false;
+    }
+    const h = dv.getUint32(off, true);
+    const c = this.byDigest.get(h);
+    if (c === undefined) {
+      this.byDigest.set(h, [this.size]);
+      return false;
+    }
+    for (const j of c) {
+      const dj = this.dvs[j]!;
+      const oj = this.offs[j]!;
+      if (this.keyOf[j] !== key || dj.getUint32(oj + 4, true) !== dv.getUint32(off + 4, true) || dj.getUint32(oj, true) !== h) continue;
+      // compact: the member is these 8 bytes; sets: the raw members decide (a digest match is not proof)
+      if (raw === undefined || memberBytes(raw).equals(memberBytes(this.raws[j]!))) return true;
+    }
+    c.push(this.size);
+    return false;
+  }
+
   private memberString(i: number): string {
-    const dv = this.dvs[i];
-    return dv !== undefined ? int64Decimal(dv, this.offs[i]!) : (this.raws[i] as string);
+    const raw = this.raws[i];
+    return raw !== undefined ? (raw as string) : int64Decimal(this.dvs[i]!, this.offs[i]!);
   }
 
   async flush(): Promise<void> {
     const n = this.size;
+    const repeats = this.repeats;
     if (n === 0) return;
     const groups = [...this.groups];
     this.groups.clear();
+    this.byDigest.clear();
+    this.rawSeen.clear();
     this.size = 0;
+    this.repeats = 0;
     const hll = this.hk !== '';
     let added = 0;
     if (!(this.redis instanceof Cluster)) {
@@ -169,9 +215,9 @@ class Batch {
       for (const [, ix] of groups) w.uintStr(ix.length);
       for (const [, ix] of groups) {
         for (const i of ix) {
-          const dv = this.dvs[i];
-          if (dv !== undefined) w.int64(dv, this.offs[i]!);
-          else w.member(this.raws[i]!);
+          const raw = this.raws[i];
+          if (raw !== undefined) w.member(raw);
+          else w.int64(this.dvs[i]!, this.offs[i]!);
         }
       }
       const r = await runScriptWire(this.redis as Redis, FIRST_SEEN, w.bytes());
@@ -188,11 +234,12 @@ class Batch {
       const [counts] = await Promise.all([Promise.all(adds), ps]);
       for (const c of counts) added += c;
     }
+    this.keyOf.length = 0;
     this.dvs.length = 0;
     this.offs.length = 0;
     this.raws.length = 0;
     // counted only once Redis acknowledged the slice
-    this.keys += n;
+    this.keys += n + repeats;
     this.added += added;
   }
 }
@@ -225,7 +272,7 @@ async function replayV2(redis: RedisClient, batch: Batch, metas: Map<string, num
     const buckets = bucketsOfDigests(d.subarray(s << 4, e << 4), rec.l, B);
     for (let i = s; i < e; i++) {
       const key = bucketKey(spec, rec.w, buckets[i - s]!);
-      const sent = compact ? batch.add(key, dv, i << 4, undefined) : batch.add(key, undefined, 0, rec.m![i]!);
+      const sent = batch.add(key, dv, i << 4, compact ? undefined : rec.m![i]!);
       if (sent !== undefined) await sent;
     }
   }

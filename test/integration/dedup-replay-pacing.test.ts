@@ -32,7 +32,8 @@ describe.skipIf(!has)('journal replay next to live callers', () => {
   it('keeps the event loop responsive and live calls moving, and replays every key exactly once', async () => {
     const svc = new DedupService({
       redis: srv.url,
-      dedup: { prefix: 'pace', expectedKeys: 1_000_000, journalDir: dir, replayIntervalMs: 0, commandTimeoutMs: 1000, cacheMaxEntries: 0 },
+      // a generous command timeout: a live call timing out on a loaded box would be journaled anew
+      dedup: { prefix: 'pace', expectedKeys: 1_000_000, journalDir: dir, replayIntervalMs: 0, commandTimeoutMs: 10_000, cacheMaxEntries: 0 },
       now: () => NOW,
     });
     try {
@@ -114,11 +115,16 @@ describe.skipIf(!has)('journal replay next to live callers', () => {
       expect(liveFirst).toBe(liveKeys);
       expect((await svc.stats()).exact).toBe(journaledBefore + 1 + liveKeys);
       // A fresh instance sees every journaled key as seen.
-      const check = new DedupService({ redis: srv.url, dedup: { prefix: 'pace', expectedKeys: 1_000_000, journalDir: dir, replayIntervalMs: 0, cacheMaxEntries: 0 }, now: () => NOW });
+      // fail-closed: a timeout on a loaded box must fail the check, not answer 1
+      const check = new DedupService({
+        redis: srv.url,
+        dedup: { prefix: 'pace', expectedKeys: 1_000_000, onStoreError: 'fail-closed', replayIntervalMs: 0, cacheMaxEntries: 0, commandTimeoutMs: 10_000 },
+        now: () => NOW,
+      });
       try {
         let first = 0;
-        for (let o = 0; o < JOURNALED; o += 100_000) {
-          const a = await check.firstSeen(Array.from({ length: Math.min(100_000, JOURNALED - o) }, (_, i) => journaledKey(o + i)));
+        for (let o = 0; o < JOURNALED; o += 20_000) {
+          const a = await check.firstSeen(Array.from({ length: Math.min(20_000, JOURNALED - o) }, (_, i) => journaledKey(o + i)));
           first += a.reduce((x, y) => x + y, 0);
         }
         expect(first).toBe(0);
@@ -126,9 +132,9 @@ describe.skipIf(!has)('journal replay next to live callers', () => {
         await check.close();
       }
 
-      // Responsiveness. An unpaced replay shows a p99 of hundreds of ms here and a few dozen on a
-      // fast machine; the bound leaves a paced replay wide room on a loaded 2-core box.
-      expect(p99).toBeLessThan(60);
+      // Responsiveness. An unpaced replay shows a p99 of hundreds of ms on a loaded 2-core box;
+      // a paced one stays near what the box shows with live calls alone, well under the bound.
+      expect(p99).toBeLessThan(80);
       // Live callers kept a fair share of their rate through the whole replay (paced: about
       // half or more; unpaced: about a hundredth), and no 250 ms went by without a call.
       expect(periods.length).toBeGreaterThan(0);
@@ -138,4 +144,35 @@ describe.skipIf(!has)('journal replay next to live callers', () => {
       await svc.close();
     }
   }, 180_000);
+
+  it('a key journaled twice is added and counted once, in either layout, whatever the slice size', async () => {
+    for (const [layout, slice] of [['compact', 5000], ['sets', 5000], ['compact', 7], ['sets', 7]] as const) {
+      const prefix = `dup-${layout}-${slice}`;
+      const jdir = mkdtempSync(join(tmpdir(), 'hg-replay-dup-'));
+      const svc = new DedupService({
+        redis: srv.url,
+        dedup: { prefix, layout, buckets: 4, journalDir: jdir, replayIntervalMs: 0, commandTimeoutMs: 1000, cacheMaxEntries: 0, replaySliceKeys: slice },
+        now: () => NOW,
+      });
+      try {
+        await svc.connect();
+        await svc.firstSeen(['before']);
+        await srv.kill('SIGKILL');
+        const keys = (from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => `${prefix}|${from + i}`);
+        // without a cache the second call journals the same keys again
+        await svc.firstSeen(keys(0, 1000));
+        await svc.firstSeen([...keys(500, 1500), ...keys(0, 100)]);
+        expect(svc.counters.journaledKeys).toBe(2100);
+        await srv.restart();
+        const rep = await svc.recover();
+        expect(rep.complete).toBe(true);
+        expect(rep.keys).toBe(2100);
+        expect(rep.added).toBe(1500);
+        expect((await svc.stats()).exact).toBe(1500);
+      } finally {
+        await svc.close();
+        rmSync(jdir, { recursive: true, force: true });
+      }
+    }
+  }, 120_000);
 });
