@@ -257,12 +257,33 @@ async function windowBuckets(redis: RedisClient, cache: Map<string, number>, pre
   return b;
 }
 
-async function replayV2(redis: RedisClient, batch: Batch, metas: Map<string, number>, rec: JournalRecordV2, slice: number): Promise<void> {
+/** Bucket counts up to this keep their key strings (one per bucket, not one per replayed key). */
+const BUCKET_KEY_CACHE_MAX = 65_536;
+
+/** Bucket key strings of the (prefix, window, layout) replayed last. */
+class BucketKeys {
+  private id = '';
+  private keys: Array<string | undefined> = [];
+
+  of(rec: JournalRecordV2, buckets: number): (b: number) => string {
+    const spec = { layout: rec.l, prefix: rec.p };
+    if (buckets > BUCKET_KEY_CACHE_MAX) return (b) => bucketKey(spec, rec.w, b);
+    const id = `${rec.p}\u0000${rec.w}\u0000${rec.l}\u0000${buckets}`;
+    if (id !== this.id) {
+      this.id = id;
+      this.keys = new Array<string | undefined>(buckets);
+    }
+    const keys = this.keys;
+    return (b) => (keys[b] ??= bucketKey(spec, rec.w, b));
+  }
+}
+
+async function replayV2(redis: RedisClient, batch: Batch, metas: Map<string, number>, names: BucketKeys, rec: JournalRecordV2, slice: number): Promise<void> {
   const B = await windowBuckets(redis, metas, rec.p, rec.w, rec.l, rec.b);
   await batch.use(rec.h === 1 ? hllKey(rec.p, rec.w, rec.l) : '');
   const d = rec.d;
   const n = d.length >>> 4;
-  const spec = { layout: rec.l, prefix: rec.p };
+  const keyOf = names.of(rec, B);
   const dv = new DataView(d.buffer, d.byteOffset, d.byteLength);
   const compact = rec.l === 'compact';
   // Buckets a slice at a time: a record can hold a whole large batch.
@@ -271,7 +292,7 @@ async function replayV2(redis: RedisClient, batch: Batch, metas: Map<string, num
     // bucketsOfDigests reads through a DataView: any alignment works.
     const buckets = bucketsOfDigests(d.subarray(s << 4, e << 4), rec.l, B);
     for (let i = s; i < e; i++) {
-      const key = bucketKey(spec, rec.w, buckets[i - s]!);
+      const key = keyOf(buckets[i - s]!);
       const sent = batch.add(key, dv, i << 4, compact ? undefined : rec.m![i]!);
       if (sent !== undefined) await sent;
     }
@@ -325,6 +346,7 @@ export async function replayJournal(redis: RedisClient, journal: Journal, lockKe
     await journal.seal();
     const files = journal.replayable();
     const metas = new Map<string, number>();
+    const names = new BucketKeys();
     for (let f = 0; f < files.length; f++) {
       const file = files[f]!;
       const batch = new Batch(redis, slice, pace);
@@ -334,7 +356,7 @@ export async function replayJournal(redis: RedisClient, journal: Journal, lockKe
         // Records are parsed one at a time between slices; a run of small records counts
         // toward the slice through their keys, so no synchronous step parses more than a slice.
         for (const rec of seg) {
-          if (rec.v === 2) await replayV2(redis, batch, metas, rec, slice);
+          if (rec.v === 2) await replayV2(redis, batch, metas, names, rec, slice);
           else await replayV1(redis, batch, rec);
         }
         await batch.flush();
