@@ -1,6 +1,6 @@
 // A private redis-server for one bench suite (never the shared 6379), or undefined when the
 // binary is missing so the suite can record itself as skipped instead of failing.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -11,6 +11,9 @@ export interface BenchRedis {
   url: string;
   port: number;
   stop(): Promise<void>;
+  /** kill -9 (an outage); restart() brings a fresh, empty server back on the same port. */
+  kill(): Promise<void>;
+  restart(): Promise<void>;
 }
 
 function freePort(): Promise<number> {
@@ -24,9 +27,8 @@ function freePort(): Promise<number> {
   });
 }
 
-export async function startBenchRedis(tag: string): Promise<BenchRedis | undefined> {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), `hashgate-bench-${tag}-`));
+/** A redis-server on `port`, once it answers PING; undefined when it did not come up. */
+async function launch(port: number, dir: string): Promise<ChildProcess | undefined> {
   const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
     stdio: 'ignore',
   });
@@ -47,8 +49,23 @@ export async function startBenchRedis(tag: string): Promise<BenchRedis | undefin
     }
   }
   probe.disconnect();
-  if (!ok) {
-    child.kill('SIGKILL');
+  if (ok) return child;
+  child.kill('SIGKILL');
+  return undefined;
+}
+
+const exit = (child: ChildProcess, signal: NodeJS.Signals): Promise<void> =>
+  new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill(signal);
+  });
+
+export async function startBenchRedis(tag: string): Promise<BenchRedis | undefined> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), `hashgate-bench-${tag}-`));
+  let child = await launch(port, dir);
+  if (child === undefined) {
     rmSync(dir, { recursive: true, force: true });
     return undefined;
   }
@@ -56,12 +73,17 @@ export async function startBenchRedis(tag: string): Promise<BenchRedis | undefin
     url: `redis://127.0.0.1:${port}`,
     port,
     async stop() {
-      await new Promise<void>((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      });
+      await exit(child!, 'SIGTERM');
       rmSync(dir, { recursive: true, force: true });
+    },
+    async kill() {
+      await exit(child!, 'SIGKILL');
+    },
+    async restart() {
+      await exit(child!, 'SIGKILL');
+      const c = await launch(port, dir);
+      if (c === undefined) throw new Error(`redis-server did not come back on port ${port}`);
+      child = c;
     },
   };
 }

@@ -27,6 +27,8 @@ const CASES: Array<[unknown, string, boolean]> = [
   [{ dedup: { window: 'week' } }, 'options.dedup.window', false],
   [{ dedup: { windowSize: 1 } }, 'options.dedup.windowSize', false],
   [{ dedup: { maxBatchKeys: 0 } }, 'options.dedup.maxBatchKeys', true],
+  [{ dedup: { replaySliceKeys: 10_001 } }, 'options.dedup.replaySliceKeys', true],
+  [{ dedup: { replaySliceKeys: 1.5 } }, 'options.dedup.replaySliceKeys', false],
   [{ redis: 42 }, 'options.redis', false],
   [{ now: 5 }, 'options.now', false],
   [{ cache: { lru: 1 } }, 'options.cache.lru', false],

@@ -24,7 +24,7 @@
 // its record is on disk. Callers therefore always wait on I/O (the event loop keeps turning while
 // Redis is down) and a burst of 256 single-key failures costs one fsync, not 256.
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync } from 'node:fs';
-import { open, type FileHandle } from 'node:fs/promises';
+import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { Packr } from 'msgpackr';
@@ -298,12 +298,19 @@ export class Journal {
 
   /** Parses a segment; never throws on damaged content. */
   static read(file: string): SegmentRead {
-    const buf = readFileSync(file);
-    const v2 = readV2(file, buf);
-    if (v2.records.length > 0 || buf.length === 0) return v2;
-    // No intact format-2 record anywhere: an old segment, or one damaged beyond recognition.
-    const v1 = readV1(file, buf);
-    return v1.records.length > 0 ? v1 : v2;
+    const scan = new SegmentScan(file, readFileSync(file));
+    const records = [...scan];
+    const out: SegmentRead = { file, records, format: scan.format, damaged: scan.damaged };
+    if (scan.tailAt !== undefined) out.tailAt = scan.tailAt;
+    return out;
+  }
+
+  /**
+   * Reads a segment on the thread pool (a 64 MiB segment read synchronously would stall the
+   * event loop) and returns it for parsing record by record. Never rejects on damaged content.
+   */
+  static async scan(file: string): Promise<SegmentScan> {
+    return new SegmentScan(file, await readFile(file));
   }
 
   /** Marks a segment done (after Redis acknowledged every key in it). */
@@ -327,20 +334,23 @@ export class Journal {
 
 const MAGIC_BYTES = Buffer.from([0x48, 0x47, 0x4a, 0x32]);
 
-function readV2(file: string, buf: Buffer): SegmentRead {
-  const records: JournalRecord[] = [];
-  const damaged: DamagedRange[] = [];
+/**
+ * Format-2 records of `buf` in file order, one at a time. Damaged ranges go to `out.damaged` as
+ * they are found (and `out.tailAt` when the damage runs to the end), so they are complete once
+ * the generator is exhausted.
+ */
+function* scanV2(buf: Buffer, out: { damaged: DamagedRange[]; tailAt?: number }): Generator<JournalRecord, void, undefined> {
   let off = 0;
   let badFrom = -1;
   while (off < buf.length) {
     const rec = recordAt(buf, off);
     if (rec !== undefined) {
       if (badFrom >= 0) {
-        damaged.push({ offset: badFrom, bytes: off - badFrom });
+        out.damaged.push({ offset: badFrom, bytes: off - badFrom });
         badFrom = -1;
       }
-      records.push(rec.record);
       off = rec.end;
+      yield rec.record;
       continue;
     }
     // Resynchronise: the next magic after this byte that starts an intact record.
@@ -350,20 +360,54 @@ function readV2(file: string, buf: Buffer): SegmentRead {
     // next record starts, proves the payload intact, and the record is kept.
     const fixed = recordWithLength(buf, off, next - off - HEADER);
     if (fixed !== undefined) {
-      records.push(fixed);
-      damaged.push({ offset: off + 4, bytes: 4, repaired: true });
+      out.damaged.push({ offset: off + 4, bytes: 4, repaired: true });
       off = next;
+      yield fixed;
       continue;
     }
     if (badFrom < 0) badFrom = off;
     off = next;
   }
-  const out: SegmentRead = { file, records, format: 2, damaged };
   if (badFrom >= 0) {
-    damaged.push({ offset: badFrom, bytes: buf.length - badFrom });
+    out.damaged.push({ offset: badFrom, bytes: buf.length - badFrom });
     out.tailAt = badFrom;
   }
-  return out;
+}
+
+/**
+ * One segment, parsed lazily: iterating yields its records one by one (format 2, or format 1 when
+ * the segment holds no intact format-2 record), so replay can work through a large segment in
+ * slices. `format`, `damaged`, `tailAt` and `records` are final once the iteration is done.
+ */
+export class SegmentScan implements Iterable<JournalRecord> {
+  format: 1 | 2 = 2;
+  damaged: DamagedRange[] = [];
+  tailAt: number | undefined;
+  /** Records yielded so far. */
+  records = 0;
+
+  constructor(
+    readonly file: string,
+    private readonly buf: Buffer,
+  ) {}
+
+  *[Symbol.iterator](): Iterator<JournalRecord> {
+    for (const r of scanV2(this.buf, this)) {
+      this.records++;
+      yield r;
+    }
+    if (this.records > 0 || this.buf.length === 0) return;
+    // No intact format-2 record anywhere: an old segment, or one damaged beyond recognition.
+    const v1 = readV1(this.file, this.buf);
+    if (v1.records.length === 0) return;
+    this.format = 1;
+    this.damaged = v1.damaged;
+    this.tailAt = v1.tailAt;
+    for (const r of v1.records) {
+      this.records++;
+      yield r;
+    }
+  }
 }
 
 function recordWithLength(buf: Buffer, off: number, len: number): JournalRecord | undefined {

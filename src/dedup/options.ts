@@ -59,6 +59,12 @@ export interface DedupOptions {
   journalMaxBytes?: number;
   /** Recover lock TTL (refreshed while replaying). Default 60_000. */
   lockTtlMs?: number;
+  /**
+   * Journal keys replay handles per slice: one synchronous step and one pipeline, never more than
+   * one in flight, with an event-loop turn between slices. Smaller is gentler on live calls,
+   * larger replays faster. Default 1000.
+   */
+  replaySliceKeys?: number;
   /** Maintain the HyperLogLog used by stats().approximate. Default true. */
   hll?: boolean;
   /** Embedded store bound (keys over all windows). Default 50_000_000. */
@@ -98,6 +104,7 @@ export const DEFAULTS = {
   journalSegmentBytes: 64 * 1024 * 1024,
   journalMaxBytes: 4 * 1024 * 1024 * 1024,
   lockTtlMs: 60_000,
+  replaySliceKeys: 1000,
   hll: true,
   memoryMaxKeys: 50_000_000,
   sync: true,
@@ -126,6 +133,7 @@ export interface ResolvedDedupOptions {
   journalSegmentBytes: number;
   journalMaxBytes: number;
   lockTtlMs: number;
+  replaySliceKeys: number;
   hll: boolean;
   memoryMaxKeys: number;
   path: string | undefined;
@@ -136,7 +144,7 @@ export interface ResolvedDedupOptions {
 const KNOWN = new Set([
   'layout', 'buckets', 'expectedKeys', 'prefix', 'window', 'timeZone', 'onStoreError', 'journalDir', 'secret',
   'replayIntervalMs', 'cacheMaxEntries', 'cacheMaxBytes', 'maxKeyBytes', 'maxBatchKeys', 'commandTimeoutMs', 'connectTimeoutMs', 'lazyConnect',
-  'journalSegmentBytes', 'journalMaxBytes', 'lockTtlMs', 'hll', 'memoryMaxKeys',
+  'journalSegmentBytes', 'journalMaxBytes', 'lockTtlMs', 'replaySliceKeys', 'hll', 'memoryMaxKeys',
   'path', 'sync', 'maxWindows',
 ]);
 
@@ -243,6 +251,7 @@ export function parseDedupOptions(input: unknown, name = 'options.dedup'): Resol
     journalSegmentBytes: int('journalSegmentBytes', 4096),
     journalMaxBytes: int('journalMaxBytes', 4096),
     lockTtlMs: int('lockTtlMs', 1000),
+    replaySliceKeys: int('replaySliceKeys', 1, 10_000),
     hll: opt('hll', (n, v) => {
       if (typeof v !== 'boolean') throw invalidType(n, 'a boolean', v);
       return v;

@@ -679,6 +679,8 @@ export class DedupService {
       try {
         return await replayJournal(this.store instanceof RedisStore ? this.store.redis : (undefined as never), this.journal!, `${this.options.prefix}:lock:recover`, this.options.lockTtlMs, {
           onReplayed: (records, bytes) => this.metrics.journalReplayed(records, bytes),
+          sliceKeys: this.options.replaySliceKeys,
+          liveBusy: () => this.active > 0,
         });
       } catch (cause) {
         throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `recover failed: ${(cause as Error).message}`, { cause });
