@@ -37,7 +37,7 @@ export { TieredCache, createFailFastRedis, checkTable } from './tiered-cache.js'
 export { CACHE_DEFAULTS } from './options.js';
 export { InvalidationBus, BUS_DEFAULTS } from './bus.js';
 export type { InvalidationBusOptions, BusListener, BusStats, BusOption } from './bus.js';
-export type { LookupResult } from './tiered-cache.js';
+export type { LookupResult, StaleAnswer } from './tiered-cache.js';
 export type { TieredCacheOptions, RedisTierOptions, ColdTierOptions, BloomOption } from './options.js';
 export { MemoryColdStore, MEMORY_COLD_DEFAULTS } from './memory-cold.js';
 export { encodeValue, decodeValue, decodeEnvelopeValue, wrapEnvelope, readEnvelope, FLAG_ARCHIVED, ENVELOPE_HEADER_BYTES } from './codec.js';
