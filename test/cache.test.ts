@@ -132,16 +132,17 @@ describe('TieredCache (memory cold tier)', () => {
     cold.down = true;
     const r = await c.lookupDetailed('t', ['a', 'b']);
     expect(r.values).toEqual([{ a: 1 }, undefined]);
+    expect(r.unknown).toEqual([1]); // 'b' could not be checked: unknown, not absent
     expect(r.degraded).toBe(true);
     expect(r.errors[0]).toMatchObject({ tier: 'cold', code: 'ECONNREFUSED' });
-    await c.lookup('t', ['b']);
+    await expect(c.lookup('t', ['b'])).rejects.toMatchObject({ code: 'HG_ERR_TIER_UNAVAILABLE', details: { tier: 'cold', indexes: [0] } });
     let s = c.stats();
     expect(s.cold!.errors).toBe(2);
     expect(s.cold!.breakerOpen).toBe(true);
     expect(s.degraded).toBe(true);
     expect(seen).toEqual(['cold:ECONNREFUSED', 'cold:ECONNREFUSED']);
-    // breaker open: the tier is skipped, not called
-    await c.lookup('t', ['b']);
+    // breaker open: the tier is skipped, not called, and the key is still unknown
+    await expect(c.lookup('t', ['b'])).rejects.toMatchObject({ code: 'HG_ERR_TIER_UNAVAILABLE' });
     expect(cold.calls).toBe(3);
     expect(c.stats().cold!.skipped).toBe(1);
     // recovery: after cooldown the tier is tried again, and 'b' was never negatively cached
@@ -243,7 +244,7 @@ describe('TieredCache (memory cold tier)', () => {
     const sub = (m: unknown): void => void got.push(m as { store: string; kind: string });
     diagnostics_channel.subscribe('hashgate:store:error', sub);
     try {
-      await new TieredCache({ cold }).lookup('t', ['x']);
+      await expect(new TieredCache({ cold }).lookup('t', ['x'])).rejects.toMatchObject({ code: 'HG_ERR_TIER_UNAVAILABLE' });
     } finally {
       diagnostics_channel.unsubscribe('hashgate:store:error', sub);
     }
