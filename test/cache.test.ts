@@ -299,7 +299,7 @@ describe('TieredCache (memory cold tier)', () => {
           const cold = new SwitchableCold();
           await cold.mput('t', Array.from({ length: PRESENT }, (_, k) => ({ key: `k${k}`, value: rec({ k }), ts: 1 })));
           const c = new TieredCache({
-            cold, now: clk.now, local: { ttlMs: 1_000 }, negativeTtlMs: 500, graceMs: grace ? 3_000 : 0,
+            cold, now: clk.now, local: { ttlMs: 1_000 }, negativeTtlMs: 500, ...(grace ? { graceMs: 3_000 } : {}),
             breaker: { failures: 2, cooldownMs: 700 }, ...(coalesce ? {} : { coalesce: false }),
           });
           for (const s of steps) {
