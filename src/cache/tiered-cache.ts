@@ -90,9 +90,9 @@ interface CallReport {
 
 /** Local values past their fresh TTL seen by one lookup, kept in case the tiers below cannot answer. */
 interface StaleSeen {
-  idx: number[];
-  vals: CacheValue[];
-  ages: number[];
+  /** By index in the lookup's keys: the value and how long ago it was loaded (ms). */
+  vals: Map<number, CacheValue>;
+  ages: Map<number, number>;
   /** The table's invalidation generation when they were read: a write since voids them. */
   gen: number;
 }
@@ -140,7 +140,7 @@ function gapOf(gap: Uint8Array | undefined, from: number, to: number): Uint8Arra
 }
 
 /** The rejection of a lookup() some of whose keys could not be checked; never names a key. */
-function tierUnavailable(n: number, indexes: number[], bits: number, errors: TierError[]): HashGateError {
+function tierUnavailable(indexes: number[], n: number, bits: number, errors: TierError[]): HashGateError {
   const tiers: ('redis' | 'cold')[] = [];
   if (bits & GAP_REDIS) tiers.push('redis');
   if (bits & GAP_COLD) tiers.push('cold');
@@ -497,10 +497,9 @@ export class TieredCache {
           out[i] = v as CacheValue;
           continue;
         }
-        stale ??= { idx: [], vals: [], ages: [], gen: ts.gen };
-        stale.idx.push(i);
-        stale.vals.push(v as CacheValue);
-        stale.ages.push(Math.max(0, (lru.ttl as number) - rem));
+        stale ??= { vals: new Map(), ages: new Map(), gen: ts.gen };
+        stale.vals.set(i, v as CacheValue);
+        stale.ages.set(i, Math.max(0, (lru.ttl as number) - rem));
       }
       const w = this.#l2?.get(table, key);
       if (w !== undefined) {
@@ -534,9 +533,8 @@ export class TieredCache {
   ): Promise<Answer[]> {
     // lookup() needs the tier errors too when it has to reject
     const report: CallReport = detailed ?? { errors: [], degraded: false, unknown: [], stale: [] };
-    // gap bits per index of `out` of the keys no tier found while one could not answer
-    let unknownIdx: number[] | undefined;
-    let unknownBits = 0;
+    // per index of `out`: the gap bits of a key no tier found while one could not answer
+    let unknown: Uint8Array | undefined;
     // Claim every key nobody is loading yet before the first await, so lookups that start while
     // this one is in flight (or duplicates later in this batch) wait on this load instead of
     // starting their own.
@@ -583,10 +581,7 @@ export class TieredCache {
           const g = l.gap === undefined ? 0 : l.gap[j]!;
           if (g !== 0) {
             addReport(report, l.errors);
-            if (v === undefined) {
-              (unknownIdx ??= []).push(fi[q]!);
-              unknownBits |= g;
-            }
+            if (v === undefined) (unknown ??= new Uint8Array(keys.length))[fi[q]!] = g;
           }
         }
       });
@@ -601,10 +596,7 @@ export class TieredCache {
         if (gap !== undefined) {
           report.degraded = true;
           for (let j = 0; j < leadKeys.length; j++) {
-            if (gap[j] !== 0 && vals[j] === undefined) {
-              (unknownIdx ??= []).push(leadIdx[j]!);
-              unknownBits |= gap[j]!;
-            }
+            if (gap[j] !== 0 && vals[j] === undefined) (unknown ??= new Uint8Array(keys.length))[leadIdx[j]!] = gap[j]!;
           }
         }
       } catch (err) {
@@ -618,35 +610,37 @@ export class TieredCache {
       }
     }
     if (waits !== undefined) await waits;
-    if (unknownIdx === undefined) return out;
-    return this.#unknown(ts, keys.length, out, unknownIdx, unknownBits, report, detailed !== undefined, stale);
+    if (unknown === undefined) return out;
+    return this.#unknown(ts, out, unknown, report, detailed !== undefined, stale);
   }
 
   /**
    * Keys no tier could check: served from grace when a stale local value is at hand, else listed
    * in the report (lookupDetailed) or the reason lookup() rejects.
    */
-  #unknown(ts: TableState, n: number, out: Answer[], idx: number[], bits: number, report: CallReport, detailed: boolean, stale: StaleSeen | undefined): Answer[] {
-    if (idx.length > 1) idx.sort((a, b) => a - b); // followers were collected after the leads
-    let left = idx;
-    if (stale !== undefined && stale.gen === ts.gen) {
-      left = [];
-      for (const i of idx) {
-        const s = stale.idx.indexOf(i);
-        if (s === -1) {
-          left.push(i);
-          continue;
-        }
-        out[i] = stale.vals[s];
-        report.stale.push({ index: i, ageMs: stale.ages[s]! });
+  #unknown(ts: TableState, out: Answer[], unknown: Uint8Array, report: CallReport, detailed: boolean, stale: StaleSeen | undefined): Answer[] {
+    // a write since the stale values were read voids them
+    const grace = stale !== undefined && stale.gen === ts.gen ? stale : undefined;
+    const left: number[] = [];
+    let bits = 0;
+    for (let i = 0; i < unknown.length; i++) {
+      const g = unknown[i]!;
+      if (g === 0) continue;
+      const v = grace?.vals.get(i);
+      if (v !== undefined) {
+        out[i] = v;
+        report.stale.push({ index: i, ageMs: grace!.ages.get(i)! });
+        continue;
       }
+      left.push(i);
+      bits |= g;
     }
     if (left.length === 0) return out;
     if (detailed) {
       report.unknown = left;
       return out;
     }
-    throw tierUnavailable(n, left, bits, report.errors);
+    throw tierUnavailable(left, out.length, bits, report.errors);
   }
   /** A load queued for merging; the shared executor (see capture) saves a closure per lookup. */
   #queueLoad(co: Coalescer<LoadRequest>, keys: string[]): Promise<Loaded> {
