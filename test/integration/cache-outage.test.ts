@@ -4,7 +4,8 @@
 // opt-in grace period, flagged stale), never resolves undefined.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { HashGate, HotColdStore, TieredCache, encodeValue, wrapEnvelope, type HashGateError } from 'hashgate';
+import { HashGate, HotColdStore, TieredCache, createMetrics, encodeValue, wrapEnvelope, type HashGateError } from 'hashgate';
+import { parseExposition, sampleValue } from '../helpers/exposition.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 
@@ -88,6 +89,33 @@ describe.skipIf(!has)('lookups while the Redis tier is down (real redis-server)'
       }
     });
   }
+
+  it('cache_tier_up{tier="redis"} turns 0 when Redis dies while local hits answer every lookup', async () => {
+    await admin.flushall();
+    await new HotColdStore({ redis: admin }).write('risk', [{ key: 'hot', value: { hot: true } }]);
+    const metrics = createMetrics();
+    const gate = await HashGate.open({ threads: 0, metrics, cache: { redis: { url: srv.url, timeoutMs: 500 } } });
+    const up = async (): Promise<number | undefined> => sampleValue(parseExposition(await metrics.text()), 'hashgate_cache_tier_up', { tier: 'redis' });
+    try {
+      expect(await gate.lookup('risk', ['hot'])).toEqual([{ hot: true }]);
+      expect(await up()).toBe(1);
+      await srv.kill('SIGKILL');
+      // every lookup is a local hit: Redis is never asked, yet the outage is reported
+      await until('cache_tier_up to drop', async () => {
+        expect(await gate.lookup('risk', ['hot'])).toEqual([{ hot: true }]);
+        return (await up()) === 0;
+      });
+      expect((await gate.health()).tiers.cacheRedis!.status).not.toBe('up');
+      expect(gate.cache!.stats().redis!.errors).toBe(0);
+    } finally {
+      await srv.restart();
+    }
+    try {
+      await until('cache_tier_up to return', async () => (await up()) === 1);
+    } finally {
+      await gate.close();
+    }
+  });
 
   describe('through a TCP proxy', () => {
     let proxy: TcpProxy;
