@@ -29,6 +29,11 @@ export const ErrorCodes = {
   BLOOM_CONFIG_CHANGED: 'HG_ERR_BLOOM_CONFIG_CHANGED',
   /** A Redis-held Bloom filter has no config hash (never initialised, or deleted). */
   BLOOM_NOT_INITIALIZED: 'HG_ERR_BLOOM_NOT_INITIALIZED',
+  /**
+   * A lookup could not check some keys: a cache tier that could hold them failed or was skipped
+   * (details: tier, tiers, indexes of the unchecked keys, the tier errors).
+   */
+  TIER_UNAVAILABLE: 'HG_ERR_TIER_UNAVAILABLE',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];

@@ -10,7 +10,7 @@ import { BloomFilter, type BloomFilterOptions } from './bloom/index.js';
 import { BloomCallQueue } from './bloom/call-queue.js';
 import { DedupService, checkDedupKeys, firstSeenHashed, type DedupServiceOptions, type DedupStats, type RecoverReport } from './dedup/service.js';
 import type { DedupOptions, RedisConfig } from './dedup/options.js';
-import { TieredCache, type TieredCacheOptions } from './cache/index.js';
+import { TieredCache, type LookupResult, type TieredCacheOptions } from './cache/index.js';
 import type { CacheValue } from './cache/index.js';
 import { FingerprintIndex, type FingerprintIndexOptions } from './fingerprint/index.js';
 import { IdRegistry, type IdRegistryOptions } from './ids/index.js';
@@ -298,8 +298,9 @@ export class HashGate {
       }
     }
     // A cache that built its own Redis client must be connected before the first lookup, or the
-    // first misses count as Redis errors and can open its breaker.
-    if (gate.cache !== undefined && options.cache?.redis !== undefined) await gate.cache.ready().catch(() => undefined);
+    // first misses count as Redis errors and can open its breaker. A lazy start does not wait: a
+    // lookup made before Redis is up rejects (unknown) instead.
+    if (gate.cache !== undefined && options.cache?.redis !== undefined && !gate.dedup.options.lazyConnect) await gate.cache.ready().catch(() => undefined);
     return gate;
   }
 
@@ -458,15 +459,32 @@ export class HashGate {
     return this.dedup.stats(window);
   }
 
-  /** Batch lookup through Bloom gate -> local LRU -> Redis -> cold store. */
+  /**
+   * Batch lookup through Bloom gate -> local LRU -> Redis -> cold store. undefined = absent; a key
+   * that could not be checked (a tier down) rejects the call with HG_ERR_TIER_UNAVAILABLE, or is
+   * answered from the grace period (`cache.graceMs`) when one is set.
+   */
   lookup(table: string, keys: readonly string[]): Promise<(CacheValue | undefined)[]> {
+    const cache = this.lookupCache();
+    if (cache instanceof Promise) return cache;
+    if (!this.metrics.enabled) return cache.lookup(table, keys);
+    return timeBatch(this.metrics, 'lookup', keys.length, () => cache.lookup(table, keys));
+  }
+
+  /** lookup() that answers per key instead of rejecting: unknown keys, stale answers, tier errors. */
+  lookupDetailed(table: string, keys: readonly string[]): Promise<LookupResult> {
+    const cache = this.lookupCache();
+    if (cache instanceof Promise) return cache;
+    if (!this.metrics.enabled) return cache.lookupDetailed(table, keys);
+    return timeBatch(this.metrics, 'lookup', keys.length, () => cache.lookupDetailed(table, keys));
+  }
+
+  private lookupCache(): TieredCache | Promise<never> {
     if (this.closed) return Promise.reject(new HashGateError(ErrorCodes.CLOSED, 'HashGate is closed'));
     if (this.cache === undefined) {
       return Promise.reject(new HashGateError(ErrorCodes.INVALID_OPTION, 'lookup needs a cache: open the gate with options.cache'));
     }
-    if (!this.metrics.enabled) return this.cache.lookup(table, keys);
-    const cache = this.cache;
-    return timeBatch(this.metrics, 'lookup', keys.length, () => cache.lookup(table, keys));
+    return this.cache;
   }
 
   stats(): GateStats {

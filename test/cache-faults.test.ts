@@ -58,6 +58,8 @@ describe.skipIf(!has)('TieredCache faults on a real redis-server', () => {
     });
     expect(results.map((r) => r.degraded)).toEqual(new Array(20).fill(true));
     expect(results[3]!.values).toEqual([{ v: 3 }]); // the cold tier still answers
+    expect(results[3]!.unknown).toEqual([]);
+    expect(results.filter((r) => r.unknown.length === 1).length).toBe(19); // the cold misses: unknown
     const skipped = results.filter((r) => r.errors.some((e) => e.tier === 'redis' && e.skipped === true));
     expect(skipped.length).toBe(18); // 2 real failures opened the breaker, the other 18 skipped Redis
     expect(skipped[0]!.errors[0]!.code).toBe('HG_ERR_STORE_UNAVAILABLE');
@@ -74,11 +76,13 @@ describe.skipIf(!has)('TieredCache faults on a real redis-server', () => {
       expect(cache.stats().singleFlight.shared).toBe(1);
       expect(a.degraded).toBe(true);
       expect(b.degraded).toBe(true);
+      // the follower could not check the key either: unknown for both, never "absent"
+      expect([a.unknown, b.unknown]).toEqual([[0], [0]]);
       expect(b.errors.some((e) => e.tier === 'redis')).toBe(true);
     });
     // healthy again: no tier was skipped or failed, so nothing is degraded
     const ok = await cache.lookupDetailed('t', ['same']);
-    expect(ok).toEqual({ values: [undefined], errors: [], degraded: false });
+    expect(ok).toEqual({ values: [undefined], errors: [], degraded: false, unknown: [], stale: [] });
     await cache.close();
   });
 
@@ -97,7 +101,8 @@ describe.skipIf(!has)('TieredCache faults on a real redis-server', () => {
     await cache.ready();
     await outage(cache, async () => {
       const r = await cache.lookupDetailed('blacklist', ['fresh', 'never']);
-      expect(r.values).toEqual([undefined, undefined]); // unknown, flagged
+      expect(r.values).toEqual([undefined, undefined]);
+      expect(r.unknown).toEqual([0, 1]); // unknown, never "absent"
       expect(r.degraded).toBe(true);
       expect(cache.stats().local.entries).toBe(0);
     });
@@ -105,6 +110,8 @@ describe.skipIf(!has)('TieredCache faults on a real redis-server', () => {
       values: [{ reason: 'fraud' }, undefined],
       errors: [],
       degraded: false,
+      unknown: [],
+      stale: [],
     });
     // every tier answered this time: 'never' is a real absent and is now cached negatively
     const mgets = await cmdCalls(admin, 'mget');
@@ -138,7 +145,7 @@ describe.skipIf(!has)('TieredCache faults on a real redis-server', () => {
       // a generous bound: on a loaded box the first connect may take longer than the 250 ms default
       const cache = new TieredCache({ redis: { url: srv.url, timeoutMs: 5_000 } });
       const r = await cache.lookupDetailed('t', ['early']);
-      expect(r).toEqual({ values: [{ early: true }], errors: [], degraded: false });
+      expect(r).toEqual({ values: [{ early: true }], errors: [], degraded: false, unknown: [], stale: [] });
       await cache.close();
     }
   });
@@ -150,10 +157,11 @@ describe.skipIf(!has)('TieredCache faults on a real redis-server', () => {
     const cache = new TieredCache({ redis: { url: dead, timeoutMs: 200 }, cold, coldOptions: { timeoutMs: SLOW }, breaker: { failures: 1000 } });
     const r = await cache.lookupDetailed('t', ['c', 'absent']);
     expect(r.values).toEqual([{ c: 1 }, undefined]);
+    expect(r.unknown).toEqual([1]); // the cold copy is an answer; a cold miss with Redis down is not
     expect(r.degraded).toBe(true);
     expect(r.errors[0]).toMatchObject({ tier: 'redis', code: 'HG_ERR_TIMEOUT' });
     const reads = cold.counters.keysRead;
-    await cache.lookup('t', ['absent']);
+    await expect(cache.lookup('t', ['absent'])).rejects.toMatchObject({ code: 'HG_ERR_TIER_UNAVAILABLE', details: { tier: 'redis' } });
     expect(cold.counters.keysRead).toBe(reads + 1); // asked again: it was not cached as absent
     await cache.close();
   });
@@ -176,6 +184,7 @@ describe.skipIf(!has)('TieredCache faults on a real redis-server', () => {
         const r = await cache.lookupDetailed('t', ['stall']);
         const took = Date.now() - t0;
         expect(r.values).toEqual([undefined]);
+        expect(r.unknown).toEqual([0]);
         expect(r.degraded).toBe(true);
         expect(r.errors[0]).toMatchObject({ tier: 'redis', code: 'HG_ERR_TIMEOUT' });
         expect(took).toBeLessThan(SLOW);

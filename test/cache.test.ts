@@ -1,6 +1,7 @@
 // Tier logic against the in-process cold store: fake clock, no servers.
 import { describe, expect, it } from 'vitest';
 import diagnostics_channel from 'node:diagnostics_channel';
+import fc from 'fast-check';
 import { BloomFilter } from '../src/bloom/index.js';
 import { MemoryColdStore, TieredCache, encodeValue, type ColdCell, type ColdEntry, type ColdStore } from '../src/cache/index.js';
 
@@ -132,16 +133,17 @@ describe('TieredCache (memory cold tier)', () => {
     cold.down = true;
     const r = await c.lookupDetailed('t', ['a', 'b']);
     expect(r.values).toEqual([{ a: 1 }, undefined]);
+    expect(r.unknown).toEqual([1]); // 'b' could not be checked: unknown, not absent
     expect(r.degraded).toBe(true);
     expect(r.errors[0]).toMatchObject({ tier: 'cold', code: 'ECONNREFUSED' });
-    await c.lookup('t', ['b']);
+    await expect(c.lookup('t', ['b'])).rejects.toMatchObject({ code: 'HG_ERR_TIER_UNAVAILABLE', details: { tier: 'cold', indexes: [0] } });
     let s = c.stats();
     expect(s.cold!.errors).toBe(2);
     expect(s.cold!.breakerOpen).toBe(true);
     expect(s.degraded).toBe(true);
     expect(seen).toEqual(['cold:ECONNREFUSED', 'cold:ECONNREFUSED']);
-    // breaker open: the tier is skipped, not called
-    await c.lookup('t', ['b']);
+    // breaker open: the tier is skipped, not called, and the key is still unknown
+    await expect(c.lookup('t', ['b'])).rejects.toMatchObject({ code: 'HG_ERR_TIER_UNAVAILABLE' });
     expect(cold.calls).toBe(3);
     expect(c.stats().cold!.skipped).toBe(1);
     // recovery: after cooldown the tier is tried again, and 'b' was never negatively cached
@@ -243,10 +245,88 @@ describe('TieredCache (memory cold tier)', () => {
     const sub = (m: unknown): void => void got.push(m as { store: string; kind: string });
     diagnostics_channel.subscribe('hashgate:store:error', sub);
     try {
-      await new TieredCache({ cold }).lookup('t', ['x']);
+      await expect(new TieredCache({ cold }).lookup('t', ['x'])).rejects.toMatchObject({ code: 'HG_ERR_TIER_UNAVAILABLE' });
     } finally {
       diagnostics_channel.unsubscribe('hashgate:store:error', sub);
     }
     expect(got).toEqual([expect.objectContaining({ store: 'cold', kind: 'connection' })]);
+  });
+
+  it('graceMs: a value past its TTL is served stale (with its age) only while the tier fails; a write voids it', async () => {
+    const clk = clock();
+    const cold = new SwitchableCold();
+    await cold.mput('t', [{ key: 'a', value: rec({ a: 1 }), ts: 1 }, { key: 'b', value: rec({ b: 1 }), ts: 1 }]);
+    const c = new TieredCache({ cold, now: clk.now, local: { ttlMs: 1_000 }, graceMs: 10_000, breaker: { failures: 1000 } });
+    expect(await c.lookup('t', ['a', 'b'])).toEqual([{ a: 1 }, { b: 1 }]);
+    clk.advance(999);
+    cold.down = true;
+    expect(await c.lookup('t', ['a'])).toEqual([{ a: 1 }]); // still fresh: a local hit, no tier asked
+    expect(cold.calls).toBe(1);
+    clk.advance(1_001);
+    expect(await c.lookupDetailed('t', ['a', 'b', 'c'])).toMatchObject({
+      values: [{ a: 1 }, { b: 1 }, undefined],
+      unknown: [2],
+      stale: [{ index: 0, ageMs: 2_000 }, { index: 1, ageMs: 2_000 }],
+      degraded: true,
+    });
+    expect(await c.lookup('t', ['b'])).toEqual([{ b: 1 }]);
+    c.invalidate('t', ['b']); // a write: the old value must not stand in any more
+    await expect(c.lookup('t', ['b'])).rejects.toMatchObject({ code: 'HG_ERR_TIER_UNAVAILABLE', details: { tier: 'cold', indexes: [0] } });
+    clk.advance(9_001); // past ttl + grace
+    await expect(c.lookup('t', ['a'])).rejects.toMatchObject({ code: 'HG_ERR_TIER_UNAVAILABLE' });
+    cold.down = false;
+    expect(await c.lookupDetailed('t', ['a'])).toEqual({ values: [{ a: 1 }], errors: [], degraded: false, unknown: [], stale: [] });
+    expect(() => new TieredCache({ graceMs: -1 })).toThrow(/graceMs/);
+  });
+
+  it('property: concurrent lookups never resolve "absent" for a present key, whatever the tier does', async () => {
+    const PRESENT = 8; // k0..k7 are stored, k8..k15 are not
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({
+            keys: fc.array(fc.integer({ min: 0, max: 15 }), { minLength: 1, maxLength: 6 }),
+            down: fc.boolean(),
+            advance: fc.integer({ min: 0, max: 2_000 }),
+            callers: fc.integer({ min: 1, max: 4 }),
+          }),
+          { minLength: 1, maxLength: 12 },
+        ),
+        fc.boolean(),
+        fc.boolean(),
+        async (steps, grace, coalesce) => {
+          const clk = clock();
+          const cold = new SwitchableCold();
+          await cold.mput('t', Array.from({ length: PRESENT }, (_, k) => ({ key: `k${k}`, value: rec({ k }), ts: 1 })));
+          const c = new TieredCache({
+            cold, now: clk.now, local: { ttlMs: 1_000 }, negativeTtlMs: 500, ...(grace ? { graceMs: 3_000 } : {}),
+            breaker: { failures: 2, cooldownMs: 700 }, ...(coalesce ? {} : { coalesce: false }),
+          });
+          for (const s of steps) {
+            cold.down = s.down;
+            clk.advance(s.advance);
+            const names = s.keys.map((k) => `k${k}`);
+            const runs = Array.from({ length: s.callers }, (_, j) =>
+              j % 2 === 0
+                ? c.lookup('t', names).then((values) => ({ values, unknown: [] as number[] }), (err: unknown) => err as Error & { code: string; details: { indexes: number[] } })
+                : c.lookupDetailed('t', names),
+            );
+            for (const r of await Promise.all(runs)) {
+              if (r instanceof Error) {
+                expect(r.code).toBe('HG_ERR_TIER_UNAVAILABLE');
+                expect(r.details.indexes.length).toBeGreaterThan(0);
+                continue;
+              }
+              s.keys.forEach((k, i) => {
+                if (r.unknown.includes(i)) expect(r.values[i]).toBeUndefined();
+                else expect(r.values[i]).toEqual(k < PRESENT ? { k } : undefined);
+              });
+            }
+          }
+          await c.close();
+        },
+      ),
+      { numRuns: 150 },
+    );
   });
 });

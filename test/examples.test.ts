@@ -1,6 +1,7 @@
 // Runs every program in examples/ as a user would (node, the built package imported by name, a
 // JVM with the real Guava jar) against a private redis-server: the bulk-load job, the Java reader
-// of the compact layout it wrote, and the node:http service under concurrent requests + SIGTERM.
+// of the compact layout it wrote, and the node:http service under concurrent requests + SIGTERM,
+// and started while Redis is unreachable (through a TCP proxy that refuses, then stalls).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -9,9 +10,38 @@ import { join, resolve } from 'node:path';
 import { once } from 'node:events';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
 import { guavaHarness } from './helpers/java.js';
+import { startTcpProxy } from './helpers/tcp-proxy.js';
 
 const repo = resolve(import.meta.dirname, '..');
 const has = requireRedisOrSkip('examples');
+
+type Get = (path: string, init?: RequestInit) => Promise<{ status: number; body: Record<string, unknown> }>;
+
+/** Starts examples/http-service.mjs; resolves once it listens (rejects if it exits or takes longer than startMs). */
+async function startService(env: Record<string, string>, startMs: number) {
+  const child = spawn(process.execPath, ['examples/http-service.mjs'], {
+    cwd: repo,
+    env: { ...process.env, PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const out = { stdout: '', stderr: '' };
+  child.stdout.on('data', (d: Buffer) => (out.stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out.stderr += d.toString()));
+  const deadline = Date.now() + startMs;
+  while (!/listening on (\S+)/.test(out.stdout)) {
+    if (Date.now() > deadline || child.exitCode !== null) {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      throw new Error(`service did not start within ${startMs} ms: ${out.stdout} ${out.stderr}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const base = /listening on (\S+)/.exec(out.stdout)![1]!;
+  const get: Get = async (path, init) => {
+    const res = await fetch(`${base}${path}`, init);
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  };
+  return { child, out, get };
+}
 
 const key = (i: number): string => `用户${i % 1000}|${110101199001010000 + (i % 1000)}`;
 
@@ -121,6 +151,53 @@ describe.skipIf(!has)('examples/', () => {
       expect(stderr).toBe('');
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  }, 120_000);
+
+  it('http-service.mjs starts while Redis is down, answers 503 "unknown" for risk checks it cannot decide, and correct answers once Redis is back', async () => {
+    const proxy = await startTcpProxy(srv.port);
+    proxy.cut(); // Redis unreachable: every connection is reset
+    const ghost = '赵六110101197001011234';
+    const late = '钱七110101196001011234';
+    const risk = (k: string): string => `/risk?key=${encodeURIComponent(k)}`;
+    const post = (k: string, record: object): [string, RequestInit] => [`/blacklist?key=${encodeURIComponent(k)}`, { method: 'POST', body: JSON.stringify(record) }];
+    let svc: Awaited<ReturnType<typeof startService>> | undefined;
+    try {
+      // it must listen well before a connect timeout would have failed open()
+      svc = await startService({ HASHGATE_REDIS_URL: proxy.url, HASHGATE_JOURNAL_DIR: join(dir, 'journal-down') }, 8_000);
+      const { get } = svc;
+      // the seeded record is archived in the cold tier, which still answers
+      expect(await get(risk('王五110101198001011234'))).toEqual({ status: 200, body: { blacklisted: true, record: { level: 'high', reason: 'chargeback' } } });
+      // a write cannot reach Redis: 503; its key is in the filter now, and Redis could not be asked
+      expect(await get(...post(ghost, { level: 'low' }))).toMatchObject({ status: 503 });
+      expect(await get(risk(ghost))).toEqual({ status: 503, body: { blacklisted: 'unknown', error: 'HG_ERR_TIER_UNAVAILABLE' } });
+      const readyDown = await get('/readyz');
+      expect(readyDown.body.status).not.toBe('up');
+
+      proxy.restore();
+      const deadline = Date.now() + 30_000;
+      let back = await get(risk(ghost));
+      while (back.status !== 200 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 100));
+        back = await get(risk(ghost));
+      }
+      expect(back).toEqual({ status: 200, body: { blacklisted: false } }); // checked now: the write never landed
+      expect(await get(...post(late, { level: 'mid' }))).toEqual({ status: 200, body: { blacklisted: true } });
+
+      proxy.stall(); // connections stay open, nothing moves: each Redis call times out
+      expect(await get(risk(late))).toEqual({ status: 503, body: { blacklisted: 'unknown', error: 'HG_ERR_TIER_UNAVAILABLE' } });
+      proxy.resume();
+      expect(await get(risk(late))).toEqual({ status: 200, body: { blacklisted: true, record: { level: 'mid' } } });
+
+      svc.child.kill('SIGTERM');
+      const [code] = (await once(svc.child, 'exit')) as [number | null];
+      expect(code).toBe(0);
+      expect(svc.out.stderr).toBe('');
+    } finally {
+      if (svc !== undefined && svc.child.exitCode === null) svc.child.kill('SIGKILL');
+      proxy.resume();
+      proxy.restore();
+      await proxy.close();
     }
   }, 120_000);
 });

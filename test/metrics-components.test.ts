@@ -121,7 +121,8 @@ describe('metrics from real components', () => {
     expect(sampleValue(f, 'hashgate_cache_hits_total', { tier: 'redis' })).toBe(5);
     expect(sampleValue(f, 'hashgate_cache_tier_up', { tier: 'hbase' })).toBe(1);
     down = true;
-    expect(await cache.lookup('risk', ['u3'])).toEqual([undefined]); // answered, failure counted
+    // a key no tier could check rejects (unknown, never "absent"); the failure is counted
+    await expect(cache.lookup('risk', ['u3'])).rejects.toMatchObject({ code: 'HG_ERR_TIER_UNAVAILABLE', details: { tier: 'cold' } });
     f = parseExposition(await m.text());
     expect(sampleValue(f, 'hashgate_cache_errors_total', { tier: 'hbase' })).toBe(cache.stats().cold!.errors);
     expect(sampleValue(f, 'hashgate_cache_errors_total', { tier: 'hbase' })).toBeGreaterThan(0);

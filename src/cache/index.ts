@@ -10,10 +10,11 @@
 //     breaker: { failures: 5, cooldownMs: 1_000 },
 //     maxKeysPerLookup: 100_000,
 //     onTierError: (err, cause) => void,   // also published on diagnostics_channel 'hashgate:store:error'
+//     graceMs: 0,                          // opt-in: serve a value past its local TTL when a tier fails
 //     now: () => number,
 //   });
-//   const values = await cache.lookup('blacklist', keys);      // undefined = absent (or unknown)
-//   const { values, errors, degraded } = await cache.lookupDetailed(table, keys);
+//   const values = await cache.lookup('blacklist', keys);      // undefined = absent; rejects if unknown
+//   const { values, errors, degraded, unknown, stale } = await cache.lookupDetailed(table, keys);
 //   cache.stats(); cache.invalidate(table, keys); await cache.close();
 //
 // Order per key: Bloom gate (no I/O for definite absents) -> local LRU (positive and negative
@@ -21,13 +22,16 @@
 // archived copies (SET NX PX, a newer hot write wins) and into the LRU. Only keys every tier
 // answered for are cached locally: absent ones negatively for negativeTtlMs. A key a tier could
 // not answer (failed, timed out, or skipped by its open breaker) is answered from the tiers that
-// did, marks the lookup degraded, and is not cached, so it is asked again. Misses under way are
-// shared (single flight per table and key); a lookup sharing a degraded load is degraded too.
+// did, marks the lookup degraded, and is not cached, so it is asked again; when no tier found it,
+// it is unknown: lookup() rejects with HG_ERR_TIER_UNAVAILABLE (details.tier, details.indexes),
+// lookupDetailed() lists it in `unknown`, and with graceMs a stale local value is served instead
+// (lookupDetailed().stale, with its age). Misses under way are shared (single flight per table
+// and key); a lookup sharing a degraded load is degraded too.
 // A tier that errors or times out is counted (stats().redis/cold.errors, lastError, healthy) and
 // reported in lookupDetailed().errors (breaker skips too, flagged `skipped`); after
-// `breaker.failures` consecutive errors it is skipped for `breaker.cooldownMs`. Until a Redis
-// client has connected once, loads wait for it up to redis.timeoutMs. Lookups never reject
-// because of a tier.
+// `breaker.failures` consecutive errors it is skipped for `breaker.cooldownMs`. A Redis client
+// that lost its connection reports the tier unhealthy even while local hits spare it every call.
+// Until a Redis client has connected once, loads wait for it up to redis.timeoutMs.
 //
 // Values: a Uint8Array or a plain object, msgpack-encoded (msgpackr, no records extension) in
 // Redis and HBase. Redis value = 10-byte envelope [version][flags: archived][ts f64 BE] + payload,
@@ -37,7 +41,7 @@ export { TieredCache, createFailFastRedis, checkTable } from './tiered-cache.js'
 export { CACHE_DEFAULTS } from './options.js';
 export { InvalidationBus, BUS_DEFAULTS } from './bus.js';
 export type { InvalidationBusOptions, BusListener, BusStats, BusOption } from './bus.js';
-export type { LookupResult } from './tiered-cache.js';
+export type { LookupResult, StaleAnswer } from './tiered-cache.js';
 export type { TieredCacheOptions, RedisTierOptions, ColdTierOptions, BloomOption } from './options.js';
 export { MemoryColdStore, MEMORY_COLD_DEFAULTS } from './memory-cold.js';
 export { encodeValue, decodeValue, decodeEnvelopeValue, wrapEnvelope, readEnvelope, FLAG_ARCHIVED, ENVELOPE_HEADER_BYTES } from './codec.js';

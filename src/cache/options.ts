@@ -12,6 +12,7 @@ import { parsePersistentLocal, type PersistentLocalOptions } from './persistent-
 export const CACHE_DEFAULTS = {
   local: { maxEntries: 100_000, maxBytes: 64 * 1024 * 1024, ttlMs: 60_000, maxTables: 64 },
   negativeTtlMs: 5_000,
+  graceMs: 0,
   redis: {
     /** TTL of values copied up from the cold tier (the writer's 7-day TTL lives in src/tiering). */
     ttlSeconds: 3_600,
@@ -60,6 +61,13 @@ export interface TieredCacheOptions {
    */
   local?: { maxEntries?: number; maxBytes?: number; ttlMs?: number; maxTables?: number; path?: string; persistTtlMs?: number; persistMaxEntries?: number };
   negativeTtlMs?: number;
+  /**
+   * Grace period (opt-in, default 0 = off). A local value past `local.ttlMs` is kept up to this
+   * much longer; it is never answered while the tiers below can be asked, but when they fail or
+   * are skipped it is served instead of "unknown", reported stale with its age by lookupDetailed().
+   * Absences are never served from grace.
+   */
+  graceMs?: number;
   redis?: RedisTierOptions;
   cold?: ColdStore;
   coldOptions?: ColdTierOptions;
@@ -89,6 +97,8 @@ export interface ResolvedCacheOptions {
   lru: LRUCache.Options<string, object, unknown>;
   maxTables: number;
   negativeTtlMs: number;
+  /** 0 = off; else local values live ttlMs + graceMs in the LRU, the last graceMs of it stale. */
+  graceMs: number;
   now: () => number;
   /** The persistent local tier to open (`local.path`), if any. */
   persistent: PersistentLocalOptions | undefined;
@@ -116,7 +126,7 @@ export interface ResolvedCacheOptions {
 export function resolveCacheOptions(opts: TieredCacheOptions): ResolvedCacheOptions {
   if (opts === null || typeof opts !== 'object') throw invalidType('options', 'an object', opts);
   // every key of TieredCacheOptions (and of its nested objects) must be listed here
-  checkKnownKeys('options', opts, ['local', 'negativeTtlMs', 'redis', 'cold', 'coldOptions', 'bloom', 'breaker', 'maxKeysPerLookup', 'onTierError', 'now', 'coalesce', 'bus']);
+  checkKnownKeys('options', opts, ['local', 'negativeTtlMs', 'graceMs', 'redis', 'cold', 'coldOptions', 'bloom', 'breaker', 'maxKeysPerLookup', 'onTierError', 'now', 'coalesce', 'bus']);
   checkKnownKeys('local', opts.local, ['maxEntries', 'maxBytes', 'ttlMs', 'maxTables', 'path', 'persistTtlMs', 'persistMaxEntries']);
   checkKnownKeys('redis', opts.redis, ['client', 'url', 'ttlSeconds', 'prefix', 'timeoutMs', 'batchSize']);
   checkKnownKeys('coldOptions', opts.coldOptions, ['timeoutMs', 'batchSize']);
@@ -127,6 +137,7 @@ export function resolveCacheOptions(opts: TieredCacheOptions): ResolvedCacheOpti
   const maxBytes = checkInt('local.maxBytes', l.maxBytes ?? D.local.maxBytes, 1024);
   const ttlMs = checkInt('local.ttlMs', l.ttlMs ?? D.local.ttlMs, 1);
   const negativeTtlMs = checkInt('negativeTtlMs', opts.negativeTtlMs ?? D.negativeTtlMs, 0);
+  const graceMs = checkInt('graceMs', opts.graceMs ?? D.graceMs, 0);
   const now = opts.now ?? Date.now;
   if (typeof now !== 'function') throw invalidType('now', 'a function', opts.now);
   const maxTables = checkInt('local.maxTables', l.maxTables ?? D.local.maxTables, 1);
@@ -134,7 +145,8 @@ export function resolveCacheOptions(opts: TieredCacheOptions): ResolvedCacheOpti
   const lru: LRUCache.Options<string, object, unknown> = {
     max: maxEntries,
     maxSize: maxBytes,
-    ttl: ttlMs,
+    // values stay their grace period longer; the cache tells fresh from stale by their age
+    ttl: ttlMs + graceMs,
     // lru-cache memoises "now" for ttlResolution ms of real time; an injected clock must be exact
     ...(opts.now ? { perf: { now: opts.now }, ttlResolution: 0 } : {}),
   };
@@ -180,6 +192,7 @@ export function resolveCacheOptions(opts: TieredCacheOptions): ResolvedCacheOpti
     lru,
     maxTables,
     negativeTtlMs,
+    graceMs,
     now,
     persistent,
     redis,

@@ -73,7 +73,8 @@ export class RemoteTierStats {
   lastError: TierError | undefined;
   readonly latency = new LatencyHistogram();
 
-  snapshot(now: number): RemoteTierSnapshot {
+  /** `connected` false: the client has lost its connection (no failed call need have shown it yet). */
+  snapshot(now: number, connected = true): RemoteTierSnapshot {
     return {
       hits: this.hits,
       misses: this.misses,
@@ -81,7 +82,7 @@ export class RemoteTierStats {
       skipped: this.skipped,
       backfills: this.backfills,
       backfillErrors: this.backfillErrors,
-      healthy: this.consecutiveErrors === 0,
+      healthy: this.consecutiveErrors === 0 && connected,
       breakerOpen: this.openUntil > now,
       lastError: this.lastError,
       latency: this.latency.snapshot(),
@@ -96,7 +97,7 @@ export interface RemoteTierSnapshot {
   skipped: number;
   backfills: number;
   backfillErrors: number;
-  /** False after a failed call until the next successful one. */
+  /** False after a failed call until the next successful one, and while the client is disconnected. */
   healthy: boolean;
   breakerOpen: boolean;
   lastError: TierError | undefined;

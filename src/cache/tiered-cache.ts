@@ -1,12 +1,15 @@
 // Multi-level lookup: Bloom gate -> local LRU -> Redis (hot) -> cold store (HBase). Lower-tier hits
 // are copied upwards, definite misses are cached negatively for a short TTL, and concurrent lookups
 // of the same missing key share one load. A failing remote tier is counted, surfaced in stats()
-// and lookupDetailed(), and bypassed; it never makes a lookup reject.
+// and lookupDetailed(), and bypassed for the keys another tier can still answer.
 //
 // Unknown is not absent: a key whose load skipped (open breaker) or failed on a tier that could hold
-// it is answered from the tiers that did answer, flagged degraded, and never cached locally (neither
-// a negative entry, which would read as "absent" for negativeTtlMs, nor a lower tier's possibly
-// older copy, which would hide a newer hot value after the tier recovers).
+// it, and that no other tier found, could not be checked. lookup() rejects with
+// HG_ERR_TIER_UNAVAILABLE (naming the tier and the indexes of those keys) unless grace serves the
+// last known value; lookupDetailed() answers undefined for it and lists it in `unknown`. Nothing
+// learnt from a degraded load is cached locally (neither a negative entry, which would read as
+// "absent" for negativeTtlMs, nor a lower tier's possibly older copy, which would hide a newer hot
+// value after the tier recovers).
 import { LRUCache } from 'lru-cache';
 import { createFailFastRedis } from '../redis/client.js';
 import { ErrorCodes, HashGateError, invalidType, outOfRange } from '../errors.js';
@@ -24,6 +27,7 @@ import { TierBreaker, withTimeout } from './breaker.js';
 export { createFailFastRedis } from '../redis/client.js';
 
 export interface LookupResult {
+  /** Per key: its value, or undefined for absent -- or unknown when its index is in `unknown`. */
   values: (CacheValue | undefined)[];
   /**
    * Tier failures (and breaker skips, `skipped: true`) behind this call's answers, including those
@@ -32,6 +36,21 @@ export interface LookupResult {
   errors: TierError[];
   /** True when any answer depended on a tier that was skipped or failed: it may be wrong. */
   degraded: boolean;
+  /**
+   * Indexes (ascending) of keys that could not be checked: a tier that could hold them failed or
+   * was skipped and no tier found them. Their `values` entry is undefined but means "unknown",
+   * never "absent". lookup() rejects with HG_ERR_TIER_UNAVAILABLE instead when this is not empty.
+   */
+  unknown: number[];
+  /** Keys answered from the grace period (`graceMs`) because the tiers below failed. */
+  stale: StaleAnswer[];
+}
+
+/** A value served past its local TTL because the tiers that could refresh it did not answer. */
+export interface StaleAnswer {
+  index: number;
+  /** How long ago the value was loaded into the local tier (ms). */
+  ageMs: number;
 }
 
 const NEGATIVE: object = Object.freeze({ negative: true });
@@ -45,7 +64,11 @@ type Answer = CacheValue | undefined;
 const MISSING = 0;
 const FOUND = 1;
 
-/** What one batch load answered: values, and per key 1 when a tier that could hold it did not answer. */
+/** Gap bits: the tier that could hold a key and did not answer (skipped, failed, unreadable). */
+const GAP_REDIS = 1;
+const GAP_COLD = 2;
+
+/** What one batch load answered: values, and per key its gap bits (0 = every tier answered). */
 interface Loaded {
   vals: Answer[];
   gap: Uint8Array | undefined;
@@ -61,6 +84,17 @@ interface Flight {
 interface CallReport {
   errors: TierError[];
   degraded: boolean;
+  unknown: number[];
+  stale: StaleAnswer[];
+}
+
+/** Local values past their fresh TTL seen by one lookup, kept in case the tiers below cannot answer. */
+interface StaleSeen {
+  /** By index in the lookup's keys: the value and how long ago it was loaded (ms). */
+  vals: Map<number, CacheValue>;
+  ages: Map<number, number>;
+  /** The table's invalidation generation when they were read: a write since voids them. */
+  gen: number;
 }
 interface FlightRef {
   f: Flight;
@@ -101,8 +135,22 @@ const capture = (resolve: (l: Loaded) => void, reject: (e: unknown) => void): vo
 /** The part of a merged load's gap map that is one caller's, or undefined when none of its keys had a gap. */
 function gapOf(gap: Uint8Array | undefined, from: number, to: number): Uint8Array | undefined {
   if (gap === undefined) return undefined;
-  const first = gap.indexOf(1, from);
-  return first === -1 || first >= to ? undefined : gap.slice(from, to);
+  for (let j = from; j < to; j++) if (gap[j] !== 0) return gap.slice(from, to);
+  return undefined;
+}
+
+/** The rejection of a lookup() some of whose keys could not be checked; never names a key. */
+function tierUnavailable(indexes: number[], n: number, bits: number, errors: TierError[]): HashGateError {
+  const tiers: ('redis' | 'cold')[] = [];
+  if (bits & GAP_REDIS) tiers.push('redis');
+  if (bits & GAP_COLD) tiers.push('cold');
+  const tier = tiers[0]!;
+  const first = errors.find((e) => e.tier === tier) ?? errors[0];
+  return new HashGateError(
+    ErrorCodes.TIER_UNAVAILABLE,
+    `lookup could not check ${indexes.length} of ${n} keys: the ${tiers.join(' and ')} tier${tiers.length > 1 ? 's' : ''} did not answer${first ? ` (${first.code})` : ''}`,
+    { details: { tier, tiers, indexes, errors: errors.slice() } },
+  );
 }
 
 function pushOnce(list: TierError[], e: TierError): void {
@@ -132,6 +180,7 @@ export class TieredCache {
   readonly #lruOptions: LRUCache.Options<string, object, unknown>;
   readonly #maxTables: number;
   readonly #negativeTtlMs: number;
+  readonly #graceMs: number;
   readonly #redis: RedisClient | undefined;
   readonly #ownsRedis: boolean;
   readonly #prefix: string;
@@ -187,6 +236,7 @@ export class TieredCache {
     this.#lruOptions = o.lru;
     this.#maxTables = o.maxTables;
     this.#negativeTtlMs = o.negativeTtlMs;
+    this.#graceMs = o.graceMs;
     this.#now = o.now;
     this.#prefix = o.prefix;
     this.#redisTtlMs = o.redisTtlMs;
@@ -269,6 +319,11 @@ export class TieredCache {
     );
   }
 
+  /**
+   * Values in key order; undefined = absent (Bloom gate, local negative entry, or every tier that
+   * could hold the key answered). Rejects with HG_ERR_TIER_UNAVAILABLE when a key could not be
+   * checked (see lookupDetailed() for a per-key answer instead).
+   */
   lookup(table: string, keys: readonly string[]): Promise<(CacheValue | undefined)[]> {
     // Not async: a lookup answered wholly by the local tier resolves at once, without the
     // async machinery a function with awaits costs on every call (most service lookups are hits).
@@ -282,9 +337,9 @@ export class TieredCache {
   }
 
   async lookupDetailed(table: string, keys: readonly string[]): Promise<LookupResult> {
-    const report: CallReport = { errors: [], degraded: false };
+    const report: CallReport = { errors: [], degraded: false, unknown: [], stale: [] };
     const values = await this.#lookup(table, keys, report);
-    return { values, errors: report.errors, degraded: report.degraded };
+    return { values, errors: report.errors, degraded: report.degraded, unknown: report.unknown, stale: report.stale };
   }
 
   /**
@@ -319,7 +374,9 @@ export class TieredCache {
 
   stats(): CacheStats {
     const now = this.#now();
-    const redis = this.#redis ? this.#redisStats.snapshot(now) : undefined;
+    // a client that lost its connection is down even while local hits spare it every call
+    const r = this.#redis;
+    const redis = r ? this.#redisStats.snapshot(now, r.status === 'ready' || r.status === 'wait') : undefined;
     const cold = this.#cold ? this.#coldStats.snapshot(now) : undefined;
     let entries = 0;
     let bytes = 0;
@@ -413,6 +470,8 @@ export class TieredCache {
       gate = bloom.mightContainAll(keys as string[], this.#gateScratch(n));
     }
     let missIdx: number[] | undefined;
+    let stale: StaleSeen | undefined;
+    const grace = this.#graceMs;
     let rejected = 0;
     let hits = 0;
     let negHits = 0;
@@ -426,12 +485,21 @@ export class TieredCache {
       }
       const v = lru.get(key);
       if (v !== undefined) {
-        if (v === NEGATIVE) negHits++;
-        else {
+        if (v === NEGATIVE) {
+          negHits++;
+          continue;
+        }
+        // with grace, a value in the last graceMs of its LRU life is stale: ask the tiers again
+        // and keep it only in case they cannot answer
+        const rem = grace === 0 ? Infinity : lru.getRemainingTTL(key);
+        if (rem > grace) {
           hits++;
           out[i] = v as CacheValue;
+          continue;
         }
-        continue;
+        stale ??= { vals: new Map(), ages: new Map(), gen: ts.gen };
+        stale.vals.set(i, v as CacheValue);
+        stale.ages.set(i, Math.max(0, (lru.ttl as number) - rem));
       }
       const w = this.#l2?.get(table, key);
       if (w !== undefined) {
@@ -450,11 +518,23 @@ export class TieredCache {
     this.#negativeHits += negHits;
     this.#localMisses += n - rejected - hits - negHits;
     if (missIdx === undefined) return out;
-    return this.#lookupMisses(table, ts, keys, out, missIdx, report);
+    return this.#lookupMisses(table, ts, keys, out, missIdx, report, stale);
   }
 
   /** Loads the keys the local tier did not answer (claims, merged loads, followers). */
-  async #lookupMisses(table: string, ts: TableState, keys: readonly string[], out: Answer[], missIdx: number[], report: CallReport | undefined): Promise<Answer[]> {
+  async #lookupMisses(
+    table: string,
+    ts: TableState,
+    keys: readonly string[],
+    out: Answer[],
+    missIdx: number[],
+    detailed: CallReport | undefined,
+    stale: StaleSeen | undefined,
+  ): Promise<Answer[]> {
+    // lookup() needs the tier errors too when it has to reject
+    const report: CallReport = detailed ?? { errors: [], degraded: false, unknown: [], stale: [] };
+    // per index of `out`: the gap bits of a key no tier found while one could not answer
+    let unknown: Uint8Array | undefined;
     // Claim every key nobody is loading yet before the first await, so lookups that start while
     // this one is in flight (or duplicates later in this batch) wait on this load instead of
     // starting their own.
@@ -495,9 +575,14 @@ export class TieredCache {
         for (let q = 0; q < fi.length; q++) {
           const l = loaded[q]!;
           const j = fr[q]!.j;
-          out[fi[q]!] = l.vals[j];
+          const v = l.vals[j];
+          out[fi[q]!] = v;
           // a shared load's gap is this caller's gap too: its answer came from the same tiers
-          if (l.gap !== undefined && l.gap[j] === 1 && report !== undefined) addReport(report, l.errors);
+          const g = l.gap === undefined ? 0 : l.gap[j]!;
+          if (g !== 0) {
+            addReport(report, l.errors);
+            if (v === undefined) (unknown ??= new Uint8Array(keys.length))[fi[q]!] = g;
+          }
         }
       });
     }
@@ -506,9 +591,13 @@ export class TieredCache {
         const l = await flight.p;
         const vals = l.vals;
         for (let j = 0; j < leadKeys.length; j++) out[leadIdx[j]!] = vals[j];
-        if (report !== undefined) {
-          for (const e of l.errors) pushOnce(report.errors, e);
-          if (l.gap !== undefined) report.degraded = true;
+        for (const e of l.errors) pushOnce(report.errors, e);
+        const gap = l.gap;
+        if (gap !== undefined) {
+          report.degraded = true;
+          for (let j = 0; j < leadKeys.length; j++) {
+            if (gap[j] !== 0 && vals[j] === undefined) (unknown ??= new Uint8Array(keys.length))[leadIdx[j]!] = gap[j]!;
+          }
         }
       } catch (err) {
         // this call rejects with its own load's error; a failure of the loads it also followed
@@ -521,7 +610,37 @@ export class TieredCache {
       }
     }
     if (waits !== undefined) await waits;
-    return out;
+    if (unknown === undefined) return out;
+    return this.#unknown(ts, out, unknown, report, detailed !== undefined, stale);
+  }
+
+  /**
+   * Keys no tier could check: served from grace when a stale local value is at hand, else listed
+   * in the report (lookupDetailed) or the reason lookup() rejects.
+   */
+  #unknown(ts: TableState, out: Answer[], unknown: Uint8Array, report: CallReport, detailed: boolean, stale: StaleSeen | undefined): Answer[] {
+    // a write since the stale values were read voids them
+    const grace = stale !== undefined && stale.gen === ts.gen ? stale : undefined;
+    const left: number[] = [];
+    let bits = 0;
+    for (let i = 0; i < unknown.length; i++) {
+      const g = unknown[i]!;
+      if (g === 0) continue;
+      const v = grace?.vals.get(i);
+      if (v !== undefined) {
+        out[i] = v;
+        report.stale.push({ index: i, ageMs: grace!.ages.get(i)! });
+        continue;
+      }
+      left.push(i);
+      bits |= g;
+    }
+    if (left.length === 0) return out;
+    if (detailed) {
+      report.unknown = left;
+      return out;
+    }
+    throw tierUnavailable(left, out.length, bits, report.errors);
   }
   /** A load queued for merging; the shared executor (see capture) saves a closure per lookup. */
   #queueLoad(co: Coalescer<LoadRequest>, keys: string[]): Promise<Loaded> {
@@ -591,9 +710,9 @@ export class TieredCache {
       if (this.#breaker.isOpen(rs)) {
         rs.skipped += n;
         errors.push(this.#breaker.skipped('redis', rs));
-        (ld.gap = new Uint8Array(n)).fill(1);
+        (ld.gap = new Uint8Array(n)).fill(GAP_REDIS);
       } else if (this.#connecting !== undefined && !(await this.#awaitFirstConnect(rs, errors))) {
-        (ld.gap = new Uint8Array(n)).fill(1);
+        (ld.gap = new Uint8Array(n)).fill(GAP_REDIS);
       } else {
         for (let off = 0; off < n; off += this.#redisBatch) {
           const end = Math.min(n, off + this.#redisBatch);
@@ -614,7 +733,7 @@ export class TieredCache {
             partial = res.error;
           } catch (e) {
             this.#breaker.fail(rs, 'redis', e, errors);
-            (ld.gap ??= new Uint8Array(n)).fill(1, off, end);
+            (ld.gap ??= new Uint8Array(n)).fill(GAP_REDIS, off, end);
             continue;
           }
           rs.latency.record(performance.now() - t0);
@@ -627,7 +746,7 @@ export class TieredCache {
             if (buf === undefined) {
               // its node did not answer: unknown (degraded), never a cached "absent"
               unanswered++;
-              (ld.gap ??= new Uint8Array(n))[j] = 1;
+              (ld.gap ??= new Uint8Array(n))[j] = GAP_REDIS;
               continue;
             }
             if (!buf) continue;
@@ -637,7 +756,7 @@ export class TieredCache {
             } catch (e) {
               // a value is there but unreadable: whatever the cold tier says, Redis did not answer
               this.#breaker.fail(rs, 'redis', e, errors);
-              (ld.gap ??= new Uint8Array(n))[j] = 1;
+              (ld.gap ??= new Uint8Array(n))[j] = GAP_REDIS;
               continue;
             }
             if (v === undefined) continue; // not an envelope of ours: a miss
@@ -668,7 +787,7 @@ export class TieredCache {
     const neg = this.#setNeg;
     neg.ttl = this.#negativeTtlMs;
     for (let j = 0; j < n; j++) {
-      if (gap !== undefined && gap[j] === 1) continue; // unknown or possibly stale: ask again next time
+      if (gap !== undefined && gap[j] !== 0) continue; // unknown or possibly stale: ask again next time
       const k = keys[j]!;
       const s = state[j];
       if (s === FOUND) {
@@ -676,10 +795,14 @@ export class TieredCache {
         pos.status = undefined;
         lru.set(k, vals[j] as object, pos);
         this.#l2?.put(table, k, vals[j]!);
-      } else if (s === MISSING && neg.ttl > 0) {
-        neg.size = k.length * 2 + ENTRY_OVERHEAD;
-        neg.status = undefined;
-        lru.set(k, NEGATIVE, neg);
+      } else if (s === MISSING) {
+        if (neg.ttl > 0) {
+          neg.size = k.length * 2 + ENTRY_OVERHEAD;
+          neg.status = undefined;
+          lru.set(k, NEGATIVE, neg);
+        } else if (this.#graceMs > 0) {
+          lru.delete(k); // gone from every tier: no stale copy may stand in for it later
+        }
       }
     }
     return ld;
@@ -702,7 +825,7 @@ export class TieredCache {
       cs.skipped += miss.length;
       errors.push(this.#breaker.skipped('cold', cs));
       const gap = (ld.gap ??= new Uint8Array(n));
-      for (const j of miss) gap[j] = 1;
+      for (const j of miss) gap[j]! |= GAP_COLD;
       return;
     }
     const found: number[] = [];
@@ -720,7 +843,7 @@ export class TieredCache {
       } catch (e) {
         this.#breaker.fail(cs, 'cold', e, errors);
         const gap = (ld.gap ??= new Uint8Array(n));
-        for (const j of idx) gap[j] = 1;
+        for (const j of idx) gap[j]! |= GAP_COLD;
         continue;
       }
       cs.latency.record(performance.now() - t0);
@@ -736,7 +859,7 @@ export class TieredCache {
           vals[j] = decodeValue(cell.value);
         } catch (e) {
           this.#breaker.fail(cs, 'cold', e, errors);
-          (ld.gap ??= new Uint8Array(n))[j] = 1;
+          (ld.gap ??= new Uint8Array(n))[j]! |= GAP_COLD;
           continue;
         }
         sizes[j] = cell.value.byteLength;

@@ -131,9 +131,13 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
     try {
       const r = await cache.lookupDetailed(table, ['u1', 'u2', 'missing']);
       expect(r.values).toEqual([{ level: 0, reason: 'r0' }, { level: 1, reason: 'r1' }, undefined]);
+      expect(r.unknown).toEqual([2]); // HBase says absent, but Redis may hold it: unknown
       expect(r.degraded).toBe(true);
       expect(r.errors.some((e) => e.tier === 'redis')).toBe(true);
-      for (const k of ['u3', 'x1', 'x2', 'x3']) await cache.lookup(table, [k]);
+      expect(await cache.lookup(table, ['u3'])).toEqual([{ level: 2, reason: 'r2' }]);
+      for (const k of ['x1', 'x2', 'x3']) {
+        await expect(cache.lookup(table, [k])).rejects.toMatchObject({ code: 'HG_ERR_TIER_UNAVAILABLE', details: { tier: 'redis', indexes: [0] } });
+      }
       const s = cache.stats();
       expect(s.redis!.errors).toBeGreaterThanOrEqual(3);
       expect(s.redis!.breakerOpen).toBe(true);
@@ -170,6 +174,7 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
       // HBase answered every time (u1 found, fresh absent there), Redis could not: unknown, degraded
       expect(during.map((r) => r.values)).toEqual(new Array(4).fill([undefined, { level: 0, reason: 'r0' }]));
       expect(during.map((r) => r.degraded)).toEqual([true, true, true, true]);
+      expect(during.map((r) => r.unknown)).toEqual(new Array(4).fill([0]));
       expect(during[3]!.errors).toEqual([expect.objectContaining({ tier: 'redis', skipped: true })]);
       expect(hbaseReads(store)).toBe(4); // nothing was cached, so HBase was asked each time
       await aof.restart();
@@ -179,6 +184,8 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
         values: [{ reason: 'fraud' }, { level: 0, reason: 'r0' }],
         errors: [],
         degraded: false,
+        unknown: [],
+        stale: [],
       });
     } finally {
       await cache.close();
@@ -196,6 +203,7 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
     try {
       const r = await cache.lookupDetailed(table, ['hot', 'u1']);
       expect(r.values).toEqual([{ hot: true }, undefined]);
+      expect(r.unknown).toEqual([1]);
       expect(r.degraded).toBe(true);
       expect(r.errors[0]).toMatchObject({ tier: 'cold' });
       expect(['HG_ERR_HBASE_UNAVAILABLE', 'HG_ERR_TIMEOUT']).toContain(r.errors[0]!.code);
@@ -205,7 +213,7 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
       expect(s.cold!.healthy).toBe(false);
       expect(s.degraded).toBe(true);
       // the failed key was not negatively cached: it is retried (and fails again, counted)
-      await cache.lookup(table, ['u1']);
+      await expect(cache.lookup(table, ['u1'])).rejects.toMatchObject({ code: 'HG_ERR_TIER_UNAVAILABLE', details: { tier: 'cold' } });
       expect(cache.stats().cold!.errors).toBe(2);
     } finally {
       await cache.close();
@@ -231,11 +239,12 @@ describe.skipIf(!hasRedis || !hasHBase)('TieredCache: Redis + real HBase', () =>
       expect(cache.stats().cold!.breakerOpen).toBe(true);
       const skipped = await cache.lookupDetailed(table, ['u2', 'hot']);
       expect(skipped.values).toEqual([undefined, { hot: true }]);
+      expect(skipped.unknown).toEqual([0]);
       expect(skipped.degraded).toBe(true);
       expect(skipped.errors).toEqual([expect.objectContaining({ tier: 'cold', skipped: true, code: 'HG_ERR_HBASE_UNAVAILABLE' })]);
       expect(cache.stats().local.entries).toBe(1); // only the Redis hit: u1 and u2 are unknown, not absent
       // a key Redis answers needs no cold tier: not degraded
-      expect(await cache.lookupDetailed(table, ['hot'])).toEqual({ values: [{ hot: true }], errors: [], degraded: false });
+      expect(await cache.lookupDetailed(table, ['hot'])).toEqual({ values: [{ hot: true }], errors: [], degraded: false, unknown: [], stale: [] });
       expect(cache.stats().cold).toMatchObject({ errors: 1, skipped: 1 });
     } finally {
       await cache.close();
