@@ -277,15 +277,20 @@ export class ShardedRedisBloom {
     if (this.#slices.length === 0) await this.reload();
     const slices = this.#slices;
     const route = this.#route(keys);
-    const groups = new Map<number, number[]>();
-    for (let j = 0; j < keys.length; j++) {
-      const g = groups.get(route[j]!);
-      if (g === undefined) groups.set(route[j]!, [j]);
-      else g.push(j);
-    }
-    await bounded([...groups.keys()], this.#maxInFlight, async (s) => {
-      const at = groups.get(s)!;
-      const r = await run(slices[s]!, at.map((j) => keys[j]!));
+    // counting sort by slice: positions of slice s's keys are order[start[s] .. start[s + 1])
+    const start = new Uint32Array(slices.length + 1);
+    for (let j = 0; j < keys.length; j++) start[route[j]! + 1]!++;
+    for (let s = 0; s < slices.length; s++) start[s + 1]! += start[s]!;
+    const order = new Uint32Array(keys.length);
+    const fill = start.slice(0, slices.length);
+    for (let j = 0; j < keys.length; j++) order[fill[route[j]!]!++] = j;
+    const used: number[] = [];
+    for (let s = 0; s < slices.length; s++) if (start[s + 1]! > start[s]!) used.push(s);
+    await bounded(used, this.#maxInFlight, async (s) => {
+      const at = order.subarray(start[s]!, start[s + 1]!);
+      const part = new Array<RedisBloomKey>(at.length);
+      for (let j = 0; j < at.length; j++) part[j] = keys[at[j]!]!;
+      const r = await run(slices[s]!, part);
       for (let j = 0; j < at.length; j++) out[at[j]!] = r[j]!;
     });
     return out;
