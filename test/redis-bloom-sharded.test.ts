@@ -170,6 +170,17 @@ describe.skipIf(!HAVE)('ShardedRedisBloom on a standalone redis-server', () => {
     expect(await redis.exists(sliceName(name, 0), `${sliceName(name, 0)}:config`, '{sh-adopt}:hg:sharded')).toBe(0);
   });
 
+  it('single-key add/contains from many concurrent callers land in the right slices', async () => {
+    const f = await ShardedRedisBloom.open({ redis, name: 'sh-one', expectedItems: 2000, fpp: 0.01, shards: 8 });
+    await f.tryInit();
+    const added = keys(300, 'one');
+    const changed = await Promise.all(added.map((k) => f.add(k)));
+    expect(changed.filter(Boolean).length).toBeGreaterThan(290);
+    expect((await Promise.all(added.map((k) => f.contains(k)))).every(Boolean)).toBe(true);
+    expect((await f.containsAll(added)).every((x) => x === 1)).toBe(true);
+    await expect(f.contains(42 as unknown as string)).rejects.toMatchObject({ code: ErrorCodes.INVALID_ARG });
+  });
+
   it('replicas: a publishing sharded writer feeds one RedisBloomReplica per slice', async () => {
     const name = 'sh-rep';
     const w = await ShardedRedisBloom.open({ redis, name, expectedItems: 4000, fpp: 0.01, shards: 4, publish: true });

@@ -314,12 +314,20 @@ export class ShardedRedisBloom {
     return this.#perSlice(keys, (slice, part) => slice.containsAll(part));
   }
 
-  async add(key: RedisBloomKey): Promise<boolean> {
-    return (await this.addAllFlags([key]))[0] === 1;
+  /** One key; calls in the same tick to the same slice share one script call (RedisBloom.add). */
+  add(key: RedisBloomKey): Promise<boolean> {
+    return this.#one(key, (slice) => slice.add(key));
   }
 
-  async contains(key: RedisBloomKey): Promise<boolean> {
-    return (await this.containsAll([key]))[0] === 1;
+  /** One key; calls in the same tick to the same slice share one script call (RedisBloom.contains). */
+  contains(key: RedisBloomKey): Promise<boolean> {
+    return this.#one(key, (slice) => slice.contains(key));
+  }
+
+  async #one(key: RedisBloomKey, run: (slice: RedisBloom) => Promise<boolean>): Promise<boolean> {
+    if (typeof key !== 'string' && !(key instanceof Uint8Array)) throw invalidType('key', 'a string or Uint8Array', key);
+    if (this.#slices.length === 0) await this.reload();
+    return run(this.#slices[this.#route([key])[0]!]!);
   }
 
   /** Estimated keys added: the sum of every slice's estimate. */
