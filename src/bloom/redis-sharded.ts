@@ -19,14 +19,14 @@ import { RedisBloom, REDIS_BLOOM_DEFAULTS, type RedisBloomKey, type RedisBloomLa
 import { redissonShape, redissonSlices, redissonSuffixKey, REDISSON_MAX_BITS } from './redisson.js';
 import { GUAVA_REDIS_MAX_BITS, guavaRedisShape, guavaSlices } from './redis-guava.js';
 
-export const SHARDED_REDIS_BLOOM_DEFAULTS = {
+export const SHARDED_REDIS_BLOOM_DEFAULTS = Object.freeze({
   /** Most keys a sharded filter may be sized for. */
   maxExpectedItems: 1e10,
   /** Most slices (slice numbers come from 16 hash bits). */
   maxShards: 1024,
   /** Without options.shards, the fewest slices (a power of two) of at most this many bits each. */
   sliceBits: 2 ** 31,
-} as const;
+} as const);
 
 export interface ShardedRedisBloomOptions extends Omit<RedisBloomOptions, 'snapshotBytesPerProbe' | 'clientSnapshotBytesPerProbe'> {
   /**
