@@ -166,8 +166,21 @@ describe.skipIf(!HAVE)('ShardedRedisBloom on a standalone redis-server', () => {
     expect([...(await early.containsAll(['x', 'y', '张三']))]).toEqual([1, 1, 1]);
     expect(early.shards).toBe(4);
     await expect(ShardedRedisBloom.open({ redis, name, layout: 'guava' })).rejects.toMatchObject({ code: ErrorCodes.BLOOM_CONFIG_CHANGED });
+    const oldSize = a.slices[0]!.size;
     expect(await a.delete()).toBe(true);
     expect(await redis.exists(sliceName(name, 0), `${sliceName(name, 0)}:config`, '{sh-adopt}:hg:sharded')).toBe(0);
+    // created again with twice the keys and twice the slices: slices 0..3 have the old size, so
+    // only the stored count tells the clients still routing by 4 that their answers would be wrong
+    const c = await ShardedRedisBloom.open({ redis, name, expectedItems: 8000, fpp: 0.01, shards: 8 });
+    await c.tryInit();
+    expect(c.slices[0]!.size).toBe(oldSize);
+    const later = keys(200, 'later');
+    await c.addAll(later);
+    await expect(b.containsAll(later)).rejects.toMatchObject({ code: ErrorCodes.BLOOM_CONFIG_CHANGED });
+    await expect(b.contains('later:3')).rejects.toMatchObject({ code: ErrorCodes.BLOOM_CONFIG_CHANGED });
+    await b.reload();
+    expect(b.shards).toBe(8);
+    expect((await b.containsAll(later)).every((x) => x === 1)).toBe(true);
   });
 
   it('single-key add/contains from many concurrent callers land in the right slices', async () => {

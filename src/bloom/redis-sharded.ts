@@ -286,13 +286,15 @@ export class ShardedRedisBloom {
     for (let j = 0; j < keys.length; j++) order[fill[route[j]!]!++] = j;
     const used: number[] = [];
     for (let s = 0; s < slices.length; s++) if (start[s + 1]! > start[s]!) used.push(s);
-    await bounded(used, this.#maxInFlight, async (s) => {
+    const counted = this.#countStill(slices.length);
+    const sent = bounded(used, this.#maxInFlight, async (s) => {
       const at = order.subarray(start[s]!, start[s + 1]!);
       const part = new Array<RedisBloomKey>(at.length);
       for (let j = 0; j < at.length; j++) part[j] = keys[at[j]!]!;
       const r = await run(slices[s]!, part);
       for (let j = 0; j < at.length; j++) out[at[j]!] = r[j]!;
     });
+    await Promise.all([counted, sent]);
     return out;
   }
 
@@ -327,7 +329,25 @@ export class ShardedRedisBloom {
   async #one(key: RedisBloomKey, run: (slice: RedisBloom) => Promise<boolean>): Promise<boolean> {
     if (typeof key !== 'string' && !(key instanceof Uint8Array)) throw invalidType('key', 'a string or Uint8Array', key);
     if (this.#slices.length === 0) await this.reload();
-    return run(this.#slices[this.#route([key])[0]!]!);
+    const [, answer] = await Promise.all([this.#countStill(this.#slices.length), run(this.#slices[this.#route([key])[0]!]!)]);
+    return answer;
+  }
+
+  /**
+   * Rejects when the stored slice count is no longer the one this call routed by (the filter was
+   * deleted and created again with another count): slices of equal size would not notice, and
+   * keys routed by the old count could read "absent". Sent alongside the slice calls (its own
+   * slot), so it costs no extra round-trip time.
+   */
+  async #countStill(shards: number): Promise<void> {
+    const stored = await this.#call(() => this.#redis.hget(this.descriptorKey, 'shards'));
+    if (stored !== String(shards)) {
+      throw new HashGateError(
+        ErrorCodes.BLOOM_CONFIG_CHANGED,
+        `ShardedRedisBloom ${this.name}: the stored slice count is ${stored ?? '-'}, this client routes by ${shards}; call reload() to adopt it`,
+        { details: { name: this.name, expected: { shards }, found: { shards: stored } } },
+      );
+    }
   }
 
   /** Estimated keys added: the sum of every slice's estimate. */
