@@ -102,6 +102,18 @@ describe.skipIf(!HAVE)('HashGate({ bloom: <held in Redis> })', () => {
     await g.close();
   });
 
+  it('keys in flight to Redis are bounded: past maxQueue * chunkKeys a call rejects with HG_ERR_QUEUE_FULL', async () => {
+    const f = await RedisBloom.open({ redis: client(), name: 'bounded', expectedItems: 100, fpp: 0.01 });
+    await f.tryInit();
+    const g = await HashGate.open({ threads: 0, bloom: f, maxQueue: 1, chunkKeys: 2 });
+    const first = g.bloomAdd(['a', 'b']);
+    await expect(g.bloomCheck(['c'])).rejects.toMatchObject({ code: ErrorCodes.QUEUE_FULL });
+    expect(await first).toBe(2);
+    // once the first call is answered there is room again
+    expect([...(await g.bloomCheck(['a', 'b']))]).toEqual([1, 1]);
+    await g.close();
+  });
+
   it('a Redis failure rejects bloomCheck with HG_ERR_STORE instead of answering absent', async () => {
     const own = await startRedis();
     const redis = new Redis(own.port, '127.0.0.1', { maxRetriesPerRequest: 0, retryStrategy: () => 100, enableOfflineQueue: false });
