@@ -8,6 +8,8 @@ import { hashBatch, hashChecked, bucketsOf, bucketsChecked, digests128, digestSi
 import { checkKeys, type Keys } from './hash/keys.js';
 import { BloomFilter, type BloomFilterOptions } from './bloom/index.js';
 import { BloomCallQueue } from './bloom/call-queue.js';
+import { RedisBloomCalls, isRedisHeldBloom, type GateBloomCalls, type RedisHeldBloom } from './bloom/redis-calls.js';
+import type { CheckedKeys, Key } from './hash/keys.js';
 import { DedupService, checkDedupKeys, firstSeenHashed, type DedupServiceOptions, type DedupStats, type RecoverReport } from './dedup/service.js';
 import type { DedupOptions, RedisConfig } from './dedup/options.js';
 import { TieredCache, type LookupResult, type TieredCacheOptions } from './cache/index.js';
@@ -53,16 +55,19 @@ export interface HashGateOptions {
   /** A worker idle this long exits; piscina starts a new one on demand. Default 30_000. */
   idleTimeoutMs?: number;
   /**
-   * The gate's Bloom filter in shared memory (bloomAdd/bloomCheck, e.g. a blacklist), sized like
-   * Guava's BloomFilter.create(n, p). firstSeen never reads or writes it.
+   * The gate's Bloom filter (bloomAdd/bloomCheck, e.g. a blacklist). `{ expectedItems, fpp }` or a
+   * BloomFilter: bits in this process's shared memory, seen by its worker threads only (each
+   * instance has its own, lost on restart). A RedisBloom, ShardedRedisBloom or RedisBloomReplica:
+   * bits held in Redis, shared by every instance and kept across restarts. firstSeen never reads
+   * or writes it.
    */
-  bloom?: BloomFilterOptions | BloomFilter | false;
+  bloom?: BloomFilterOptions | BloomFilter | RedisHeldBloom | false;
   /**
    * A second, separate filter that firstSeen fills with every key it answers, to measure its false
    * positive rate against the exact answers (stats().firstSeenBloom.measuredFpp). Exact answers
-   * never depend on it. Default off.
+   * never depend on it (a Redis-held one that fails just skips that batch's sample). Default off.
    */
-  firstSeenBloom?: BloomFilterOptions | BloomFilter | false;
+  firstSeenBloom?: BloomFilterOptions | BloomFilter | RedisHeldBloom | false;
   /** Redis for dedup. The lookup cache's Redis tier is configured separately, as `cache.redis`. */
   redis?: RedisConfig | Redis | Cluster;
   dedup?: DedupOptions;
@@ -179,10 +184,10 @@ export interface GateStats {
 export type { GateHealth, TierHealth, HealthStatus } from './gate-health.js';
 
 function bloomOption(name: string, b: unknown): BloomFilter | undefined {
-  if (b === undefined || b === false) return undefined;
+  if (b === undefined || b === false || isRedisHeldBloom(b)) return undefined;
   if (b instanceof BloomFilter) return b;
   if (typeof b === 'object' && b !== null) return withOptionPath(name, () => BloomFilter.create(b as BloomFilterOptions));
-  throw invalidType(name, 'false, a BloomFilter or { expectedItems, fpp }', b);
+  throw invalidType(name, 'false, a BloomFilter, a RedisBloom, a ShardedRedisBloom, a RedisBloomReplica or { expectedItems, fpp }', b);
 }
 
 function gateBloomStats(b: BloomFilter | undefined, measuredFpp: number | undefined): GateBloomStats | undefined {
@@ -200,7 +205,9 @@ function gateBloomStats(b: BloomFilter | undefined, measuredFpp: number | undefi
 
 export class HashGate {
   readonly options: Resolved;
+  /** The in-process filter of bloomAdd/bloomCheck (undefined when options.bloom is held in Redis). */
   readonly bloom: BloomFilter | undefined;
+  /** The in-process firstSeen sampling filter (undefined when options.firstSeenBloom is held in Redis). */
   readonly firstSeenBloom: BloomFilter | undefined;
   readonly dedup: DedupService;
   readonly cache: TieredCache | undefined;
@@ -211,8 +218,10 @@ export class HashGate {
   private readonly unregister: Array<() => void> = [];
   private readonly counters: GateDedupCounters = { bloomFalsePositives: 0, bloomTrueNegatives: 0 };
   private closed = false;
-  // Runs bloomAdd/bloomCheck (merging concurrent calls); undefined when the gate has no filter.
-  private readonly bloomCalls: BloomCallQueue | undefined;
+  // Runs bloomAdd/bloomCheck (in-process: merging concurrent calls); undefined when the gate has no filter.
+  private readonly bloomCalls: GateBloomCalls | undefined;
+  // A Redis-held firstSeenBloom (then firstSeenBloom is undefined).
+  private readonly firstSeenShared: RedisBloomCalls | undefined;
 
   private constructor(options: HashGateOptions) {
     this.options = resolve(options);
@@ -277,8 +286,14 @@ export class HashGate {
       rollback.undo();
       throw err;
     }
-    this.bloomCalls =
-      this.bloom === undefined ? undefined : new BloomCallQueue(this.bloom, this.pool, this.metrics, o.coalesce, o.inlineThreshold);
+    // the same bound on keys in flight as the worker queue's
+    const maxKeys = o.maxQueue * o.chunkKeys;
+    this.bloomCalls = isRedisHeldBloom(options.bloom)
+      ? new RedisBloomCalls(options.bloom, this.metrics, maxKeys)
+      : this.bloom === undefined
+        ? undefined
+        : new BloomCallQueue(this.bloom, this.pool, this.metrics, o.coalesce, o.inlineThreshold);
+    this.firstSeenShared = isRedisHeldBloom(options.firstSeenBloom) ? new RedisBloomCalls(options.firstSeenBloom, this.metrics, maxKeys) : undefined;
     const ids = this.ids;
     if (ids !== undefined) ids.on('collision', () => this.metrics.collision(ids.activeAlgorithm));
     if (this.metrics.enabled) this.registerGauges();
@@ -369,22 +384,17 @@ export class HashGate {
     return timeBatch(this.metrics, 'buckets', c.n, () => (c.batch === undefined ? Promise.reject(c.invalid) : this.pool.run(c.batch, job)));
   }
 
-  private requireBloom(method: string): BloomFilter {
-    if (this.bloom === undefined) {
-      throw new HashGateError(ErrorCodes.INVALID_OPTION, `${method} needs a Bloom filter: open the gate with options.bloom`);
-    }
-    return this.bloom;
-  }
-
-  // Runs `call` on the merged Bloom queue; rejects (never throws) when the gate is closed or has no filter.
-  private viaBloomQueue<T>(method: string, call: (q: BloomCallQueue) => Promise<T>): Promise<T> {
+  // Runs `call` on the gate's Bloom calls; rejects (never throws) when the gate is closed or has no filter.
+  private viaBloomQueue<T>(method: string, call: (q: GateBloomCalls) => Promise<T>): Promise<T> {
     try {
       this.check();
-      this.requireBloom(method);
+      if (this.bloomCalls === undefined) {
+        throw new HashGateError(ErrorCodes.INVALID_OPTION, `${method} needs a Bloom filter: open the gate with options.bloom`);
+      }
     } catch (err) {
       return Promise.reject(err);
     }
-    return call(this.bloomCalls!);
+    return call(this.bloomCalls);
   }
 
   /**
@@ -409,7 +419,7 @@ export class HashGate {
   firstSeen(keys: Keys, options?: { at?: Date }): Promise<Uint8Array> {
     if (this.closed) return Promise.reject(new HashGateError(ErrorCodes.CLOSED, 'HashGate is closed'));
     // Plain service calls go straight to the (coalescing) dedup service: no wrapper promise.
-    if (this.firstSeenBloom === undefined && !this.metrics.enabled) return this.dedup.firstSeen(keys, options);
+    if (this.firstSeenBloom === undefined && this.firstSeenShared === undefined && !this.metrics.enabled) return this.dedup.firstSeen(keys, options);
     return this.firstSeenObserved(keys, options);
   }
 
@@ -421,6 +431,7 @@ export class HashGate {
       if (c.batch === undefined) throw c.invalid;
       const batch = c.batch;
       const fsb = this.firstSeenBloom;
+      if (this.firstSeenShared !== undefined) return this.firstSeenSampledInRedis(this.firstSeenShared, batch, options);
       if (fsb === undefined) return firstSeenHashed(this.dedup, batch, undefined, options);
       const digests = digests128(batch, fsb.seed);
       const before = fsb.mightContainDigests(digests);
@@ -440,6 +451,31 @@ export class HashGate {
       // Dedup counts reach the metrics through dedupSource (read on scrape), not per batch here.
       return answers;
     });
+  }
+
+  // firstSeen with a Redis-held sampling filter: the filter is read while dedup answers and filled
+  // after; a filter that fails costs that batch's sample, never the exact answers.
+  private async firstSeenSampledInRedis(shared: RedisBloomCalls, batch: CheckedKeys, options: { at?: Date } | undefined): Promise<Uint8Array> {
+    const list: Key[] = Array.from({ length: batch.count }, (_, i) => batch.at(i));
+    const [before, answers] = await Promise.all([
+      shared.contains(list).catch(() => undefined),
+      firstSeenHashed(this.dedup, batch, undefined, options),
+    ]);
+    if (before !== undefined) {
+      let fp = 0;
+      let tn = 0;
+      for (let i = 0; i < answers.length; i++) {
+        if (answers[i] === 1) {
+          if (before[i] === 1) fp++;
+          else tn++;
+        }
+      }
+      this.counters.bloomFalsePositives += fp;
+      this.counters.bloomTrueNegatives += tn;
+      this.metrics.bloomSample('first_seen', fp + tn, fp);
+    }
+    await shared.filter.addAllFlags(list).catch(() => undefined);
+    return answers;
   }
 
   /** Replays the fail-open journal into Redis (one instance at a time, under a Redis lock). */
@@ -517,7 +553,7 @@ export class HashGate {
     this.closed = true;
     for (const u of this.unregister) u();
     // Calls queued before close() still get their answers (then the pool may go).
-    await this.bloomCalls?.close();
+    await Promise.all([this.bloomCalls?.close(), this.firstSeenShared?.close()]);
     await Promise.all([this.pool.close(), this.dedup.close(), this.cache?.close(), this.index?.close(), this.ids?.close()]);
   }
 }

@@ -24,6 +24,9 @@ export type { RedisBloomOptions, RedisBloomConfig, RedisBloomKey, RedisBloomLayo
 export { redissonShape, redissonConfigKey, javaDoubleToString, encodeRedissonString, REDISSON_MAX_BITS } from './redisson.js';
 export type { RedissonShape } from './redisson.js';
 export { RedisBloomReplica, REDIS_BLOOM_REPLICA_DEFAULTS } from './redis-replica.js';
+export { ShardedRedisBloom, SHARDED_REDIS_BLOOM_DEFAULTS, shardedShape, sliceName } from './redis-sharded.js';
+export type { ShardedRedisBloomOptions } from './redis-sharded.js';
+export type { RedisHeldBloom } from './redis-calls.js';
 export type { RedisBloomReplicaOptions, RedisBloomReplicaStats } from './redis-replica.js';
 export { rebuildRedisBloom, readRebuildStatus, rebuildKeys, REDIS_REBUILD_DEFAULTS, REBUILD_EXIT } from './redis-rebuild.js';
 export type { RedisBloomRebuildOptions, RedisBloomRebuildResult, RedisBloomRebuildStatus } from './redis-rebuild.js';

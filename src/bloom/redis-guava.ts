@@ -60,3 +60,19 @@ export function guavaContainsAll(keys: ReadonlyArray<string | Uint8Array>, k: nu
   }
   return out;
 }
+
+/**
+ * The slice of each of keys[from, from + n) in a filter of 2^bits slices (bits <= 16): the top
+ * `bits` bits of Guava's second hash half (upperEight). Guava's index math masks bit 63 off every
+ * step and reduces the rest modulo a slice size far below 2^48, so choosing the slice by these
+ * bits leaves the indexes inside a slice as uniform as in a filter of its own.
+ */
+export function guavaSlices(keys: ReadonlyArray<string | Uint8Array>, from: number, n: number, bits: number, out: Uint16Array): void {
+  if (bits === 0) {
+    out.fill(0, 0, n);
+    return;
+  }
+  const digests = hashBatch(keys.slice(from, from + n) as Array<string | Uint8Array>, { algorithm: 'murmur3_128' });
+  const shift = 16 - bits;
+  for (let j = 0; j < n; j++) out[j] = ((digests[j * 16 + 15]! << 8) | digests[j * 16 + 14]!) >>> shift;
+}

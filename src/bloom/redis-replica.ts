@@ -22,7 +22,7 @@ import { ErrorCodes, HashGateError, checkInt, invalidType } from '../errors.js';
 import { redissonConfigKey, redissonIndexBlob, redissonKeysShareSlot, redissonSuffixKey } from './redisson.js';
 import { guavaConfigKey } from './redis-guava.js';
 import { BloomFilter } from './bloom-filter.js';
-import type { RedisBloomLayout } from './redis-bloom.js';
+import { RedisBloom, type RedisBloomKey, type RedisBloomLayout } from './redis-bloom.js';
 
 export const REDIS_BLOOM_REPLICA_DEFAULTS = {
   /** bytes per GETRANGE during a full load */
@@ -33,6 +33,8 @@ export const REDIS_BLOOM_REPLICA_DEFAULTS = {
   blockMs: 1_000,
   /** entries per XREAD */
   readCount: 1_000,
+  /** containsAllFresh answers from Redis instead of the local bits past this staleness */
+  maxStalenessMs: 5_000,
 } as const;
 
 export interface RedisBloomReplicaOptions {
@@ -44,6 +46,11 @@ export interface RedisBloomReplicaOptions {
   chunkBytes?: number;
   resyncIntervalMs?: number;
   blockMs?: number;
+  /**
+   * containsAllFresh() answers locally while stats().stalenessMs is at most this; past it (the
+   * stream is lost, Redis is unreachable) it asks Redis, which answers exactly or rejects.
+   */
+  maxStalenessMs?: number;
   now?: () => number;
 }
 
@@ -82,7 +89,10 @@ export class RedisBloomReplica extends EventEmitter {
   readonly #chunkBytes: number;
   readonly #resyncIntervalMs: number;
   readonly #blockMs: number;
+  readonly #maxStalenessMs: number;
   readonly #now: () => number;
+  /** publishing writer on the same filter, opened by the first add or fresh read through Redis */
+  #writer: Promise<RedisBloom> | undefined;
   #buffer = new SharedArrayBuffer(0);
   #bits: Uint8Array<ArrayBufferLike> = new Uint8Array(new SharedArrayBuffer(0));
   #size = 0;
@@ -118,6 +128,7 @@ export class RedisBloomReplica extends EventEmitter {
     this.#chunkBytes = checkInt('options.chunkBytes', o.chunkBytes ?? REDIS_BLOOM_REPLICA_DEFAULTS.chunkBytes, 1024, 64 * 1024 * 1024);
     this.#resyncIntervalMs = checkInt('options.resyncIntervalMs', o.resyncIntervalMs ?? REDIS_BLOOM_REPLICA_DEFAULTS.resyncIntervalMs, 0);
     this.#blockMs = checkInt('options.blockMs', o.blockMs ?? REDIS_BLOOM_REPLICA_DEFAULTS.blockMs, 10, 60_000);
+    this.#maxStalenessMs = checkInt('options.maxStalenessMs', o.maxStalenessMs ?? REDIS_BLOOM_REPLICA_DEFAULTS.maxStalenessMs, 0);
     this.#now = o.now ?? Date.now;
   }
 
@@ -202,6 +213,74 @@ export class RedisBloomReplica extends EventEmitter {
 
   contains(key: string | Uint8Array): boolean {
     return this.containsAll([key])[0] === 1;
+  }
+
+  /**
+   * containsAll with bounded staleness: the local bits while the replica synced within
+   * maxStalenessMs, otherwise the filter in Redis (exact, or a typed rejection; never a stale "absent").
+   */
+  async containsAllFresh(keys: readonly RedisBloomKey[]): Promise<Uint8Array> {
+    if (this.#closed) throw new HashGateError(ErrorCodes.CLOSED, `RedisBloomReplica ${this.name} is closed`);
+    if (this.#now() - this.#syncAt <= this.#maxStalenessMs) return this.containsAll(keys as RedisBloomKey[]);
+    return (await this.#writerFor()).containsAll(keys);
+  }
+
+  /**
+   * Adds keys through Redis (published on the change stream, so every other replica applies them)
+   * and, once Redis has them, into this replica's bits: this process reads its own adds at once.
+   * One byte per key: 1 when it set a new bit in Redis.
+   */
+  async addAllFlags(keys: readonly RedisBloomKey[]): Promise<Uint8Array> {
+    if (this.#closed) throw new HashGateError(ErrorCodes.CLOSED, `RedisBloomReplica ${this.name} is closed`);
+    const w = await this.#writerFor();
+    let flags: Uint8Array;
+    try {
+      flags = await w.addAllFlags(keys);
+    } catch (err) {
+      if (!(err instanceof HashGateError && err.code === ErrorCodes.BLOOM_CONFIG_CHANGED)) throw err;
+      // a rebuild reshaped the filter: write with the stored shape, and load it here too
+      await w.reload();
+      flags = await w.addAllFlags(keys);
+    }
+    if (w.size === this.#size && w.hashIterations === this.#k) this.#setLocal(keys);
+    else await this.resync();
+    return flags;
+  }
+
+  /** addAllFlags, counted: how many keys set a new bit. */
+  async addAll(keys: readonly RedisBloomKey[]): Promise<number> {
+    const flags = await this.addAllFlags(keys);
+    let n = 0;
+    for (let i = 0; i < flags.length; i++) n += flags[i]!;
+    return n;
+  }
+
+  #writerFor(): Promise<RedisBloom> {
+    this.#writer ??= RedisBloom.open({ redis: this.#redis, name: this.name, layout: this.layout, publish: true });
+    const w = this.#writer;
+    // a failed open (Redis down) is retried by the next call
+    w.catch(() => {
+      if (this.#writer === w) this.#writer = undefined;
+    });
+    return w;
+  }
+
+  /** Sets the keys' bits here (the same bits the writer just set in Redis, for the same shape). */
+  #setLocal(keys: readonly RedisBloomKey[]): void {
+    if (this.#filter) {
+      this.#filter.addAll(keys as Array<string | Uint8Array>);
+      return;
+    }
+    const k = this.#k;
+    const bits = this.#bits;
+    for (let from = 0; from < keys.length; from += 8192) {
+      const n = Math.min(8192, keys.length - from);
+      const blob = redissonIndexBlob(keys, from, n, k, this.#size);
+      for (let o = 0; o + 4 <= blob.length; o += 4) {
+        const ix = blob.readUInt32LE(o);
+        bits[ix >>> 3]! |= 0x80 >>> (ix & 7);
+      }
+    }
   }
 
   stats(): RedisBloomReplicaStats {

@@ -251,3 +251,29 @@ export function redissonContainsAll(keys: ReadonlyArray<string | Uint8Array>, k:
   }
   return out;
 }
+
+/**
+ * The slice of each of keys[from, from + n) in a filter of 2^bits slices (bits <= 16): the top
+ * `bits` bits of the key's second hash half h1. Redisson's index math masks bit 63 off every step
+ * and reduces the rest modulo a slice size far below 2^48, so choosing the slice by these bits
+ * leaves the indexes inside a slice as uniform as in a filter of its own.
+ */
+export function redissonSlices(keys: ReadonlyArray<string | Uint8Array>, from: number, n: number, bits: number, out: Uint16Array): void {
+  if (bits === 0) {
+    out.fill(0, 0, n);
+    return;
+  }
+  const kern = highwayKernel();
+  const offAt = kern.reserved;
+  const dataAt = (offAt + 4 * (n + 1) + 7) & ~7;
+  const outAt = (dataAt + encodedBound(keys, from, n) + 7) & ~7;
+  const mem = kernelMemory(kern, outAt + 16);
+  stageKeys(mem, keys, from, n, offAt, dataAt);
+  const shift = 16 - bits;
+  for (let j = 0; j < n; j++) {
+    const s = mem.readUInt32LE(offAt + 4 * j);
+    const e = mem.readUInt32LE(offAt + 4 * j + 4);
+    kern.highway128(dataAt + s, e - s, outAt);
+    out[j] = ((mem[outAt + 15]! << 8) | mem[outAt + 14]!) >>> shift;
+  }
+}
