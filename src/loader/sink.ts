@@ -3,7 +3,9 @@
 import type { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import { bucketKey, hllKey, metaField, metaKey } from '../dedup/layout.js';
+import { isCluster } from '../redis/client.js';
 import { RawCommand, RespWriter } from '../redis/resp.js';
+import { LuaScript, runScriptWire } from '../redis/scripts.js';
 import { viewOf } from './buffers.js';
 
 /** One batch of one (window, bucket): key i = keys[keyOffsets[i] .. keyOffsets[i+1]). */
@@ -68,6 +70,52 @@ function command(cmd: string, key: string, count: number, members: Buffer, s: nu
   w.raw(members, s, e);
   return w.bytes();
 }
+
+/**
+ * KEYS = bucket keys of G buckets [+ the HyperLogLog key when ARGV[2] == '1'];
+ * ARGV = G, hll flag, member count of bucket 1..G, then every bucket's members back to back.
+ * Returns how many members were new. One call carries many buckets' SADDs: with many buckets a
+ * batch holds about one row per bucket, and a command per row is what limits the load. The
+ * `#!lua` shebang (Redis 7) makes Redis refuse the whole script before it runs when it is out of
+ * memory; SADD is idempotent, so a retried call re-adds harmlessly. Chunks of 4000 members stay
+ * under Lua's unpack limit.
+ */
+const GROUP_ADD = new LuaScript(`#!lua
+local g = tonumber(ARGV[1])
+local p = g + 3
+local added = 0
+for k = 1, g do
+  local c = tonumber(ARGV[k + 2])
+  local key = KEYS[k]
+  while c > 0 do
+    local m = c
+    if m > 4000 then m = 4000 end
+    local e = p + m - 1
+    if m == 1 then
+      added = added + redis.call('SADD', key, ARGV[p])
+    else
+      added = added + redis.call('SADD', key, unpack(ARGV, p, e))
+    end
+    p = e + 1
+    c = c - m
+  end
+end
+if ARGV[2] == '1' then
+  local hk = KEYS[g + 1]
+  local last = #ARGV
+  local s = g + 3
+  while s <= last do
+    local e = s + 3999
+    if e > last then e = last end
+    redis.call('PFADD', hk, unpack(ARGV, s, e))
+    s = e + 1
+  end
+end
+return added
+`);
+
+/** Most members one GROUP_ADD call carries, so no call of ours keeps a shared Redis busy for long. */
+export const GROUP_ADD_MAX_ROWS = 4096;
 
 export type LoaderLayout = 'sets' | 'compact';
 
@@ -148,12 +196,16 @@ export class RedisLayoutSink implements LoadSink {
     };
   }
 
-  /** One SADD per bucket of a grouped batch, all written at once; one PFADD for the whole batch. */
+  /**
+   * A batch spanning many buckets. Standalone Redis: one GROUP_ADD call per GROUP_ADD_MAX_ROWS
+   * rows. Cluster (buckets live on different slots, which one script may not touch): one SADD
+   * per bucket, all written at once, and one PFADD for the whole batch.
+   */
   private async addGrouped(batch: SinkBatch, rb: Uint32Array): Promise<number> {
     const { layout, prefix } = this.opts;
     const n = batch.count;
     const compact = layout === 'compact';
-    // every member is encoded once; SADDs copy their rows' encodings, PFADD copies them all
+    // every member is encoded once; commands copy their rows' encodings
     const offs = new Uint32Array(n + 1);
     const enc = new RespWriter(membersRoom(compact, n, batch.keyOffsets[n]! - batch.keyOffsets[0]!));
     encodeMembers(batch, compact, enc, undefined, offs);
@@ -163,7 +215,8 @@ export class RedisLayoutSink implements LoadSink {
     const order = new Float64Array(n);
     for (let i = 0; i < n; i++) order[i] = rb[i]! * 1048576 + i;
     order.sort();
-    const r = this.redis as Redis;
+    if (!isCluster(this.redis)) return this.addScripted(batch, all, allView, offs, order);
+    const r = this.redis as unknown as Redis;
     const adds: Promise<unknown>[] = [];
     const uncork = this.cork();
     try {
@@ -196,6 +249,67 @@ export class RedisLayoutSink implements LoadSink {
       uncork();
     }
     const res = await Promise.all(adds);
+    let added = 0;
+    for (const v of res) added += Number(v);
+    return added;
+  }
+
+  /** GROUP_ADD calls for rows `order` (sorted by bucket) of a batch whose members are encoded in `all`. */
+  private async addScripted(batch: SinkBatch, all: Buffer, allView: DataView, offs: Uint32Array, order: Float64Array): Promise<number> {
+    const { layout, prefix } = this.opts;
+    const n = order.length;
+    const r = this.redis as Redis;
+    const hk = this.hll ? layoutKeys.hll(layout, prefix, batch.window) : undefined;
+    const calls: Promise<Buffer>[] = [];
+    const keys: string[] = [];
+    const counts: number[] = [];
+    const uncork = this.cork();
+    try {
+      for (let s = 0; s < n; ) {
+        // one call: whole buckets up to GROUP_ADD_MAX_ROWS rows (a bigger bucket gets a call to itself)
+        keys.length = 0;
+        counts.length = 0;
+        let e = s;
+        let keyBytes = 0;
+        while (e < n) {
+          const bucket = Math.floor(order[e]! / 1048576);
+          let b = e + 1;
+          while (b < n && Math.floor(order[b]! / 1048576) === bucket) b++;
+          if (e > s && b - s > GROUP_ADD_MAX_ROWS) break;
+          const key = layoutKeys.bucket(layout, prefix, batch.window, bucket);
+          keys.push(key);
+          counts.push(b - e);
+          keyBytes += key.length + 16;
+          e = b;
+        }
+        let bytes = 0;
+        for (let j = s; j < e; j++) {
+          const row = order[j]! % 1048576;
+          bytes += offs[row + 1]! - offs[row]!;
+        }
+        const g = keys.length;
+        const numKeys = g + (hk === undefined ? 0 : 1);
+        const w = new RespWriter(96 + keyBytes + (hk?.length ?? 0) + g * 16 + bytes);
+        w.array(3 + numKeys + 2 + g + (e - s));
+        w.str('EVALSHA');
+        w.str(GROUP_ADD.sha);
+        w.uintStr(numKeys);
+        for (const k of keys) w.str(k);
+        if (hk !== undefined) w.str(hk);
+        w.uintStr(g);
+        w.str(hk === undefined ? '0' : '1');
+        for (const c of counts) w.uintStr(c);
+        for (let j = s; j < e; j++) {
+          const row = order[j]! % 1048576;
+          w.raw(all, offs[row]!, offs[row + 1]!, allView);
+        }
+        calls.push(runScriptWire(r, GROUP_ADD, w.bytes()));
+        s = e;
+      }
+    } finally {
+      uncork();
+    }
+    const res = await Promise.all(calls);
     let added = 0;
     for (const v of res) added += Number(v);
     return added;
