@@ -146,7 +146,7 @@ return added
 `);
 
 /** Most members one GROUP_ADD call carries, so no call of ours keeps a shared Redis busy for long. */
-export const GROUP_ADD_MAX_ROWS = 4096;
+export const GROUP_ADD_MAX_ROWS = 1024;
 
 export type LoaderLayout = 'sets' | 'compact';
 
