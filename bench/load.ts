@@ -116,7 +116,25 @@ export interface SweepResult {
   build: string;
   buckets: number;
   rowsPerSec: number[];
+  /** CPU seconds of the loader process and of the Redis server(s), per run. */
+  loaderCpuSec: number[];
+  redisCpuSec: number[];
   ok: boolean;
+}
+
+/** used_cpu_sys + used_cpu_user of the servers at `nodes`, seconds. */
+async function redisCpu(nodes: { host: string; port: number }[]): Promise<number> {
+  let t = 0;
+  for (const n of nodes) {
+    const r = new Redis(n.port, n.host);
+    try {
+      const info = await r.info('cpu');
+      for (const m of info.matchAll(/^used_cpu_(sys|user):([\d.]+)/gm)) t += Number(m[2]);
+    } finally {
+      r.disconnect();
+    }
+  }
+  return t;
 }
 
 /**
@@ -128,7 +146,7 @@ export interface SweepResult {
 export async function bucketSweep(o: {
   dir: string;
   distinct: number;
-  target: { label: string; flag: '--redis' | '--cluster'; address: string; flush: () => Promise<void> };
+  target: { label: string; flag: '--redis' | '--cluster'; address: string; nodes: { host: string; port: number }[]; flush: () => Promise<void> };
   others?: Record<string, string>;
   rounds: number;
   batch?: number;
@@ -137,19 +155,23 @@ export async function bucketSweep(o: {
   const builds: [string, string][] = [['this build', CLI], ...Object.entries(o.others ?? {})];
   const out: SweepResult[] = [];
   for (const buckets of SWEEP_BUCKETS) {
-    const res = builds.map(([build]) => ({ target: o.target.label, build, buckets, rowsPerSec: [] as number[], ok: true }));
+    const res = builds.map(([build]) => ({ target: o.target.label, build, buckets, rowsPerSec: [] as number[], loaderCpuSec: [] as number[], redisCpuSec: [] as number[], ok: true }));
     for (let round = 0; round < o.rounds; round++) {
       for (let b = 0; b < builds.length; b++) {
         await o.target.flush();
+        const cpu0 = await redisCpu(o.target.nodes);
         const sum = await cliLoad(
           [o.dir, o.target.flag, o.target.address, '--layout', 'sets', '--prefix', 'hg', '--window', '2026', '--buckets', String(buckets), ...(o.batch ? ['--batch', String(o.batch)] : []),
             '--checkpoint', join(o.dir, `cp-sweep-${b}.json`), '--failed-file', join(o.dir, 'failed-sweep.txt')],
           builds[b]![1],
         );
+        const rcpu = (await redisCpu(o.target.nodes)) - cpu0;
         const r = res[b]!;
         r.rowsPerSec.push(Math.round(sum.rowsPerSec));
+        r.loaderCpuSec.push(Math.round((sum.rows / sum.rowsPerCpuSec) * 100) / 100);
+        r.redisCpuSec.push(Math.round(rcpu * 100) / 100);
         if (sum.failed !== 0 || sum.newMembers !== o.distinct) r.ok = false;
-        o.log?.(`${o.target.label} ${buckets} buckets ${r.build} round ${round}: ${Math.round(sum.rowsPerSec)} rows/s, ${sum.newMembers} new of ${o.distinct}, ${sum.failed} failed`);
+        o.log?.(`${o.target.label} ${buckets} buckets ${r.build} round ${round}: ${Math.round(sum.rowsPerSec)} rows/s, loader ${r.loaderCpuSec.at(-1)} CPU s, redis ${r.redisCpuSec.at(-1)} CPU s, ${sum.newMembers} new of ${o.distinct}, ${sum.failed} failed`);
       }
     }
     out.push(...res);
@@ -264,7 +286,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       const sweep = await bucketSweep({
         dir: sweepDir,
         distinct: sg.distinct,
-        target: { label: 'one Redis', flag: '--redis', address: srv.url, flush: () => redis.flushall().then(() => undefined) },
+        target: { label: 'one Redis', flag: '--redis', address: srv.url, nodes: [{ host: '127.0.0.1', port: srv.port }], flush: () => redis.flushall().then(() => undefined) },
         rounds: opts.quick ? 1 : 2,
       });
       for (const r of sweep) {
@@ -305,16 +327,23 @@ if (isMainModule(import.meta.url) && process.argv[2] === 'sweep') {
     let target: Parameters<typeof bucketSweep>[0]['target'];
     if (cluster) {
       const nodes = cluster.split(',').map((a) => ({ host: a.split(':')[0]!, port: Number(a.split(':')[1]) }));
-      target = { label: `${nodes.length}-master cluster`, flag: '--cluster', address: cluster, flush: () => flushNodes(nodes) };
+      target = { label: `${nodes.length}-master cluster`, flag: '--cluster', address: cluster, nodes, flush: () => flushNodes(nodes) };
     } else {
       if (!srv) throw new Error('redis-server not available');
       const url = srv.url;
-      target = { label: 'one Redis', flag: '--redis', address: url, flush: () => flushNodes([{ host: '127.0.0.1', port: srv.port }]) };
+      const nodes = [{ host: '127.0.0.1', port: srv.port }];
+      target = { label: 'one Redis', flag: '--redis', address: url, nodes, flush: () => flushNodes(nodes) };
     }
     const res = await bucketSweep({ dir, distinct: gen.distinct, target, rounds, ...(batch ? { batch: Number(batch) } : {}), ...(baseline ? { others: { baseline } } : {}), log: (l) => console.log(l) });
-    console.log('| target | buckets | build | rows/s per round | ok |');
-    console.log('|---|---|---|---|---|');
-    for (const r of res) console.log(`| ${r.target} | ${r.buckets} | ${r.build} | ${r.rowsPerSec.join(' / ')} | ${r.ok ? 'yes' : 'NO'} |`);
+    // on a shared box wall-clock rows/s mostly measure the neighbours; CPU seconds do not: loader
+    // and Redis each on a core of their own would go at about rows / max(loader, Redis) CPU seconds
+    const mean = (a: number[]): number => a.reduce((x, y) => x + y, 0) / a.length;
+    console.log('| target | buckets | build | rows/s per round (wall) | loader CPU s | Redis CPU s | rows / max(loader, Redis) CPU s | ok |');
+    console.log('|---|---|---|---|---|---|---|---|');
+    for (const r of res) {
+      const bound = gen.rows / Math.max(mean(r.loaderCpuSec), mean(r.redisCpuSec));
+      console.log(`| ${r.target} | ${r.buckets} | ${r.build} | ${r.rowsPerSec.join(' / ')} | ${r.loaderCpuSec.join(' / ')} | ${r.redisCpuSec.join(' / ')} | ${Math.round(bound)} | ${r.ok ? 'yes' : 'NO'} |`);
+    }
   } finally {
     await srv?.stop();
     rmSync(dir, { recursive: true, force: true });
