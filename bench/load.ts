@@ -3,6 +3,9 @@
 // and --dry-run) vs an ioredis pipelined loader written the obvious way (readline, split, per-
 // bucket arrays, pipelined SADD) vs the naive first attempt, one awaited SADD per row (sample).
 // Peak RSS comes from each child's summary; loading 1 file vs all files shows it is bounded.
+// The bucket sweep loads at 312,500 and 4,194,304 buckets (about one row per bucket per batch);
+// run alone, `node dist/bench/load.js sweep [--rows N] [--baseline <other build's cli/main.js>]
+// [--cluster host:port,...]` interleaves this build with another one, round by round.
 import { spawn } from 'node:child_process';
 import { createReadStream, mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -14,6 +17,7 @@ import { Suite, size, type SuiteOptions, type SuiteResult } from './common.js';
 import { startBenchRedis } from './redis-server.js';
 import { generateExport } from '../src/loader/generate.js';
 import { bucketOf } from '../src/hash/index.js';
+import { isMainModule } from '../src/util/main-module.js';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli', 'main.js');
 
@@ -30,9 +34,9 @@ interface CliSummary {
   peakRssBytes: number;
 }
 
-/** Runs `hashgate load` in a child process and returns its --json summary. */
-async function cliLoad(args: string[]): Promise<CliSummary> {
-  const child = spawn(process.execPath, [CLI, 'load', ...args, '--json', '--quiet'], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** Runs `hashgate load` (this build's, or the CLI at `cli`) in a child process and returns its --json summary. */
+async function cliLoad(args: string[], cli = CLI): Promise<CliSummary> {
+  const child = spawn(process.execPath, [cli, 'load', ...args, '--json', '--quiet'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stdout.on('data', (d) => (out += d));
@@ -103,6 +107,87 @@ async function scardSum(redis: Redis, prefix: string, buckets: number, compact: 
   let n = 0;
   for (const [, v] of (await p.exec()) ?? []) n += Number(v);
   return n;
+}
+
+export const SWEEP_BUCKETS = [312_500, 4_194_304] as const;
+
+export interface SweepResult {
+  target: string;
+  build: string;
+  buckets: number;
+  rowsPerSec: number[];
+  /** CPU seconds of the loader process and of the Redis server(s), per run. */
+  loaderCpuSec: number[];
+  redisCpuSec: number[];
+  ok: boolean;
+}
+
+/** used_cpu_sys + used_cpu_user of the servers at `nodes`, seconds. */
+async function redisCpu(nodes: { host: string; port: number }[]): Promise<number> {
+  let t = 0;
+  for (const n of nodes) {
+    const r = new Redis(n.port, n.host);
+    try {
+      const info = await r.info('cpu');
+      for (const m of info.matchAll(/^used_cpu_(sys|user):([\d.]+)/gm)) t += Number(m[2]);
+    } finally {
+      r.disconnect();
+    }
+  }
+  return t;
+}
+
+/**
+ * Loads `dir` (holding `distinct` keys) at each of SWEEP_BUCKETS, `rounds` times, into one Redis
+ * (`--redis url`) or a cluster (`--cluster nodes`), with this build and, interleaved run by run,
+ * each of `others` (label -> CLI path), so a busy box slows every build alike. A run is ok when
+ * nothing failed and Redis reported exactly `distinct` new members.
+ */
+export async function bucketSweep(o: {
+  dir: string;
+  distinct: number;
+  target: { label: string; flag: '--redis' | '--cluster'; address: string; nodes: { host: string; port: number }[]; flush: () => Promise<void> };
+  others?: Record<string, string>;
+  rounds: number;
+  batch?: number;
+  log?: (line: string) => void;
+}): Promise<SweepResult[]> {
+  const builds: [string, string][] = [['this build', CLI], ...Object.entries(o.others ?? {})];
+  const out: SweepResult[] = [];
+  for (const buckets of SWEEP_BUCKETS) {
+    const res = builds.map(([build]) => ({ target: o.target.label, build, buckets, rowsPerSec: [] as number[], loaderCpuSec: [] as number[], redisCpuSec: [] as number[], ok: true }));
+    for (let round = 0; round < o.rounds; round++) {
+      for (let b = 0; b < builds.length; b++) {
+        await o.target.flush();
+        const cpu0 = await redisCpu(o.target.nodes);
+        const sum = await cliLoad(
+          [o.dir, o.target.flag, o.target.address, '--layout', 'sets', '--prefix', 'hg', '--window', '2026', '--buckets', String(buckets), ...(o.batch ? ['--batch', String(o.batch)] : []),
+            '--checkpoint', join(o.dir, `cp-sweep-${b}.json`), '--failed-file', join(o.dir, 'failed-sweep.txt')],
+          builds[b]![1],
+        );
+        const rcpu = (await redisCpu(o.target.nodes)) - cpu0;
+        const r = res[b]!;
+        r.rowsPerSec.push(Math.round(sum.rowsPerSec));
+        r.loaderCpuSec.push(Math.round((sum.rows / sum.rowsPerCpuSec) * 100) / 100);
+        r.redisCpuSec.push(Math.round(rcpu * 100) / 100);
+        if (sum.failed !== 0 || sum.newMembers !== o.distinct) r.ok = false;
+        o.log?.(`${o.target.label} ${buckets} buckets ${r.build} round ${round}: ${Math.round(sum.rowsPerSec)} rows/s, loader ${r.loaderCpuSec.at(-1)} CPU s, redis ${r.redisCpuSec.at(-1)} CPU s, ${sum.newMembers} new of ${o.distinct}, ${sum.failed} failed`);
+      }
+    }
+    out.push(...res);
+  }
+  return out;
+}
+
+async function flushNodes(nodes: { host: string; port: number }[]): Promise<void> {
+  for (const n of nodes) {
+    const r = new Redis(n.port, n.host);
+    try {
+      await r.flushall();
+    } finally {
+      r.disconnect();
+    }
+  }
 }
 
 export async function run(opts: SuiteOptions): Promise<SuiteResult> {
@@ -194,11 +279,71 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       const naive = s.rows.find((r) => r.impl.startsWith('one awaited'));
       if (ours && peer && peer.opsPerSec > 0) s.notes.push(`hashgate load (sets) = ${(ours.opsPerSec / peer.opsPerSec).toFixed(1)}x the ioredis pipelined loader`);
       if (ours && naive && naive.opsPerSec > 0) s.notes.push(`hashgate load (sets) = ${(ours.opsPerSec / naive.opsPerSec).toFixed(0)}x one awaited SADD per row (at 20 ms per row against a remote Redis it would be ~${Math.round((gen.rows * 0.02) / 86400)} days for this export)`);
+
+      // many buckets: the 1e9-key sizing's 4,194,304 buckets hold about one row per bucket per batch
+      const sweepDir = join(dir, 'sweep');
+      const sg = generateExport({ dir: sweepDir, files: 2, rowsPerFile: size(opts, 1_000_000, 20_000), dupRatio: 0.2, seed: 7 });
+      const sweep = await bucketSweep({
+        dir: sweepDir,
+        distinct: sg.distinct,
+        target: { label: 'one Redis', flag: '--redis', address: srv.url, nodes: [{ host: '127.0.0.1', port: srv.port }], flush: () => redis.flushall().then(() => undefined) },
+        rounds: opts.quick ? 1 : 2,
+      });
+      for (const r of sweep) {
+        s.addRow({
+          name: `into Redis ${sg.rows} rows, ${r.buckets} buckets`, impl: 'hashgate load (sets)', role: 'hashgate', opsPerSec: Math.max(...r.rowsPerSec), unit: 'rows/s', ok: r.ok,
+          samples: [...r.rowsPerSec].sort((a, b) => a - b), extra: { buckets: r.buckets },
+        });
+        s.target(`hashgate load into Redis at ${r.buckets} buckets`, '>=', 600_000, Math.max(...r.rowsPerSec), 'rows/s', 'sets layout, about one row per bucket per batch at the larger count');
+      }
     } finally {
       redis.disconnect();
     }
     s.notes.push('shared 2-core box running other agents; loader and redis-server compete for the same cores, numbers are noisy.');
     return s.finish();
+  } finally {
+    await srv?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function flagValue(argv: string[], flag: string): string | undefined {
+  const i = argv.indexOf(flag);
+  return i >= 0 ? argv[i + 1] : undefined;
+}
+
+if (isMainModule(import.meta.url) && process.argv[2] === 'sweep') {
+  const argv = process.argv.slice(3);
+  const rows = Number(flagValue(argv, '--rows') ?? 2_000_000);
+  const baseline = flagValue(argv, '--baseline');
+  const cluster = flagValue(argv, '--cluster');
+  const rounds = Number(flagValue(argv, '--rounds') ?? 2);
+  const batch = flagValue(argv, '--batch');
+  const dir = mkdtempSync(join(tmpdir(), 'hashgate-bench-sweep-'));
+  const srv = cluster ? undefined : await startBenchRedis('sweep');
+  try {
+    const gen = generateExport({ dir, files: 2, rowsPerFile: Math.ceil(rows / 2), dupRatio: 0.2, seed: 7 });
+    console.log(`export: ${gen.rows} rows, ${gen.distinct} distinct`);
+    let target: Parameters<typeof bucketSweep>[0]['target'];
+    if (cluster) {
+      const nodes = cluster.split(',').map((a) => ({ host: a.split(':')[0]!, port: Number(a.split(':')[1]) }));
+      target = { label: `${nodes.length}-master cluster`, flag: '--cluster', address: cluster, nodes, flush: () => flushNodes(nodes) };
+    } else {
+      if (!srv) throw new Error('redis-server not available');
+      const url = srv.url;
+      const nodes = [{ host: '127.0.0.1', port: srv.port }];
+      target = { label: 'one Redis', flag: '--redis', address: url, nodes, flush: () => flushNodes(nodes) };
+    }
+    const res = await bucketSweep({ dir, distinct: gen.distinct, target, rounds, ...(batch ? { batch: Number(batch) } : {}), ...(baseline ? { others: { baseline } } : {}), log: (l) => console.log(l) });
+    // on a shared box wall-clock rows/s mostly measure the neighbours; CPU seconds do not: loader
+    // and Redis each on a core of their own would go at about rows / max(loader, Redis) CPU seconds
+    const mean = (a: number[]): number => a.reduce((x, y) => x + y, 0) / a.length;
+    console.log('| target | buckets | build | rows/s per round (wall) | loader CPU s | Redis CPU s | rows / max(loader, Redis) CPU s | ok |');
+    console.log('|---|---|---|---|---|---|---|---|');
+    for (const r of res) {
+      const bound = gen.rows / Math.max(mean(r.loaderCpuSec), mean(r.redisCpuSec));
+      console.log(`| ${r.target} | ${r.buckets} | ${r.build} | ${r.rowsPerSec.join(' / ')} | ${r.loaderCpuSec.join(' / ')} | ${r.redisCpuSec.join(' / ')} | ${Math.round(bound)} | ${r.ok ? 'yes' : 'NO'} |`);
+    }
   } finally {
     await srv?.stop();
     rmSync(dir, { recursive: true, force: true });

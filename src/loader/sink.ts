@@ -1,9 +1,12 @@
 // Where loaded batches go. The loader only needs "add these members to this (window, bucket),
 // idempotently, and tell me when it is acknowledged"; the Redis layouts implement that.
 import type { Cluster, Redis } from 'ioredis';
+import calculateSlot from 'cluster-key-slot';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import { bucketKey, hllKey, metaField, metaKey } from '../dedup/layout.js';
+import { isCluster } from '../redis/client.js';
 import { RawCommand, RespWriter } from '../redis/resp.js';
+import { LuaScript, runScriptWire } from '../redis/scripts.js';
 import { viewOf } from './buffers.js';
 
 /** One batch of one (window, bucket): key i = keys[keyOffsets[i] .. keyOffsets[i+1]). */
@@ -68,6 +71,82 @@ function command(cmd: string, key: string, count: number, members: Buffer, s: nu
   w.raw(members, s, e);
   return w.bytes();
 }
+
+/**
+ * KEYS = bucket keys of G buckets [+ the HyperLogLog key when ARGV[2] == '1'];
+ * ARGV = G, hll flag, member count of bucket 1..G, then every bucket's members back to back.
+ * Returns how many members were new. One call carries many buckets' SADDs: with many buckets a
+ * batch holds about one row per bucket, and a command per row is what limits the load. The
+ * `#!lua` shebang (Redis 7) makes Redis refuse the whole script before it runs when it is out of
+ * memory; SADD is idempotent, so a retried call re-adds harmlessly. Chunks of 4000 members stay
+ * under Lua's unpack limit.
+ */
+const GROUP_ADD = new LuaScript(`#!lua
+local g = tonumber(ARGV[1])
+local p = g + 3
+local added = 0
+for k = 1, g do
+  local c = tonumber(ARGV[k + 2])
+  local key = KEYS[k]
+  while c > 0 do
+    local m = c
+    if m > 4000 then m = 4000 end
+    local e = p + m - 1
+    if m == 1 then
+      added = added + redis.call('SADD', key, ARGV[p])
+    else
+      added = added + redis.call('SADD', key, unpack(ARGV, p, e))
+    end
+    p = e + 1
+    c = c - m
+  end
+end
+if ARGV[2] == '1' then
+  local hk = KEYS[g + 1]
+  local last = #ARGV
+  local s = g + 3
+  while s <= last do
+    local e = s + 3999
+    if e > last then e = last end
+    redis.call('PFADD', hk, unpack(ARGV, s, e))
+    s = e + 1
+  end
+end
+return added
+`);
+
+/**
+ * GROUP_ADD for one Cluster master: no declared keys; ARGV = G, member count of bucket 1..G, the
+ * G bucket keys, then the members. `allow-cross-slot-keys` lets one call touch buckets of many
+ * slots; Redis still refuses (with an error, before writing that key) any key whose slot the node
+ * does not serve right now (moved, or migrating), so a stale slot map never puts a member on the
+ * wrong node: the caller re-sends that part as plain SADDs, which follow the redirections.
+ */
+const NODE_GROUP_ADD = new LuaScript(`#!lua flags=allow-cross-slot-keys
+local g = tonumber(ARGV[1])
+local p = 2 * g + 2
+local added = 0
+for k = 1, g do
+  local c = tonumber(ARGV[k + 1])
+  local key = ARGV[g + k + 1]
+  while c > 0 do
+    local m = c
+    if m > 4000 then m = 4000 end
+    local e = p + m - 1
+    if m == 1 then
+      added = added + redis.call('SADD', key, ARGV[p])
+    else
+      added = added + redis.call('SADD', key, unpack(ARGV, p, e))
+    end
+    p = e + 1
+    c = c - m
+  end
+end
+return added
+`);
+
+/** Most members one GROUP_ADD call carries, so no call of ours keeps a shared Redis busy for long. */
+export const GROUP_ADD_MAX_ROWS = 1024;
 
 export type LoaderLayout = 'sets' | 'compact';
 
@@ -148,12 +227,16 @@ export class RedisLayoutSink implements LoadSink {
     };
   }
 
-  /** One SADD per bucket of a grouped batch, all written at once; one PFADD for the whole batch. */
+  /**
+   * A batch spanning many buckets. Standalone Redis: one GROUP_ADD call per GROUP_ADD_MAX_ROWS
+   * rows. Cluster (buckets live on different slots, which one script may not touch): one SADD
+   * per bucket, all written at once, and one PFADD for the whole batch.
+   */
   private async addGrouped(batch: SinkBatch, rb: Uint32Array): Promise<number> {
-    const { layout, prefix } = this.opts;
+    const { layout } = this.opts;
     const n = batch.count;
     const compact = layout === 'compact';
-    // every member is encoded once; SADDs copy their rows' encodings, PFADD copies them all
+    // every member is encoded once; commands copy their rows' encodings
     const offs = new Uint32Array(n + 1);
     const enc = new RespWriter(membersRoom(compact, n, batch.keyOffsets[n]! - batch.keyOffsets[0]!));
     encodeMembers(batch, compact, enc, undefined, offs);
@@ -163,39 +246,195 @@ export class RedisLayoutSink implements LoadSink {
     const order = new Float64Array(n);
     for (let i = 0; i < n; i++) order[i] = rb[i]! * 1048576 + i;
     order.sort();
-    const r = this.redis as Redis;
+    if (!isCluster(this.redis)) return this.addScripted(batch, all, allView, offs, order);
+    return this.addClusterGrouped(batch, all, allView, offs, order);
+  }
+
+  /** `[start, end)` runs of `order` (sorted by bucket), one per bucket. */
+  private static runs(order: Float64Array): number[] {
+    const out: number[] = [];
+    const n = order.length;
+    for (let a = 0; a < n; ) {
+      const bucket = Math.floor(order[a]! / 1048576);
+      let b = a + 1;
+      while (b < n && Math.floor(order[b]! / 1048576) === bucket) b++;
+      out.push(a, b);
+      a = b;
+    }
+    return out;
+  }
+
+  /** One SADD per run (bucket) through the Cluster client, which follows MOVED/ASK. */
+  private saddRuns(batch: SinkBatch, all: Buffer, allView: DataView, offs: Uint32Array, order: Float64Array, runs: number[]): Promise<number> {
+    const { layout, prefix } = this.opts;
+    const r = this.redis as Cluster;
     const adds: Promise<unknown>[] = [];
+    for (let k = 0; k < runs.length; k += 2) {
+      const a = runs[k]!;
+      const b = runs[k + 1]!;
+      const bucket = Math.floor(order[a]! / 1048576);
+      let bytes = 0;
+      for (let j = a; j < b; j++) {
+        const row = order[j]! % 1048576;
+        bytes += offs[row + 1]! - offs[row]!;
+      }
+      const key = layoutKeys.bucket(layout, prefix, batch.window, bucket);
+      const w = new RespWriter(32 + Buffer.byteLength(key) + bytes);
+      w.array(b - a + 2);
+      w.str('SADD');
+      w.str(key);
+      for (let j = a; j < b; j++) {
+        const row = order[j]! % 1048576;
+        w.raw(all, offs[row]!, offs[row + 1]!, allView);
+      }
+      adds.push(r.sendCommand(new RawCommand('sadd', [key], w.bytes())) as Promise<unknown>);
+    }
+    return Promise.all(adds).then((res) => res.reduce<number>((x, v) => x + Number(v), 0));
+  }
+
+  /**
+   * Cluster: the buckets of each master (by the client's slot map) go to it as NODE_GROUP_ADD
+   * calls of up to GROUP_ADD_MAX_ROWS rows; a call the node refuses (slot moved or migrating,
+   * unknown owner) is re-sent as plain SADDs through the Cluster client. SADD is idempotent, so
+   * re-adding what a refused call already wrote is harmless (its "new" count is then low).
+   */
+  private async addClusterGrouped(batch: SinkBatch, all: Buffer, allView: DataView, offs: Uint32Array, order: Float64Array): Promise<number> {
+    const { layout, prefix } = this.opts;
+    const cl = this.redis as Cluster;
+    const internals = cl as unknown as { slots?: (string[] | undefined)[]; connectionPool?: { getInstanceByKey(k: string): Redis | undefined } };
+    const runs = RedisLayoutSink.runs(order);
+    const perNode = new Map<Redis, { runs: number[]; keys: string[] }>();
+    const orphan: number[] = [];
+    for (let k = 0; k < runs.length; k += 2) {
+      const key = layoutKeys.bucket(layout, prefix, batch.window, Math.floor(order[runs[k]!]! / 1048576));
+      const nodeKey = internals.slots?.[calculateSlot(key)]?.[0];
+      const node = nodeKey === undefined ? undefined : internals.connectionPool?.getInstanceByKey(nodeKey);
+      if (node === undefined) {
+        orphan.push(runs[k]!, runs[k + 1]!);
+        continue;
+      }
+      let g = perNode.get(node);
+      if (g === undefined) perNode.set(node, (g = { runs: [], keys: [] }));
+      g.runs.push(runs[k]!, runs[k + 1]!);
+      g.keys.push(key);
+    }
+    const calls: Promise<number>[] = [];
     const uncork = this.cork();
     try {
-      for (let a = 0; a < n; ) {
-        const bucket = Math.floor(order[a]! / 1048576);
-        let b = a + 1;
-        let bytes = 0;
-        while (b < n && Math.floor(order[b]! / 1048576) === bucket) b++;
-        for (let j = a; j < b; j++) {
-          const row = order[j]! % 1048576;
-          bytes += offs[row + 1]! - offs[row]!;
+      if (orphan.length > 0) calls.push(this.saddRuns(batch, all, allView, offs, order, orphan));
+      for (const [node, g] of perNode) {
+        for (let s = 0; s < g.keys.length; ) {
+          // whole buckets up to GROUP_ADD_MAX_ROWS rows per call
+          let e = s;
+          let rows = 0;
+          let bytes = 0;
+          while (e < g.keys.length) {
+            const n = g.runs[2 * e + 1]! - g.runs[2 * e]!;
+            if (e > s && rows + n > GROUP_ADD_MAX_ROWS) break;
+            rows += n;
+            bytes += g.keys[e]!.length + 16;
+            for (let j = g.runs[2 * e]!; j < g.runs[2 * e + 1]!; j++) {
+              const row = order[j]! % 1048576;
+              bytes += offs[row + 1]! - offs[row]!;
+            }
+            e++;
+          }
+          const w = new RespWriter(96 + bytes + (e - s) * 16);
+          w.array(3 + 1 + 2 * (e - s) + rows);
+          w.str('EVALSHA');
+          w.str(NODE_GROUP_ADD.sha);
+          w.uintStr(0);
+          w.uintStr(e - s);
+          for (let k = s; k < e; k++) w.uintStr(g.runs[2 * k + 1]! - g.runs[2 * k]!);
+          for (let k = s; k < e; k++) w.str(g.keys[k]!);
+          for (let k = s; k < e; k++) {
+            for (let j = g.runs[2 * k]!; j < g.runs[2 * k + 1]!; j++) {
+              const row = order[j]! % 1048576;
+              w.raw(all, offs[row]!, offs[row + 1]!, allView);
+            }
+          }
+          const part = g.runs.slice(2 * s, 2 * e);
+          calls.push(
+            runScriptWire(node, NODE_GROUP_ADD, w.bytes()).then(
+              (v) => Number(v),
+              // refused keys (moved/migrating slot): plain SADDs follow the redirection; a
+              // connection error fails those too, and the batch is retried as a whole
+              () => this.saddRuns(batch, all, allView, offs, order, part),
+            ),
+          );
+          s = e;
         }
-        const key = layoutKeys.bucket(layout, prefix, batch.window, bucket);
-        const w = new RespWriter(32 + Buffer.byteLength(key) + bytes);
-        w.array(b - a + 2);
-        w.str('SADD');
-        w.str(key);
-        for (let j = a; j < b; j++) {
-          const row = order[j]! % 1048576;
-          w.raw(all, offs[row]!, offs[row + 1]!, allView);
-        }
-        adds.push(r.sendCommand(new RawCommand('sadd', [key], w.bytes())) as Promise<unknown>);
-        a = b;
       }
       if (this.hll) {
         const hk = layoutKeys.hll(layout, prefix, batch.window);
-        adds.push((r.sendCommand(new RawCommand('pfadd', [hk], command('PFADD', hk, n, all, 0, all.length))) as Promise<unknown>).then(() => 0));
+        const n = order.length;
+        calls.push((cl.sendCommand(new RawCommand('pfadd', [hk], command('PFADD', hk, n, all, 0, all.length))) as Promise<unknown>).then(() => 0));
       }
     } finally {
       uncork();
     }
-    const res = await Promise.all(adds);
+    const res = await Promise.all(calls);
+    let added = 0;
+    for (const v of res) added += v;
+    return added;
+  }
+
+  /** GROUP_ADD calls for rows `order` (sorted by bucket) of a batch whose members are encoded in `all`. */
+  private async addScripted(batch: SinkBatch, all: Buffer, allView: DataView, offs: Uint32Array, order: Float64Array): Promise<number> {
+    const { layout, prefix } = this.opts;
+    const n = order.length;
+    const r = this.redis as Redis;
+    const hk = this.hll ? layoutKeys.hll(layout, prefix, batch.window) : undefined;
+    const calls: Promise<Buffer>[] = [];
+    const keys: string[] = [];
+    const counts: number[] = [];
+    const uncork = this.cork();
+    try {
+      for (let s = 0; s < n; ) {
+        // one call: whole buckets up to GROUP_ADD_MAX_ROWS rows (a bigger bucket gets a call to itself)
+        keys.length = 0;
+        counts.length = 0;
+        let e = s;
+        let keyBytes = 0;
+        while (e < n) {
+          const bucket = Math.floor(order[e]! / 1048576);
+          let b = e + 1;
+          while (b < n && Math.floor(order[b]! / 1048576) === bucket) b++;
+          if (e > s && b - s > GROUP_ADD_MAX_ROWS) break;
+          const key = layoutKeys.bucket(layout, prefix, batch.window, bucket);
+          keys.push(key);
+          counts.push(b - e);
+          keyBytes += key.length + 16;
+          e = b;
+        }
+        let bytes = 0;
+        for (let j = s; j < e; j++) {
+          const row = order[j]! % 1048576;
+          bytes += offs[row + 1]! - offs[row]!;
+        }
+        const g = keys.length;
+        const numKeys = g + (hk === undefined ? 0 : 1);
+        const w = new RespWriter(96 + keyBytes + (hk?.length ?? 0) + g * 16 + bytes);
+        w.array(3 + numKeys + 2 + g + (e - s));
+        w.str('EVALSHA');
+        w.str(GROUP_ADD.sha);
+        w.uintStr(numKeys);
+        for (const k of keys) w.str(k);
+        if (hk !== undefined) w.str(hk);
+        w.uintStr(g);
+        w.str(hk === undefined ? '0' : '1');
+        for (const c of counts) w.uintStr(c);
+        for (let j = s; j < e; j++) {
+          const row = order[j]! % 1048576;
+          w.raw(all, offs[row]!, offs[row + 1]!, allView);
+        }
+        calls.push(runScriptWire(r, GROUP_ADD, w.bytes()));
+        s = e;
+      }
+    } finally {
+      uncork();
+    }
+    const res = await Promise.all(calls);
     let added = 0;
     for (const v of res) added += Number(v);
     return added;

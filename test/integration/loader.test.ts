@@ -80,6 +80,45 @@ describe.skipIf(!HAVE)('loader -> real redis-server (sets layout)', () => {
   });
 });
 
+describe.skipIf(!HAVE)('loader -> real redis-server: many buckets, about one row per bucket per batch', () => {
+  let srv: RedisServer;
+  let redis: Redis;
+  let dir: string;
+  beforeAll(async () => {
+    srv = await startRedis();
+    redis = new Redis(srv.url);
+    dir = mkdtempSync(join(tmpdir(), 'hg-loader-many-'));
+  });
+  afterAll(async () => {
+    redis?.disconnect();
+    await srv?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('1,000,000 buckets: every row lands in its bucket, with far fewer commands than rows', async () => {
+    const gen = generateExport({ dir: join(dir, 'export'), files: 2, rowsPerFile: 15_000, dupRatio: 0.2, seed: 11 });
+    const buckets = 1_000_000;
+    const client = new Redis(srv.url);
+    const sent = vi.spyOn(client, 'sendCommand');
+    const sink = new RedisLayoutSink(client, { layout: 'sets', prefix: 'many', buckets });
+    const sum = await load({ inputs: [join(dir, 'export')], window: '2026', buckets, batch: 1000, concurrency: 4, checkpointFile: join(dir, 'cp.json') }, { sink });
+    await sink.close();
+    expect(sum).toMatchObject({ rows: gen.rows, loaded: gen.rows, failed: 0, newMembers: gen.distinct });
+    // the rows went out as calls carrying many buckets each, not as one SADD per row
+    const names = sent.mock.calls.map(([c]) => c.name);
+    expect(names.filter((n) => n === 'evalsha').length).toBeGreaterThan(0);
+    expect(names.length).toBeLessThan(gen.rows / 10);
+    // every key is a member of the bucket bucketOf names, and nothing else was added
+    const keys = Array.from({ length: gen.distinct }, (_, i) => personLine(i).replace('|', ''));
+    const p = redis.pipeline();
+    for (const k of keys) p.sismember(`many:2026:${bucketOf(k, buckets)}`, k);
+    expect(((await p.exec()) ?? []).filter(([, v]) => v === 1).length).toBe(keys.length);
+    expect(await scardSum(redis, 'many:2026:[0-9]*')).toBe(gen.distinct);
+    const approx = await redis.pfcount('many:2026:hll');
+    expect(Math.abs(approx - gen.distinct) / gen.distinct).toBeLessThan(0.05);
+  });
+});
+
 describe.skipIf(!HAVE)('hashgate load CLI -> real redis-server: layouts readable by the dedup store', () => {
   let srv: RedisServer;
   let redis: Redis;

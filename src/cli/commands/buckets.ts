@@ -11,7 +11,10 @@ const HELP = `usage: hashgate buckets (--synthetic N | <file|dir|glob>...) [flag
   --vnodes V        virtual nodes per bucket on the hash ring (default ${DEFAULTS.vnodes})
   --delimiter C     field delimiter of the files (default '|')
   --fields 0,1      fields forming the key (default: all, concatenated)
-  --json            print the report as one line of JSON`;
+  --max-memory-mb M memory for the distinct-key set (default 1024); larger exports are
+                    de-duplicated through temporary files in the OS temp directory
+  --json            print the report as one line of JSON
+Every figure counts distinct keys: a repeated row is one member of its bucket's set.`;
 
 function intFlag(flag: string, v: string | undefined, min: number, max: number): number | undefined {
   if (v === undefined) return undefined;
@@ -40,10 +43,11 @@ export function formatReport(r: BalanceReport): string {
   });
   const head = ['method', '    mean', '   stddev', '    min', '    max', 'max/mean', ' chi-square', ' p-value', `moved->${r.methods[0]?.resize.to}`, `moved->${r.buckets + 1}`].join(' ');
   return [
-    `${r.keys} keys into ${r.buckets} buckets (ring: ${r.vnodes} virtual nodes per bucket)`,
+    `${r.rows} rows, ${r.keys} distinct keys into ${r.buckets} buckets (ring: ${r.vnodes} virtual nodes per bucket)`,
     head,
     ...rows,
     `minimum possible moves: ${((r.methods[0]?.resize.minimumFraction ?? 0) * 100).toFixed(1)}% (${r.buckets} -> ${r.methods[0]?.resize.to}), ${((r.methods[0]?.addOne.minimumFraction ?? 0) * 100).toFixed(2)}% (${r.buckets} -> ${r.buckets + 1})`,
+    ...r.skipped.map((k) => `${k.method}: left out: ${k.reason}`),
     'p-value: chance of an imbalance at least this large under a perfectly uniform hash; tiny = not uniform.',
   ].join('\n');
 }
@@ -61,6 +65,7 @@ export async function run(argv: string[]): Promise<number> {
         buckets: { type: 'string' },
         to: { type: 'string' },
         vnodes: { type: 'string' },
+        'max-memory-mb': { type: 'string' },
         delimiter: { type: 'string' },
         fields: { type: 'string' },
         json: { type: 'boolean' },
@@ -80,8 +85,9 @@ export async function run(argv: string[]): Promise<number> {
     const synthetic = intFlag('--synthetic', str('synthetic'), 1, 1e10);
     if (synthetic === undefined && positionals.length === 0) throw new TypeError('give --synthetic N or input files (hashgate buckets --help)');
     if (synthetic !== undefined && positionals.length > 0) throw new TypeError('--synthetic and input files are mutually exclusive');
-    const buckets = intFlag('--buckets', str('buckets'), 1, 1 << 21);
-    const to = intFlag('--to', str('to'), 1, 1 << 21);
+    const buckets = intFlag('--buckets', str('buckets'), 1, 1 << 23);
+    const to = intFlag('--to', str('to'), 1, 1 << 24);
+    const maxMemoryMB = intFlag('--max-memory-mb', str('max-memory-mb'), 1, 1 << 20);
     const vnodes = intFlag('--vnodes', str('vnodes'), 1, 10_000);
     let delimiter: number | undefined;
     if (str('delimiter') !== undefined) {
@@ -90,7 +96,7 @@ export async function run(argv: string[]): Promise<number> {
       delimiter = d[0];
     }
     const fields = str('fields') === undefined ? null : str('fields')!.split(',').map((f) => intFlag('--fields', f.trim(), 0, 255)!);
-    const opts = { buckets, resizeTo: to, vnodes, delimiter, fields };
+    const opts = { buckets, resizeTo: to, vnodes, delimiter, fields, maxMemoryMB };
     const report = synthetic !== undefined ? analyseSynthetic(synthetic, opts) : await analyseFiles(positionals, opts);
     if (values.json) console.log(JSON.stringify(report));
     else console.log(formatReport(report));
