@@ -29,6 +29,13 @@ export const ErrorCodes = {
   BLOOM_CONFIG_CHANGED: 'HG_ERR_BLOOM_CONFIG_CHANGED',
   /** A Redis-held Bloom filter has no config hash (never initialised, or deleted). */
   BLOOM_NOT_INITIALIZED: 'HG_ERR_BLOOM_NOT_INITIALIZED',
+  /**
+   * A store command was sent but its reply never came (timeout, connection lost): it may or may not
+   * have been applied. Retry with the same requestId to get the original answers.
+   */
+  STORE_OUTCOME_UNKNOWN: 'HG_ERR_STORE_OUTCOME_UNKNOWN',
+  /** The call was refused before anything was sent: the local queue in front of the store is full. */
+  OVERLOADED: 'HG_ERR_OVERLOADED',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
