@@ -7,7 +7,7 @@ import { Cluster, type Redis } from 'ioredis';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { RedisClient } from '../redis/client.js';
 import { int64Decimal } from '../redis/int64.js';
-import { RawCommand, RespWriter } from '../redis/resp.js';
+import { RespWriter, UntimedRawCommand } from '../redis/resp.js';
 import { runScript, runScriptWire } from '../redis/scripts.js';
 import type { Layout } from './options.js';
 import { hllKey, metaField, metaKey, windowPattern, bucketKey, type Member } from './layout.js';
@@ -202,12 +202,12 @@ export class RedisStore implements DedupStore {
     if (!this.cluster && b.count === 1 && b.requestId === undefined) return this.addOne(b, hk, answers);
     const chunks = this.chunksOf(b);
     const ok = new Uint8Array(chunks.length);
-    const deadline = performance.now() + 2 * this.pacing.commandTimeoutMs;
+    /** Chunks sent whose reply never came: applied or not, nobody knows (until a resend answers). */
+    const sentUnanswered = new Uint8Array(chunks.length);
+    let deadline = 0;
     let firstErr: unknown;
-    let unknown = false;
     for (let attempt = 0; ; attempt++) {
       firstErr = undefined;
-      unknown = false;
       const sends: Promise<void>[] = [];
       for (let c = 0; c < chunks.length; c++) {
         if (ok[c]) continue;
@@ -223,8 +223,8 @@ export class RedisStore implements DedupStore {
               ok[c] = 1;
             },
             (err: unknown) => {
-              firstErr ??= err;
-              if (!isNotApplied(err)) unknown = true;
+              if (firstErr === undefined || !isNotApplied(err)) firstErr = err;
+              if (!isNotApplied(err)) sentUnanswered[c] = 1;
             },
           ),
         );
@@ -232,11 +232,18 @@ export class RedisStore implements DedupStore {
       await Promise.all(sends);
       if (firstErr === undefined) return;
       // With a request record a resend returns the original answers: try again after a reconnect.
-      if (b.requestId === undefined || attempt >= 2 || this.aborted || !(await this.readyBefore(deadline))) break;
+      if (b.requestId === undefined || attempt >= 2 || this.aborted) break;
+      // resends wait for a reconnect up to twice the command timeout after the first failure
+      if (attempt === 0) deadline = performance.now() + 2 * this.pacing.commandTimeoutMs;
+      // let a connection cut after a stall close before its status is read
+      await new Promise((r) => setTimeout(r, 10));
+      if (!(await this.readyBefore(deadline))) break;
     }
+    let unknown = false;
     const done = new Uint8Array(G).fill(1);
     for (let c = 0; c < chunks.length; c++) {
       if (ok[c]) continue;
+      if (sentUnanswered[c]) unknown = true;
       const segs = chunks[c]!.segs;
       for (let i = 0; i < segs.length; i += 3) done[segs[i]!] = 0;
     }
@@ -296,7 +303,7 @@ export class RedisStore implements DedupStore {
     if (!this.cluster) {
       const wire = this.encodeChunk(b, ch, hk);
       const script = b.requestId === undefined ? FIRST_SEEN : FIRST_SEEN_ONCE;
-      return this.lane.run(() => runScriptWire(this.redis as Redis, script, wire)).then((r) => (r as Buffer).toString('latin1'));
+      return this.lane.run(() => runScriptWire(this.redis as Redis, script, wire, true)).then((r) => (r as Buffer).toString('latin1'));
     }
     const g = ch.segs[0]!;
     const s = ch.segs[1]!;
@@ -334,7 +341,7 @@ export class RedisStore implements DedupStore {
       w.member(member);
     }
     const bytes = w.bytes();
-    const sadd = this.lane.run(() => (this.redis as Redis).sendCommand(new RawCommand('sadd', [], bytes)) as Promise<unknown>);
+    const sadd = this.lane.run(() => (this.redis as Redis).sendCommand(new UntimedRawCommand('sadd', [], bytes)) as Promise<unknown>);
     if (this.hll) this.queueHll(hk, member);
     let reply: unknown;
     try {

@@ -247,11 +247,7 @@ export class DedupService {
     } else if (r instanceof Redis || r instanceof Cluster) {
       this.store = new RedisStore(r, o.prefix, o.hll, false, o.connectTimeoutMs, pacing);
     } else if (typeof r === 'string' || typeof r === 'object') {
-      // ioredis' own timeout runs from when a command is queued; the store times its commands from
-      // when Redis can start on them (src/redis/inflight.ts), so ioredis' is only a backstop, long
-      // enough for the commands a store keeps in flight ahead of one.
-      const backstop = o.commandTimeoutMs * (o.maxInFlight + 1);
-      this.store = new RedisStore(createRedisClient(r, backstop), o.prefix, o.hll, true, o.connectTimeoutMs, pacing);
+      this.store = new RedisStore(createRedisClient(r, o.commandTimeoutMs), o.prefix, o.hll, true, o.connectTimeoutMs, pacing);
     } else {
       throw invalidType('options.redis', "a redis:// URL, ioredis options or { cluster: nodes }", r);
     }

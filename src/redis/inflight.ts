@@ -105,7 +105,15 @@ export class InFlightLimit {
   }
 
   private arm(e: Entry): void {
-    e.timer = setTimeout(() => this.stall(), this.timeoutMs);
+    e.timer = setTimeout(() => {
+      e.timer = undefined;
+      // Our own event loop may have been busy (hashing a big batch) while the reply sat in the
+      // socket: timers run before I/O is read, setImmediate after. Only a reply still missing
+      // once the socket was read is a stall.
+      setImmediate(() => {
+        if (!e.done && this.flying[0] === e) this.stall();
+      });
+    }, this.timeoutMs);
   }
 
   private fail(e: Entry, err: unknown): void {
