@@ -3,26 +3,30 @@
 //
 // Answers: 1 = first time in the key's window, 0 = seen before (or earlier in the same batch).
 // Order of checks per key: duplicate inside the batch -> local seen-cache (only ever holds keys
-// the store confirmed or journaled, and "seen" never becomes "unseen" inside a window) -> store
-// (standalone Redis: one atomic script per batch under fail-closed, per 2500-key chunk under
-// fail-open so Redis works on one chunk while the next is hashed; Cluster: one per bucket).
+// the store confirmed or journaled, and "seen" never becomes "unseen" inside a window; skipped for
+// a caller's requestId) -> store. Redis: the batch goes out as scripts of at most
+// dedup.maxKeysPerCommand keys (a shared Redis is never held long by one of ours), at most
+// dedup.maxInFlight in flight, the rest queued locally and untimed; a command is timed from when
+// Redis can start on it (src/redis/inflight.ts). Fail-open batches are also hashed in 2500-key
+// pieces so Redis works on one while the next is hashed. Batches beyond dedup.maxQueuedKeys
+// waiting keys reject with HG_ERR_OVERLOADED before anything is sent.
 //
-// Store failures:
+// Store failures (Redis unreachable, or no reply for commandTimeoutMs once Redis could work on it):
 //   fail-open   answer 1 for every key whose write was not acknowledged, append those keys to the
 //               journal (fsync'd) before answering; recover() replays them. If the journal
 //               itself cannot be written the call rejects with HG_ERR_JOURNAL. While the
 //               window's bucket count is unknown (Redis unreachable since start) nothing is sent
 //               at all: the keys are journaled as digests and replay buckets them by the count
 //               the window records.
-//   fail-closed reject with HG_ERR_STORE_UNAVAILABLE. Standalone: the batch is one script, which
-//               Redis runs entirely or not at all (OOM is refused before it starts), so a
-//               rejected batch wrote nothing -- except when the reply was lost after Redis ran
-//               it (timeout/connection drop mid-reply); then the keys may be in Redis and a retry
-//               answers them 0. Cluster: atomic per bucket; buckets that were acknowledged before
-//               the failure stay written, and error.details.answers (per input index: 0/1, or 255
-//               = unknown) tells the caller which answers are known. Nothing is rolled back,
-//               because an undo could turn another process's concurrent duplicate into a lost
-//               first-seen.
+//   fail-closed reject. HG_ERR_STORE_UNAVAILABLE: nothing of what is unknown was written (never
+//               sent, or refused before the script ran). HG_ERR_STORE_OUTCOME_UNKNOWN: a command
+//               was sent and its reply lost, its keys may be in Redis. error.details.answers (per
+//               input index: 0/1, or 255 = unknown) tells which answers are known, and
+//               details.requestId the id whose retry returns the original answers: every
+//               fail-closed batch carries a request id (the caller's, or one of ours), so its
+//               scripts record the keys they answered 1 and a resend (ours after a reconnect, or
+//               the caller's) answers them 1 again instead of 0. Nothing is rolled back, because
+//               an undo could turn another process's concurrent duplicate into a lost first-seen.
 //   Bad input (type, empty, too long, bad PackedKeys) is rejected before anything is hashed or
 //   written, with details.index naming the key.
 import { randomUUID } from 'node:crypto';
