@@ -55,8 +55,9 @@ export interface DedupOptions {
   maxKeysPerCommand?: number;
   /**
    * Dedup commands one store keeps in flight at once; the rest wait locally, untimed, in call
-   * order. Each command's timeout starts only once it is sent, so a long local queue never turns
-   * into timeouts (and fail-open answers). Default 2 (Redis works on one while the next is on the wire).
+   * order. A command's commandTimeoutMs starts only once the commands ahead of it answered, so a
+   * long local queue never turns into timeouts (and fail-open answers). Default 2 (Redis works on
+   * one while the next is on the wire).
    */
   maxInFlight?: number;
   /**
