@@ -2,7 +2,7 @@
 // while a fail-closed firstSeen of N new keys runs (N = 1k, 10k, 100k, 200k), with the default
 // dedup.maxKeysPerCommand and with the whole batch as one command (the old behaviour).
 import { Redis } from 'ioredis';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Suite, dedupKey, type SuiteOptions, type SuiteResult } from './common.js';
 import { startBenchRedis } from './redis-server.js';
@@ -49,6 +49,9 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
           dedup: { prefix: `busy${round++}`, onStoreError: 'fail-closed', maxKeysPerCommand: v.maxKeysPerCommand, commandTimeoutMs: 10_000, replayIntervalMs: 0, journalDir: join(tmpdir(), 'hashgate-bench-journal') },
         });
         await svc.firstSeen(['warm-up']);
+        await admin.config('SET', 'slowlog-log-slower-than', '0');
+        await admin.config('SET', 'slowlog-max-len', '10000');
+        await admin.slowlog('RESET');
         await pinger.ping();
         const t = performance.now();
         const call = svc.firstSeen(keys);
@@ -58,6 +61,9 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         let first = 0;
         for (const a of answers) first += a;
         const longest = waits[waits.length - 1] ?? 0;
+        // Redis' own account of its longest command of the call (the PING wait adds scheduling noise)
+        const log = (await admin.slowlog('GET', -1)) as Array<[number, number, number, string[]]>;
+        const longestCmd = Math.max(0, ...log.filter((e) => /^eval/i.test(String(e[3][0]))).map((e) => e[2])) / 1000;
         s.addRow({
           name: `firstSeen of ${n} new keys (fail-closed)`,
           impl: v.impl,
@@ -65,13 +71,15 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
           opsPerSec: n / (ms / 1000),
           unit: 'keys/s',
           ok: first === n,
-          extra: { longestPingMs: Number(longest.toFixed(1)), medianPingMs: Number((waits[waits.length >> 1] ?? 0).toFixed(2)), pings: waits.length, callMs: Math.round(ms) },
+          extra: { longestPingMs: Number(longest.toFixed(1)), medianPingMs: Number((waits[waits.length >> 1] ?? 0).toFixed(2)), pings: waits.length, longestCommandMs: Number(longestCmd.toFixed(1)), callMs: Math.round(ms) },
         });
         if (v.role === 'hashgate' && n === SIZES[SIZES.length - 1]) s.target(`longest PING wait during a ${n}-key firstSeen`, '<=', 50, Number(longest.toFixed(1)), 'ms');
         await svc.close();
         await admin.flushall();
       }
     }
+    s.notes.push(`load average at the end of the run: ${loadavg()[0]!.toFixed(1)} on ${cpus().length} cores`);
+    s.notes.push('longestCommandMs: the longest EVALSHA of the call by SLOWLOG (Redis time only).');
     s.notes.push('A PING on a second connection, sent back to back during the call: its longest wait is the longest a command of the call kept Redis busy (plus one round trip). Private redis-server, no AOF; shared 2-core box, numbers are noisy.');
   } finally {
     pinger.disconnect();
