@@ -34,6 +34,13 @@ export const ErrorCodes = {
    * (details: tier, tiers, indexes of the unchecked keys, the tier errors).
    */
   TIER_UNAVAILABLE: 'HG_ERR_TIER_UNAVAILABLE',
+  /**
+   * A store command was sent but its reply never came (timeout, connection lost): it may or may not
+   * have been applied. Retry with the same requestId to get the original answers.
+   */
+  STORE_OUTCOME_UNKNOWN: 'HG_ERR_STORE_OUTCOME_UNKNOWN',
+  /** The call was refused before anything was sent: the local queue in front of the store is full. */
+  OVERLOADED: 'HG_ERR_OVERLOADED',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];

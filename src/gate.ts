@@ -10,7 +10,7 @@ import { BloomFilter, type BloomFilterOptions } from './bloom/index.js';
 import { BloomCallQueue } from './bloom/call-queue.js';
 import { RedisBloomCalls, isRedisHeldBloom, type GateBloomCalls, type RedisHeldBloom } from './bloom/redis-calls.js';
 import type { CheckedKeys, Key } from './hash/keys.js';
-import { DedupService, checkDedupKeys, firstSeenHashed, type DedupServiceOptions, type DedupStats, type RecoverReport } from './dedup/service.js';
+import { DedupService, checkDedupKeys, firstSeenHashed, type DedupServiceOptions, type DedupStats, type FirstSeenOptions, type RecoverReport } from './dedup/service.js';
 import type { DedupOptions, RedisConfig } from './dedup/options.js';
 import { TieredCache, type LookupResult, type TieredCacheOptions } from './cache/index.js';
 import type { CacheValue } from './cache/index.js';
@@ -416,14 +416,14 @@ export class HashGate {
    * an exact answer never depends on it, so it can never turn a new key into a duplicate. The
    * gate's own `bloom` filter is never touched here.
    */
-  firstSeen(keys: Keys, options?: { at?: Date }): Promise<Uint8Array> {
+  firstSeen(keys: Keys, options?: FirstSeenOptions): Promise<Uint8Array> {
     if (this.closed) return Promise.reject(new HashGateError(ErrorCodes.CLOSED, 'HashGate is closed'));
     // Plain service calls go straight to the (coalescing) dedup service: no wrapper promise.
     if (this.firstSeenBloom === undefined && this.firstSeenShared === undefined && !this.metrics.enabled) return this.dedup.firstSeen(keys, options);
     return this.firstSeenObserved(keys, options);
   }
 
-  private async firstSeenObserved(keys: Keys, options: { at?: Date } | undefined): Promise<Uint8Array> {
+  private async firstSeenObserved(keys: Keys, options: FirstSeenOptions | undefined): Promise<Uint8Array> {
     // Each key is checked once (by dedup's rules) and hashed once: the same murmur3_128 digests
     // answer the filter's check and add, and (when seeds agree) the dedup store's lookup.
     const c = tryCheck(() => checkDedupKeys(this.dedup, keys), keys);

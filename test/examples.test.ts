@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path';
 import { once } from 'node:events';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
 import { guavaHarness } from './helpers/java.js';
-import { startTcpProxy } from './helpers/tcp-proxy.js';
+import { startProxy } from './helpers/tcp-proxy.js';
 
 const repo = resolve(import.meta.dirname, '..');
 const has = requireRedisOrSkip('examples');
@@ -155,8 +155,8 @@ describe.skipIf(!has)('examples/', () => {
   }, 120_000);
 
   it('http-service.mjs starts while Redis is down, answers 503 "unknown" for risk checks it cannot decide, and correct answers once Redis is back', async () => {
-    const proxy = await startTcpProxy(srv.port);
-    proxy.cut(); // Redis unreachable: every connection is reset
+    const proxy = await startProxy(srv.port);
+    await proxy.refuse(); // Redis unreachable: every connection is reset
     const ghost = '赵六110101197001011234';
     const late = '钱七110101196001011234';
     const risk = (k: string): string => `/risk?key=${encodeURIComponent(k)}`;
@@ -174,7 +174,7 @@ describe.skipIf(!has)('examples/', () => {
       const readyDown = await get('/readyz');
       expect(readyDown.body.status).not.toBe('up');
 
-      proxy.restore();
+      await proxy.restore();
       const deadline = Date.now() + 30_000;
       let back = await get(risk(ghost));
       while (back.status !== 200 && Date.now() < deadline) {
@@ -184,9 +184,9 @@ describe.skipIf(!has)('examples/', () => {
       expect(back).toEqual({ status: 200, body: { blacklisted: false } }); // checked now: the write never landed
       expect(await get(...post(late, { level: 'mid' }))).toEqual({ status: 200, body: { blacklisted: true } });
 
-      proxy.stall(); // connections stay open, nothing moves: each Redis call times out
+      await proxy.stall(); // connections stay open, nothing moves: each Redis call times out
       expect(await get(risk(late))).toEqual({ status: 503, body: { blacklisted: 'unknown', error: 'HG_ERR_TIER_UNAVAILABLE' } });
-      proxy.resume();
+      await proxy.resume();
       expect(await get(risk(late))).toEqual({ status: 200, body: { blacklisted: true, record: { level: 'mid' } } });
 
       svc.child.kill('SIGTERM');
@@ -195,8 +195,8 @@ describe.skipIf(!has)('examples/', () => {
       expect(svc.out.stderr).toBe('');
     } finally {
       if (svc !== undefined && svc.child.exitCode === null) svc.child.kill('SIGKILL');
-      proxy.resume();
-      proxy.restore();
+      await proxy.resume();
+      await proxy.restore();
       await proxy.close();
     }
   }, 120_000);

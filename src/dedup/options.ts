@@ -47,6 +47,31 @@ export interface DedupOptions {
   /** Redis command timeout used when hashgate builds the client. Default 2000. */
   commandTimeoutMs?: number;
   /**
+   * Most keys one Redis command of ours carries. A firstSeen batch is split into commands of at
+   * most this many keys, so no single script keeps a shared Redis busy for long (other clients'
+   * commands wait while a script runs). All-or-nothing for the caller comes from requestId
+   * retries, not from one giant script. Default 2000.
+   */
+  maxKeysPerCommand?: number;
+  /**
+   * Dedup commands one store keeps in flight at once; the rest wait locally, untimed, in call
+   * order. A command's commandTimeoutMs starts only once the commands ahead of it answered, so a
+   * long local queue never turns into timeouts (and fail-open answers). Default 2 (Redis works on
+   * one while the next is on the wire).
+   */
+  maxInFlight?: number;
+  /**
+   * Keys of calls that may wait for the Redis store at once (in flight or queued locally). A call
+   * that would exceed it is refused with HG_ERR_OVERLOADED before anything is sent (never a
+   * fail-open answer). Default 2_000_000.
+   */
+  maxQueuedKeys?: number;
+  /**
+   * How long Redis keeps the record of a call made with a requestId (the keys it answered 1), so
+   * that a retry with the same requestId returns the original answers. Default 600_000.
+   */
+  requestTtlMs?: number;
+  /**
    * How long HashGate.open() waits for the first Redis connection before it rejects with
    * HG_ERR_STORE_UNAVAILABLE; with `lazyConnect`, how long calls made before the first
    * connection wait for it before the store counts as failed. Default 10_000.
@@ -99,6 +124,10 @@ export const DEFAULTS = {
   maxKeyBytes: MAX_KEY_BYTES,
   maxBatchKeys: 200_000,
   commandTimeoutMs: 2000,
+  maxKeysPerCommand: 2000,
+  maxInFlight: 2,
+  maxQueuedKeys: 2_000_000,
+  requestTtlMs: 600_000,
   connectTimeoutMs: 10_000,
   lazyConnect: false,
   journalSegmentBytes: 64 * 1024 * 1024,
@@ -128,6 +157,10 @@ export interface ResolvedDedupOptions {
   maxKeyBytes: number;
   maxBatchKeys: number;
   commandTimeoutMs: number;
+  maxKeysPerCommand: number;
+  maxInFlight: number;
+  maxQueuedKeys: number;
+  requestTtlMs: number;
   connectTimeoutMs: number;
   lazyConnect: boolean;
   journalSegmentBytes: number;
@@ -143,7 +176,7 @@ export interface ResolvedDedupOptions {
 
 const KNOWN = new Set([
   'layout', 'buckets', 'expectedKeys', 'prefix', 'window', 'timeZone', 'onStoreError', 'journalDir', 'secret',
-  'replayIntervalMs', 'cacheMaxEntries', 'cacheMaxBytes', 'maxKeyBytes', 'maxBatchKeys', 'commandTimeoutMs', 'connectTimeoutMs', 'lazyConnect',
+  'replayIntervalMs', 'cacheMaxEntries', 'cacheMaxBytes', 'maxKeyBytes', 'maxBatchKeys', 'commandTimeoutMs', 'maxKeysPerCommand', 'maxInFlight', 'maxQueuedKeys', 'requestTtlMs', 'connectTimeoutMs', 'lazyConnect',
   'journalSegmentBytes', 'journalMaxBytes', 'lockTtlMs', 'replaySliceKeys', 'hll', 'memoryMaxKeys',
   'path', 'sync', 'maxWindows',
 ]);
@@ -243,6 +276,10 @@ export function parseDedupOptions(input: unknown, name = 'options.dedup'): Resol
     maxKeyBytes,
     maxBatchKeys: int('maxBatchKeys', 1, 10_000_000),
     commandTimeoutMs: int('commandTimeoutMs', 1),
+    maxKeysPerCommand: int('maxKeysPerCommand', 1, 1_000_000),
+    maxInFlight: int('maxInFlight', 1, 1024),
+    maxQueuedKeys: int('maxQueuedKeys', 1),
+    requestTtlMs: int('requestTtlMs', 1000, 2 ** 31 - 1),
     connectTimeoutMs: int('connectTimeoutMs', 1, 2 ** 31 - 1),
     lazyConnect: opt('lazyConnect', (n, v) => {
       if (typeof v !== 'boolean') throw invalidType(n, 'a boolean', v);

@@ -7,14 +7,52 @@ import { Cluster, type Redis } from 'ioredis';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { RedisClient } from '../redis/client.js';
 import { int64Decimal } from '../redis/int64.js';
-import { RawCommand, RespWriter } from '../redis/resp.js';
+import { RespWriter, UntimedRawCommand } from '../redis/resp.js';
 import { runScript, runScriptWire } from '../redis/scripts.js';
 import type { Layout } from './options.js';
 import { hllKey, metaField, metaKey, windowPattern, bucketKey, type Member } from './layout.js';
-import { FIRST_SEEN } from './scripts.js';
+import { FIRST_SEEN, FIRST_SEEN_ONCE } from './scripts.js';
+import { InFlightLimit, NotSentError } from '../redis/inflight.js';
 import { StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
 
 const yieldToLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+/** How the store paces its dedup commands (see the dedup.* options of the same names). */
+export interface StorePacing {
+  maxKeysPerCommand: number;
+  maxInFlight: number;
+  commandTimeoutMs: number;
+  requestTtlMs: number;
+}
+
+/** Members of one script call: segments (group, start, end) back to back; at[i] = offset of segment i in the reply. */
+interface Chunk {
+  segs: number[];
+  at: number[];
+  count: number;
+}
+
+/**
+ * Errors after which the command certainly did not run: never sent, or refused by Redis before the
+ * script started (out of memory under the #!lua shebang, script not loaded, busy, loading,
+ * read-only replica, cluster redirection or slot down).
+ */
+const isNotApplied = (err: unknown): boolean =>
+  err instanceof NotSentError ||
+  (err instanceof Error && err.name === 'ReplyError' && /^(OOM|NOSCRIPT|BUSY|LOADING|READONLY|MASTERDOWN|MOVED|ASK|TRYAGAIN|CLUSTERDOWN|CROSSSLOT|NOREPLICAS)\b/.test(err.message));
+
+/** Standalone request record of one window (one set per request; its members name their bucket). */
+const recordKey = (prefix: string, window: string, requestId: string): string => `${prefix}:${window}:r:${requestId}`;
+
+/**
+ * Cluster request record of one bucket: in the bucket key's slot, so one script can update both.
+ * A bucket key without a hash tag is hashed whole, so the whole key becomes the record's tag.
+ */
+const clusterRecordKey = (bucket: string, requestId: string): string => {
+  const o = bucket.indexOf('{');
+  const c = o < 0 ? -1 : bucket.indexOf('}', o + 1);
+  return c > o + 1 ? `${bucket}:r:${requestId}` : `{${bucket}}:r:${requestId}`;
+};
 const HLL_FLUSH_KEYS = 256;
 const HLL_FLUSH_MS = 20;
 
@@ -40,6 +78,11 @@ export class RedisStore implements DedupStore {
     this.wake();
     this.onReady?.();
   };
+  /** Dedup commands in flight and waiting (see src/redis/inflight.ts). */
+  private readonly lane: InFlightLimit;
+  private readonly closeListener = (): void => {
+    this.lane.connectionLost(this.lastError?.message ?? 'connection closed');
+  };
   private readonly errorListener = (e: Error): void => {
     this.lastError = e;
   };
@@ -61,11 +104,18 @@ export class RedisStore implements DedupStore {
     private readonly hll: boolean,
     private readonly owned: boolean,
     private readonly connectTimeoutMs = 10_000,
+    private readonly pacing: StorePacing = { maxKeysPerCommand: 2000, maxInFlight: 2, commandTimeoutMs: 2000, requestTtlMs: 600_000 },
   ) {
     this.cluster = redis instanceof Cluster;
     this.everReady = redis.status === 'ready';
     this.deadline = performance.now() + connectTimeoutMs;
+    // A stalled connection of our own is cut and reconnected: what it still owes us is lost anyway,
+    // and a fresh connection lets requestId calls resend. A user's client is left alone.
+    this.lane = new InFlightLimit(pacing.maxInFlight, pacing.commandTimeoutMs, () => {
+      if (this.owned && !this.aborted) this.redis.disconnect(true);
+    });
     redis.on('ready', this.readyListener);
+    redis.on('close', this.closeListener);
     // Without a listener ioredis prints every reconnect failure; failures surface per call anyway.
     if (owned) redis.on('error', this.errorListener);
   }
@@ -149,43 +199,124 @@ export class RedisStore implements DedupStore {
       const why = await this.unavailable();
       if (why !== undefined) return this.failFast(why, G, answers);
     }
-    if (!this.cluster && b.count === 1) return this.addOne(b, hk, answers);
-    if (!this.cluster) {
-      const wire = this.encodeBatch(b, G, hk);
-      try {
-        const r = await runScriptWire(this.redis as Redis, FIRST_SEEN, wire);
-        for (let j = 0; j < b.count; j++) answers[j] = r[j]! - 48;
-      } catch (cause) {
-        throw new StoreBatchError(`Redis rejected or did not acknowledge the batch: ${(cause as Error).message}`, new Uint8Array(G), answers, cause);
-      }
-      return;
-    }
-    const done = new Uint8Array(G);
+    if (!this.cluster && b.count === 1 && b.requestId === undefined) return this.addOne(b, hk, answers);
+    const chunks = this.chunksOf(b);
+    const ok = new Uint8Array(chunks.length);
+    /** Chunks sent whose reply never came: applied or not, nobody knows (until a resend answers). */
+    const sentUnanswered = new Uint8Array(chunks.length);
+    let deadline = 0;
     let firstErr: unknown;
-    const calls: Promise<void>[] = [];
-    for (let g = 0; g < G; g++) {
-      const s = b.starts[g]!;
+    for (let attempt = 0; ; attempt++) {
+      firstErr = undefined;
+      const sends: Promise<void>[] = [];
+      for (let c = 0; c < chunks.length; c++) {
+        if (ok[c]) continue;
+        const ch = chunks[c]!;
+        sends.push(
+          this.sendChunk(b, ch, hk).then(
+            (r) => {
+              for (let i = 0; i < ch.segs.length; i += 3) {
+                const s = ch.segs[i + 1]!;
+                const e = ch.segs[i + 2]!;
+                for (let j = s; j < e; j++) answers[j] = r.charCodeAt(ch.at[i / 3]! + j - s) - 48;
+              }
+              ok[c] = 1;
+            },
+            (err: unknown) => {
+              if (firstErr === undefined || !isNotApplied(err)) firstErr = err;
+              if (!isNotApplied(err)) sentUnanswered[c] = 1;
+            },
+          ),
+        );
+      }
+      await Promise.all(sends);
+      if (firstErr === undefined) return;
+      // With a request record a resend returns the original answers: try again after a reconnect.
+      if (b.requestId === undefined || attempt >= 2 || this.aborted) break;
+      // resends wait for a reconnect up to twice the command timeout after the first failure
+      if (attempt === 0) deadline = performance.now() + 2 * this.pacing.commandTimeoutMs;
+      // let a connection cut after a stall close before its status is read
+      await new Promise((r) => setTimeout(r, 10));
+      if (!(await this.readyBefore(deadline))) break;
+    }
+    let unknown = false;
+    const done = new Uint8Array(G).fill(1);
+    for (let c = 0; c < chunks.length; c++) {
+      if (ok[c]) continue;
+      if (sentUnanswered[c]) unknown = true;
+      const segs = chunks[c]!.segs;
+      for (let i = 0; i < segs.length; i += 3) done[segs[i]!] = 0;
+    }
+    const what = this.cluster ? 'Redis Cluster did not acknowledge part of the batch' : 'Redis rejected or did not acknowledge the batch';
+    throw new StoreBatchError(`${what}: ${(firstErr as Error).message}`, done, answers, firstErr, unknown);
+  }
+
+  /** Resolves true once the client is ready (false if `deadline` passes first or the store closes). */
+  private async readyBefore(deadline: number): Promise<boolean> {
+    while (!this.aborted) {
+      if (this.redis.status === 'ready') return true;
+      const left = deadline - performance.now();
+      if (left <= 0) return false;
+      await new Promise<void>((res) => {
+        const done = (): void => {
+          clearTimeout(t);
+          this.redis.off('ready', done);
+          res();
+        };
+        const t = setTimeout(done, Math.min(left, 50));
+        this.redis.once('ready', done);
+      });
+    }
+    return false;
+  }
+
+  /**
+   * The batch cut into commands of at most maxKeysPerCommand members, in member order (so the same
+   * batch always gives the same commands). A chunk is segments (group, start, end) back to back.
+   */
+  private chunksOf(b: StoreBatch): Chunk[] {
+    const max = this.pacing.maxKeysPerCommand;
+    const out: Chunk[] = [];
+    let cur: Chunk = { segs: [], at: [], count: 0 };
+    for (let g = 0; g < b.groupKeys.length; g++) {
+      let s = b.starts[g]!;
       const e = b.starts[g + 1]!;
-      const members: Member[] = new Array(e - s);
-      for (let j = s; j < e; j++) members[j - s] = b.member(j);
-      calls.push(
-        runScript(this.redis, FIRST_SEEN, 1, [b.groupKeys[g]!, '1', '0', String(e - s), ...members]).then(
-          (r) => {
-            const str = r as string;
-            for (let j = s; j < e; j++) answers[j] = str.charCodeAt(j - s) - 48;
-            done[g] = 1;
-          },
-          (err) => {
-            firstErr ??= err;
-          },
-        ),
-      );
-      if (this.hll) calls.push(this.redis.pfadd(hk, ...(members as string[])).then(() => undefined, () => undefined));
+      while (s < e) {
+        // Cluster: one bucket per command (buckets live in different slots)
+        if (cur.count === max || (this.cluster && cur.segs.length > 0)) {
+          out.push(cur);
+          cur = { segs: [], at: [], count: 0 };
+        }
+        const take = Math.min(e - s, max - cur.count);
+        cur.segs.push(g, s, s + take);
+        cur.at.push(cur.count);
+        cur.count += take;
+        s += take;
+      }
     }
-    await Promise.all(calls);
-    if (firstErr !== undefined) {
-      throw new StoreBatchError(`Redis Cluster did not acknowledge part of the batch: ${(firstErr as Error).message}`, done, answers, firstErr);
+    if (cur.count > 0) out.push(cur);
+    return out;
+  }
+
+  /** One chunk as one script call, through the in-flight limit; the reply is one '0'/'1' per member. */
+  private sendChunk(b: StoreBatch, ch: Chunk, hk: string): Promise<string> {
+    if (!this.cluster) {
+      const wire = this.encodeChunk(b, ch, hk);
+      const script = b.requestId === undefined ? FIRST_SEEN : FIRST_SEEN_ONCE;
+      return this.lane.run(() => runScriptWire(this.redis as Redis, script, wire, true)).then((r) => (r as Buffer).toString('latin1'));
     }
+    const g = ch.segs[0]!;
+    const s = ch.segs[1]!;
+    const e = ch.segs[2]!;
+    const members: Member[] = new Array(e - s);
+    for (let j = s; j < e; j++) members[j - s] = b.member(j);
+    const key = b.groupKeys[g]!;
+    if (this.hll) this.redis.pfadd(hk, ...(members as string[])).catch(() => undefined);
+    if (b.requestId === undefined) {
+      return this.lane.run(() => runScript(this.redis, FIRST_SEEN, 1, [key, '1', '0', String(e - s), ...members])) as Promise<string>;
+    }
+    const rk = clusterRecordKey(key, b.requestId);
+    return this.lane.run(() => runScript(this.redis, FIRST_SEEN_ONCE, 2, [key, rk, '1', '0', String(b.requestTtlMs ?? this.pacing.requestTtlMs), String(e - s), ...members])) as Promise<string>;
   }
 
   /**
@@ -209,13 +340,14 @@ export class RedisStore implements DedupStore {
       member = b.member(0);
       w.member(member);
     }
-    const sadd = (this.redis as Redis).sendCommand(new RawCommand('sadd', [], w.bytes())) as Promise<unknown>;
+    const bytes = w.bytes();
+    const sadd = this.lane.run(() => (this.redis as Redis).sendCommand(new UntimedRawCommand('sadd', [], bytes)) as Promise<unknown>);
     if (this.hll) this.queueHll(hk, member);
     let reply: unknown;
     try {
       reply = await sadd;
     } catch (cause) {
-      throw new StoreBatchError(`Redis rejected or did not acknowledge the batch: ${(cause as Error).message}`, new Uint8Array(1), answers, cause);
+      throw new StoreBatchError(`Redis rejected or did not acknowledge the batch: ${(cause as Error).message}`, new Uint8Array(1), answers, cause, !isNotApplied(cause));
     }
     if (reply !== 0 && reply !== 1) {
       throw new StoreBatchError('Redis answered SADD with something other than 0 or 1', new Uint8Array(1), answers, new Error(String(reply)));
@@ -244,24 +376,34 @@ export class RedisStore implements DedupStore {
     this.hllCount = 0;
   }
 
-  /** EVALSHA sha numkeys keys... G hll counts... members... as one RESP buffer. */
-  private encodeBatch(b: StoreBatch, G: number, hk: string): Buffer {
-    const numKeys = G + (this.hll ? 1 : 0);
-    const w = new RespWriter(64 + G * 48 + b.count * (b.compact ? 26 : 40));
-    w.array(3 + numKeys + 2 + G + b.count);
+  /**
+   * EVALSHA sha numkeys keys... G hll [ttl] counts... members... of one chunk as one RESP buffer
+   * (FIRST_SEEN, or FIRST_SEEN_ONCE with the request record as last key and its TTL).
+   */
+  private encodeChunk(b: StoreBatch, ch: Chunk, hk: string): Buffer {
+    const G = ch.segs.length / 3;
+    const once = b.requestId !== undefined;
+    const numKeys = G + (this.hll ? 1 : 0) + (once ? 1 : 0);
+    const w = new RespWriter(128 + G * 48 + ch.count * (b.compact ? 26 : 40));
+    w.array(3 + numKeys + 2 + (once ? 1 : 0) + G + ch.count);
     w.str('EVALSHA');
-    w.str(FIRST_SEEN.sha);
+    w.str(once ? FIRST_SEEN_ONCE.sha : FIRST_SEEN.sha);
     w.uintStr(numKeys);
-    for (let g = 0; g < G; g++) w.str(b.groupKeys[g]!);
+    for (let i = 0; i < ch.segs.length; i += 3) w.str(b.groupKeys[ch.segs[i]!]!);
     if (this.hll) w.str(hk);
+    if (once) w.str(recordKey(this.prefix, b.window, b.requestId!));
     w.uintStr(G);
     w.str(this.hll ? '1' : '0');
-    for (let g = 0; g < G; g++) w.uintStr(b.starts[g + 1]! - b.starts[g]!);
-    if (b.compact !== undefined) {
-      const { dv, idx } = b.compact;
-      for (let j = 0; j < b.count; j++) w.int64(dv, idx[j]! << 4);
-    } else {
-      for (let j = 0; j < b.count; j++) w.member(b.member(j));
+    if (once) w.uintStr(b.requestTtlMs ?? this.pacing.requestTtlMs);
+    for (let i = 0; i < ch.segs.length; i += 3) w.uintStr(ch.segs[i + 2]! - ch.segs[i + 1]!);
+    for (let i = 0; i < ch.segs.length; i += 3) {
+      const e = ch.segs[i + 2]!;
+      if (b.compact !== undefined) {
+        const { dv, idx } = b.compact;
+        for (let j = ch.segs[i + 1]!; j < e; j++) w.int64(dv, idx[j]! << 4);
+      } else {
+        for (let j = ch.segs[i + 1]!; j < e; j++) w.member(b.member(j));
+      }
     }
     return w.bytes();
   }
@@ -318,7 +460,9 @@ export class RedisStore implements DedupStore {
   async close(): Promise<void> {
     this.flushHll();
     this.abort();
+    this.lane.rejectWaiting('the dedup store is closing');
     this.redis.off('ready', this.readyListener);
+    this.redis.off('close', this.closeListener);
     if (!this.owned) return;
     // A handshake in progress is let finish (briefly): cutting it midway leaves ioredis running
     // its ready check on a dead socket, with a 2 s disconnect timer nobody clears.

@@ -53,3 +53,93 @@ return table.concat(out)
 `;
 
 export const FIRST_SEEN = new LuaScript(FIRST_SEEN_LUA);
+
+/**
+ * FIRST_SEEN with a request record, for calls that carry a requestId: a retry of a command whose
+ * reply was lost must return the answers of the run that did happen, or first-seen events are
+ * lost (the retry would find every key present and answer 0).
+ * KEYS = bucket keys of G groups [+ the HyperLogLog key when ARGV[2] == '1'] + the record key;
+ * ARGV = G, hll flag, record TTL in ms, count of group 1..G, then the members.
+ * The record is a set of "member@bucket" for every key this request answered 1 (the bucket tells
+ * equal compact members of different buckets apart). A key present in its bucket answers 1 when
+ * the record holds it (this request added it), else 0; an absent key is added to both. The answers
+ * therefore do not depend on how the request was split into commands, and a retry of any subset
+ * of its keys (another chunking, one caller of a merged batch) gets the original answers.
+ */
+const FIRST_SEEN_ONCE_LUA = `#!lua
+local g = tonumber(ARGV[1])
+local hll = ARGV[2] == '1'
+local ttl = ARGV[3]
+local rk = KEYS[#KEYS]
+local hk = KEYS[g + 1]
+local known = redis.call('EXISTS', rk) == 1
+local out = {}
+local n = 0
+local p = g + 4
+local rec = {}
+local nr = 0
+for k = 1, g do
+  local c = tonumber(ARGV[k + 3])
+  local key = KEYS[k]
+  local tag = '@' .. string.match(key, '[^:]*$')
+  while c > 0 do
+    local m = c
+    if m > 4000 then m = 4000 end
+    local e = p + m - 1
+    local r = redis.call('SMISMEMBER', key, unpack(ARGV, p, e))
+    local add = {}
+    local na = 0
+    local ask = {}
+    local at = {}
+    local nq = 0
+    for j = 1, m do
+      n = n + 1
+      local mem = ARGV[p + j - 1]
+      if r[j] == 0 then
+        na = na + 1
+        add[na] = mem
+        nr = nr + 1
+        rec[nr] = mem .. tag
+        out[n] = 1
+      else
+        out[n] = 0
+        if known then
+          nq = nq + 1
+          ask[nq] = mem .. tag
+          at[nq] = n
+        end
+      end
+    end
+    if na > 0 then redis.call('SADD', key, unpack(add, 1, na)) end
+    if nq > 0 then
+      local q = redis.call('SMISMEMBER', rk, unpack(ask, 1, nq))
+      for j = 1, nq do
+        if q[j] == 1 then out[at[j]] = 1 end
+      end
+    end
+    p = e + 1
+    c = c - m
+  end
+end
+local s = 1
+while s <= nr do
+  local e = s + 3999
+  if e > nr then e = nr end
+  redis.call('SADD', rk, unpack(rec, s, e))
+  s = e + 1
+end
+if nr > 0 then redis.call('PEXPIRE', rk, ttl) end
+if hll then
+  local last = #ARGV
+  s = g + 4
+  while s <= last do
+    local e = s + 3999
+    if e > last then e = last end
+    redis.call('PFADD', hk, unpack(ARGV, s, e))
+    s = e + 1
+  end
+end
+return table.concat(out)
+`;
+
+export const FIRST_SEEN_ONCE = new LuaScript(FIRST_SEEN_ONCE_LUA);

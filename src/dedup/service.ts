@@ -3,28 +3,33 @@
 //
 // Answers: 1 = first time in the key's window, 0 = seen before (or earlier in the same batch).
 // Order of checks per key: duplicate inside the batch -> local seen-cache (only ever holds keys
-// the store confirmed or journaled, and "seen" never becomes "unseen" inside a window) -> store
-// (standalone Redis: one atomic script per batch under fail-closed, per 2500-key chunk under
-// fail-open so Redis works on one chunk while the next is hashed; Cluster: one per bucket).
+// the store confirmed or journaled, and "seen" never becomes "unseen" inside a window; skipped for
+// a caller's requestId) -> store. Redis: the batch goes out as scripts of at most
+// dedup.maxKeysPerCommand keys (a shared Redis is never held long by one of ours), at most
+// dedup.maxInFlight in flight, the rest queued locally and untimed; a command is timed from when
+// Redis can start on it (src/redis/inflight.ts). Fail-open batches are also hashed in 2500-key
+// pieces so Redis works on one while the next is hashed. Batches beyond dedup.maxQueuedKeys
+// waiting keys reject with HG_ERR_OVERLOADED before anything is sent.
 //
-// Store failures:
+// Store failures (Redis unreachable, or no reply for commandTimeoutMs once Redis could work on it):
 //   fail-open   answer 1 for every key whose write was not acknowledged, append those keys to the
 //               journal (fsync'd) before answering; recover() replays them. If the journal
 //               itself cannot be written the call rejects with HG_ERR_JOURNAL. While the
 //               window's bucket count is unknown (Redis unreachable since start) nothing is sent
 //               at all: the keys are journaled as digests and replay buckets them by the count
 //               the window records.
-//   fail-closed reject with HG_ERR_STORE_UNAVAILABLE. Standalone: the batch is one script, which
-//               Redis runs entirely or not at all (OOM is refused before it starts), so a
-//               rejected batch wrote nothing -- except when the reply was lost after Redis ran
-//               it (timeout/connection drop mid-reply); then the keys may be in Redis and a retry
-//               answers them 0. Cluster: atomic per bucket; buckets that were acknowledged before
-//               the failure stay written, and error.details.answers (per input index: 0/1, or 255
-//               = unknown) tells the caller which answers are known. Nothing is rolled back,
-//               because an undo could turn another process's concurrent duplicate into a lost
-//               first-seen.
+//   fail-closed reject. HG_ERR_STORE_UNAVAILABLE: nothing of what is unknown was written (never
+//               sent, or refused before the script ran). HG_ERR_STORE_OUTCOME_UNKNOWN: a command
+//               was sent and its reply lost, its keys may be in Redis. error.details.answers (per
+//               input index: 0/1, or 255 = unknown) tells which answers are known, and
+//               details.requestId the id whose retry returns the original answers: every
+//               fail-closed batch carries a request id (the caller's, or one of ours), so its
+//               scripts record the keys they answered 1 and a resend (ours after a reconnect, or
+//               the caller's) answers them 1 again instead of 0. Nothing is rolled back, because
+//               an undo could turn another process's concurrent duplicate into a lost first-seen.
 //   Bad input (type, empty, too long, bad PackedKeys) is rejected before anything is hashed or
 //   written, with details.index naming the key.
+import { randomUUID } from 'node:crypto';
 import { Redis, Cluster } from 'ioredis';
 import { ErrorCodes, HashGateError, HashGateTypeError, checkKnownKeys, invalidType } from '../errors.js';
 import { digests128 } from '../hash/index.js';
@@ -74,6 +79,14 @@ interface PendingCall {
 
 export interface FirstSeenOptions {
   at?: Date;
+  /**
+   * Makes the call retryable (Redis store): Redis keeps, for dedup.requestTtlMs, which keys this
+   * request answered 1, so calling again with the same keys and the same requestId (after an
+   * HG_ERR_STORE_OUTCOME_UNKNOWN, a crash, a timeout of your own) returns the original answers
+   * instead of 0 for keys the lost attempt added. 1-200 characters, unique per logical call.
+   * The call is never merged with others and does not answer from the local seen-cache.
+   */
+  requestId?: string;
 }
 
 export interface DedupStats {
@@ -106,6 +119,13 @@ export interface DedupCounters {
 
 /** Bucket counts up to this keep their bucket key strings (see bucketKeyOf): ~5 MiB at most. */
 const BUCKET_KEY_CACHE_MAX = 65_536;
+
+/**
+ * Lifetime of the record of a request id the service made up itself (fail-closed): long enough for
+ * the store's own resend and a prompt retry with details.requestId, short because every
+ * fail-closed batch writes one.
+ */
+const INTERNAL_REQUEST_TTL_MS = 60_000;
 
 /** Keys per script call when fail-open batches are pipelined (see firstSeen). */
 const PIPELINE_CHUNK = 2500;
@@ -143,7 +163,7 @@ function concatDigests(calls: PendingCall[], total: number): Uint8Array | undefi
  * narrowed to that caller's keys; any other error is shared as is.
  */
 function splitError(err: unknown, off: number, n: number, total: number): unknown {
-  if (!(err instanceof HashGateError) || err.code !== ErrorCodes.STORE_UNAVAILABLE) return err;
+  if (!(err instanceof HashGateError) || (err.code !== ErrorCodes.STORE_UNAVAILABLE && err.code !== ErrorCodes.STORE_OUTCOME_UNKNOWN)) return err;
   const answers = err.details?.answers;
   if (!(answers instanceof Uint8Array) || answers.length !== total) return err;
   return new HashGateError(err.code, err.message, {
@@ -187,6 +207,8 @@ export class DedupService {
   private closed = false;
   private closing: Promise<void> | undefined;
   private readonly metrics: Metrics;
+  /** Keys of batches sent to or waiting for the Redis store (dedup.maxQueuedKeys). */
+  private queuedKeys = 0;
   /** firstSeen calls in progress, so close() can let them finish (or fail with HG_ERR_CLOSED). */
   private active = 0;
   private drained: (() => void) | undefined;
@@ -218,6 +240,7 @@ export class DedupService {
     this.clock = new WindowClock(this.options.window, this.options.timeZone);
     const o = this.options;
     const r = options.redis;
+    const pacing = { maxKeysPerCommand: o.maxKeysPerCommand, maxInFlight: o.maxInFlight, commandTimeoutMs: o.commandTimeoutMs, requestTtlMs: o.requestTtlMs };
     if (o.path !== undefined) {
       if (r !== undefined && r !== null) {
         throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, 'dedup.path (the durable embedded store) and redis are exclusive: give one', { name: 'dedup.path' });
@@ -226,9 +249,9 @@ export class DedupService {
     } else if (r === undefined || r === null) {
       this.store = new MemoryStore(o.memoryMaxKeys);
     } else if (r instanceof Redis || r instanceof Cluster) {
-      this.store = new RedisStore(r, o.prefix, o.hll, false, o.connectTimeoutMs);
+      this.store = new RedisStore(r, o.prefix, o.hll, false, o.connectTimeoutMs, pacing);
     } else if (typeof r === 'string' || typeof r === 'object') {
-      this.store = new RedisStore(createRedisClient(r, o.commandTimeoutMs), o.prefix, o.hll, true, o.connectTimeoutMs);
+      this.store = new RedisStore(createRedisClient(r, o.commandTimeoutMs), o.prefix, o.hll, true, o.connectTimeoutMs, pacing);
     } else {
       throw invalidType('options.redis', "a redis:// URL, ioredis options or { cluster: nodes }", r);
     }
@@ -288,6 +311,7 @@ export class DedupService {
     let n: number;
     let ms: number;
     let window: string;
+    let requestId: string | undefined;
     try {
       if (this.closed) throw new HashGateError(ErrorCodes.CLOSED, 'dedup service is closed');
       batch = checked ?? checkKeys(keys, 'keys', this.#limits);
@@ -296,6 +320,10 @@ export class DedupService {
       else if (opts.at instanceof Date && Number.isFinite(opts.at.getTime())) ms = opts.at.getTime();
       else throw invalidType('options.at', 'a valid Date', opts.at);
       window = this.clock.idAt(ms);
+      requestId = opts?.requestId;
+      if (requestId !== undefined && (typeof requestId !== 'string' || requestId.length === 0 || requestId.length > 200)) {
+        throw invalidType('options.requestId', 'a string of 1 to 200 characters', requestId);
+      }
     } catch (err) {
       return Promise.reject(err);
     }
@@ -303,19 +331,20 @@ export class DedupService {
     this.counters.keys += n;
     if (n === 0) return Promise.resolve(new Uint8Array(0));
     const co = this.coalescer;
-    if (co === undefined) return this.run(batch, digests, window, ms);
-    if (!co.accepts(n)) return this.runAlone(co, batch, digests, window, ms);
+    if (co === undefined) return this.run(batch, digests, window, ms, requestId);
+    // a request record belongs to one call: never merged
+    if (requestId !== undefined || !co.accepts(n)) return this.runAlone(co, batch, digests, window, ms, requestId);
     const p = new Promise<Uint8Array>(capture);
     co.add({ keys: batch, digests, n, window, ms, resolve: captured.resolve!, reject: captured.reject! }, n);
     return p;
   }
 
   /** A big call runs as its own batch, after whatever is queued (call order decides repeated keys). */
-  private async runAlone(co: Coalescer<PendingCall>, keys: CheckedKeys, digests: Uint8Array | undefined, window: string, ms: number): Promise<Uint8Array> {
+  private async runAlone(co: Coalescer<PendingCall>, keys: CheckedKeys, digests: Uint8Array | undefined, window: string, ms: number, requestId?: string): Promise<Uint8Array> {
     co.flush();
     co.begin();
     try {
-      return await this.run(keys, digests, window, ms);
+      return await this.run(keys, digests, window, ms, requestId);
     } finally {
       co.done();
     }
@@ -387,17 +416,38 @@ export class DedupService {
     }
   }
 
-  /** One batch of validated keys of one window; counted so close() can let it finish. */
-  private async run(keys: CheckedKeys, digests: Uint8Array | undefined, window: string, ms: number): Promise<Uint8Array> {
+  /**
+   * One batch of validated keys of one window; counted so close() can let it finish. Against Redis
+   * the keys count towards dedup.maxQueuedKeys until answered: a batch that would exceed it (while
+   * others wait) is refused before anything is sent. Under fail-closed a batch without a requestId
+   * gets one of its own, so the store can resend a command whose reply was lost (and the caller can
+   * retry with details.requestId of the rejection).
+   */
+  private async run(keys: CheckedKeys, digests: Uint8Array | undefined, window: string, ms: number, requestId?: string): Promise<Uint8Array> {
+    const n = keys.count;
+    const redis = this.store.kind === 'redis';
+    if (redis) {
+      const max = this.options.maxQueuedKeys;
+      if (this.queuedKeys > 0 && this.queuedKeys + n > max) {
+        await Promise.resolve();
+        throw new HashGateError(ErrorCodes.OVERLOADED, `dedup refused a batch of ${n} keys: ${this.queuedKeys} keys already wait for Redis (dedup.maxQueuedKeys = ${max}); nothing was written`, {
+          details: { queuedKeys: this.queuedKeys, maxQueuedKeys: max, option: 'dedup.maxQueuedKeys' },
+        });
+      }
+      this.queuedKeys += n;
+    }
+    const callers = requestId !== undefined;
+    if (redis && !callers && this.options.onStoreError === 'fail-closed') requestId = randomUUID();
     this.active++;
     try {
-      return await this.runIn(keys, digests, window, ms);
+      return await this.runIn(keys, digests, window, ms, requestId, callers);
     } finally {
+      if (redis) this.queuedKeys -= n;
       if (--this.active === 0) this.drained?.();
     }
   }
 
-  private async runIn(keys: CheckedKeys, digests: Uint8Array | undefined, window: string, ms: number): Promise<Uint8Array> {
+  private async runIn(keys: CheckedKeys, digests: Uint8Array | undefined, window: string, ms: number, requestId: string | undefined, callers: boolean): Promise<Uint8Array> {
     const o = this.options;
     const n = keys.count;
     const out = new Uint8Array(n);
@@ -431,7 +481,7 @@ export class DedupService {
       const e = Math.min(n, s + chunk);
       const whole = s === 0 && e === n;
       const given = digests === undefined || whole ? digests : digests.subarray(s << 4, e << 4);
-      const t = this.submit(whole ? keys : keys.slice(s, e), given, s, window, buckets, cache, inBatch, out, resolved !== undefined);
+      const t = this.submit(whole ? keys : keys.slice(s, e), given, s, window, buckets, cache, inBatch, out, resolved !== undefined, requestId, callers);
       if (t !== undefined) tasks.push(t);
     }
     if (tasks.length === 1) await tasks[0];
@@ -445,7 +495,7 @@ export class DedupService {
    */
   private submit(
     part: CheckedKeys, given: Uint8Array | undefined, base: number, window: string, buckets: number,
-    cache: SeenCache | undefined, inBatch: DigestSet, out: Uint8Array, bucketsKnown = true,
+    cache: SeenCache | undefined, inBatch: DigestSet, out: Uint8Array, bucketsKnown = true, requestId?: string, callers = false,
   ): Promise<void> | undefined {
     const o = this.options;
     const m = part.count;
@@ -458,8 +508,11 @@ export class DedupService {
     // counted in locals: a property write per key on the shared counters object showed in profiles
     let hits = 0;
     let dups = 0;
+    // A caller's requestId call asks Redis about every key: a key an earlier attempt added before
+    // its reply was lost may sit in the cache as "seen", but its original answer is 1 (Redis' record knows).
+    const ask = callers ? undefined : cache;
     for (let i = 0; i < m; i++) {
-      if (cache !== undefined && cache.has(d32, i)) {
+      if (ask !== undefined && ask.has(d32, i)) {
         hits++;
         continue;
       }
@@ -507,8 +560,8 @@ export class DedupService {
     const dv = new DataView(digests.buffer, digests.byteOffset, digests.byteLength);
     const batch: StoreBatch =
       o.layout === 'compact'
-        ? { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => compactMember(digests, idx[j]!, dv), compact: { dv, idx }, digests, idx }
-        : { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => setsMember(part.keys, idx[j]!), digests, idx };
+        ? { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => compactMember(digests, idx[j]!, dv), compact: { dv, idx }, digests, idx, requestId, requestTtlMs: callers ? undefined : INTERNAL_REQUEST_TTL_MS }
+        : { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => setsMember(part.keys, idx[j]!), digests, idx, requestId, requestTtlMs: callers ? undefined : INTERNAL_REQUEST_TTL_MS };
     const answers = new Uint8Array(p);
     this.counters.batches++;
     this.counters.storeKeys += p;
@@ -556,9 +609,13 @@ export class DedupService {
           if (this.cacheWindow === batch.window) cache?.add(d32, pend[order[j]!]!);
         }
       }
-      throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `dedup store failed and dedup.onStoreError is 'fail-closed': ${err.message}`, {
+      // Outcome unknown: some command was sent and its reply lost, so its keys may be in Redis;
+      // a retry with the same requestId returns their original answers. Otherwise nothing of
+      // what is unknown was written.
+      const code = err.unknown ? ErrorCodes.STORE_OUTCOME_UNKNOWN : ErrorCodes.STORE_UNAVAILABLE;
+      throw new HashGateError(code, `dedup store failed and dedup.onStoreError is 'fail-closed': ${err.message}`, {
         cause: err.cause,
-        details: { answers: known, partial: err.done.some((d) => d === 1) },
+        details: { answers: known, partial: err.done.some((d) => d === 1), requestId: batch.requestId },
       });
     }
     const o = this.options;

@@ -22,12 +22,20 @@ export interface StoreBatch {
   /** The call's 16-byte digests and, per member j, the index of its digest (the journal keeps digests). */
   digests: Uint8Array;
   idx: Uint32Array;
+  /**
+   * Redis store: the call's request id. Its commands then keep a record of the keys they answered
+   * 1, so a command resent after its reply was lost returns the original answers (see FIRST_SEEN_ONCE).
+   */
+  requestId?: string;
+  /** Lifetime of that record; default dedup.requestTtlMs. */
+  requestTtlMs?: number | undefined;
 }
 
 /**
  * A store error with what is known about the batch: `done[g]` = 1 when group g was applied and
- * `answers` (per member, 1 = new) holds its answers; groups with done 0 were not acknowledged
- * (they may or may not have been applied).
+ * `answers` (per member, 1 = new) holds its answers; groups with done 0 were not acknowledged.
+ * `unknown` false: none of them was applied (never sent, or refused before running); true: some
+ * may have been (sent, and the reply never came).
  */
 export class StoreBatchError extends HashGateError {
   constructor(
@@ -35,6 +43,7 @@ export class StoreBatchError extends HashGateError {
     readonly done: Uint8Array,
     readonly answers: Uint8Array,
     cause: unknown,
+    readonly unknown = false,
   ) {
     super(ErrorCodes.STORE_UNAVAILABLE, message, { cause });
     this.name = 'StoreBatchError';

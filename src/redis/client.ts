@@ -26,7 +26,13 @@ export function createRedisClient(config: RedisConfig, commandTimeoutMs: number)
   // disconnectTimeout: ioredis arms it on disconnect() even for a socket that already closed (a
   // refused connection), and nothing clears it then; short, so close() never keeps a process
   // alive for long.
-  const ours: RedisOptions = { maxRetriesPerRequest: 1, commandTimeout: commandTimeoutMs, enableAutoPipelining: false, disconnectTimeout: 100 };
+  // autoResendUnfulfilledCommands off: after a reconnect ioredis would send again the commands
+  // whose replies the old connection lost. A first-seen script that did run would then run twice
+  // and its second reply (all 0) would reach the caller: first-seen events lost. Such a command
+  // fails instead (outcome unknown) and the dedup store resends it only with its request record.
+  const ours: RedisOptions = {
+    maxRetriesPerRequest: 1, commandTimeout: commandTimeoutMs, enableAutoPipelining: false, disconnectTimeout: 100, autoResendUnfulfilledCommands: false,
+  };
   if (typeof config === 'string') {
     checkRedisUrl(config);
     try {

@@ -210,3 +210,12 @@ export class RawCommand extends Command {
     return this.wire;
   }
 }
+
+/**
+ * A RawCommand that ioredis never times out: for callers that time their commands themselves from
+ * when Redis can start on them (src/redis/inflight.ts); ioredis' commandTimeout runs from when a
+ * command is queued, and fires before the reply is read whenever our own event loop was busy.
+ */
+export class UntimedRawCommand extends RawCommand {
+  override setTimeout(): void {}
+}

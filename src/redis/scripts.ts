@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import type { ChainableCommander, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { RedisClient } from './client.js';
-import { RawCommand } from './resp.js';
+import { RawCommand, UntimedRawCommand } from './resp.js';
 
 export type ScriptArg = string | Buffer | number;
 
@@ -68,18 +68,20 @@ export function queueScript(pipeline: ChainableCommander, script: LuaScript, num
  * first such call on each connection (same socket, so Redis runs them in that order): no call
  * waits for a NOSCRIPT round trip that a later call could overtake, which would swap two callers'
  * answers. A NOSCRIPT anyway (SCRIPT FLUSH) loads the script and sends the call again.
+ * `untimed`: ioredis' commandTimeout does not apply (the caller times the call itself).
  */
-export async function runScriptWire(redis: Redis, script: LuaScript, wire: Buffer): Promise<Buffer> {
+export async function runScriptWire(redis: Redis, script: LuaScript, wire: Buffer, untimed = false): Promise<Buffer> {
+  const Cmd = untimed ? UntimedRawCommand : RawCommand;
   const socket = (redis as unknown as { stream?: object }).stream;
   if (socket !== undefined && !script.loadedOn.has(socket)) {
     script.loadedOn.add(socket);
     redis.script('LOAD', script.lua).catch(() => script.loadedOn.delete(socket));
   }
   try {
-    return (await redis.sendCommand(new RawCommand('evalsha', [], wire))) as Buffer;
+    return (await redis.sendCommand(new Cmd('evalsha', [], wire))) as Buffer;
   } catch (err) {
     if (!(err instanceof Error && err.message.startsWith('NOSCRIPT'))) throw err;
     await redis.script('LOAD', script.lua);
-    return (await redis.sendCommand(new RawCommand('evalsha', [], wire))) as Buffer;
+    return (await redis.sendCommand(new Cmd('evalsha', [], wire))) as Buffer;
   }
 }

@@ -7,7 +7,7 @@ import { Redis } from 'ioredis';
 import { HashGate, HotColdStore, TieredCache, createMetrics, encodeValue, wrapEnvelope, type HashGateError } from 'hashgate';
 import { parseExposition, sampleValue } from '../helpers/exposition.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
-import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
+import { startProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 
 const has = requireRedisOrSkip('cache outage (integration)');
 const KEY = '王五110101198001011234';
@@ -120,7 +120,7 @@ describe.skipIf(!has)('lookups while the Redis tier is down (real redis-server)'
   describe('through a TCP proxy', () => {
     let proxy: TcpProxy;
     beforeAll(async () => {
-      proxy = await startTcpProxy(srv.port);
+      proxy = await startProxy(srv.port);
     });
     afterAll(async () => {
       await proxy?.close();
@@ -132,29 +132,29 @@ describe.skipIf(!has)('lookups while the Redis tier is down (real redis-server)'
       const cache = new TieredCache({ redis: { url: proxy.url, timeoutMs: 300 }, breaker: { failures: 1000 } });
       try {
         await cache.ready(10_000);
-        proxy.stall();
+        await proxy.stall();
         const err = await rejection(cache.lookup('risk', [KEY]));
         expect(err.code).toBe('HG_ERR_TIER_UNAVAILABLE');
         expect((err.details!.errors as { code: string }[])[0]!.code).toBe('HG_ERR_TIMEOUT');
         const d = await cache.lookupDetailed('risk', [KEY]);
         expect(d).toMatchObject({ values: [undefined], unknown: [0], degraded: true });
-        proxy.resume();
+        await proxy.resume();
         await until('the stalled connection to answer', async () => (await cache.lookupDetailed('risk', [KEY])).unknown.length === 0);
 
         await admin.set('hg:v:risk:second', wrapEnvelope(encodeValue({ n: 2 }), Date.now()));
-        proxy.cut();
+        await proxy.refuse();
         expect((await rejection(cache.lookup('risk', ['second']))).code).toBe('HG_ERR_TIER_UNAVAILABLE');
         // a Redis outage hidden by local hits is still reported: the client lost its connection
         expect(await cache.lookup('risk', [KEY])).toEqual([RECORD]);
         await until('the tier to be reported down', () => cache.stats().redis!.healthy === false);
         expect(cache.stats().degraded).toBe(true);
-        proxy.restore();
+        await proxy.restore();
         await until('the tier to answer again', async () => (await cache.lookupDetailed('risk', ['second'])).unknown.length === 0);
         expect(await cache.lookup('risk', ['second'])).toEqual([{ n: 2 }]);
         expect(cache.stats().redis!.healthy).toBe(true);
       } finally {
-        proxy.resume();
-        proxy.restore();
+        await proxy.resume();
+        await proxy.restore();
         await cache.close();
       }
     });
@@ -182,7 +182,7 @@ describe.skipIf(!has)('lookups while the Redis tier is down (real redis-server)'
         expect(await cache.lookupDetailed('risk', ['g'])).toEqual({ values: [{ v: 2 }], errors: [], degraded: false, unknown: [], stale: [] });
 
         t += 2_500; // loaded 2.5 s ago, fresh for 1 s
-        proxy.cut();
+        await proxy.refuse();
         expect(await cache.lookup('risk', ['g'])).toEqual([{ v: 2 }]);
         const d = await cache.lookupDetailed('risk', ['g', 'never-seen']);
         expect(d).toMatchObject({ values: [{ v: 2 }, undefined], unknown: [1], stale: [{ index: 0, ageMs: 2_500 }], degraded: true });
@@ -190,7 +190,7 @@ describe.skipIf(!has)('lookups while the Redis tier is down (real redis-server)'
         t += 60_000;
         expect((await rejection(cache.lookup('risk', ['g']))).code).toBe('HG_ERR_TIER_UNAVAILABLE');
       } finally {
-        proxy.restore();
+        await proxy.restore();
         await cache.close();
       }
     });
@@ -213,10 +213,10 @@ describe.skipIf(!has)('lookups while the Redis tier is down (real redis-server)'
         await admin.del('hg:v:risk:gone');
         t += 1_500;
         expect(await cache.lookup('risk', ['gone'])).toEqual([undefined]);
-        proxy.cut();
+        await proxy.refuse();
         expect((await rejection(cache.lookup('risk', ['gone']))).code).toBe('HG_ERR_TIER_UNAVAILABLE');
       } finally {
-        proxy.restore();
+        await proxy.restore();
         await cache.close();
       }
     });

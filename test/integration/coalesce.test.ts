@@ -180,7 +180,11 @@ describe.skipIf(!has)('coalescing on Redis', () => {
     await srv.restart();
     expect(r1.map((x) => x.status)).toEqual(['rejected', 'rejected', 'rejected', 'rejected']);
     const reasons = r1.map((x) => (x as PromiseRejectedResult).reason as { code: string; details?: { answers?: Uint8Array } });
-    expect(reasons.map((e) => e.code)).toEqual([ErrorCodes.STORE_UNAVAILABLE, ErrorCodes.STORE_UNAVAILABLE, ErrorCodes.EMPTY_KEY, ErrorCodes.STORE_UNAVAILABLE]);
+    // Commands written to the socket of the killed server before its close was noticed count as
+    // sent with their reply lost: outcome unknown. Either way each caller gets the same code.
+    const storeCode = reasons[0]!.code;
+    expect([ErrorCodes.STORE_UNAVAILABLE, ErrorCodes.STORE_OUTCOME_UNKNOWN]).toContain(storeCode);
+    expect(reasons.map((e) => e.code)).toEqual([storeCode, storeCode, ErrorCodes.EMPTY_KEY, storeCode]);
     expect([...reasons[0]!.details!.answers!]).toEqual([255]);
     expect([...reasons[1]!.details!.answers!]).toEqual([255, 255]);
     // 'warm' is known from the seen-cache: answered 0 even though the store failed

@@ -39,6 +39,19 @@ describe.skipIf(!has)('dedup on Redis Cluster', () => {
       }),
     );
 
+  it('requestId: records live in their bucket\'s slot; a retry with the same id answers the original 1s, a retry without it 0', async () => {
+    const svc = new DedupService({ redis: { cluster: cl.nodes }, dedup: { prefix: 'cl-req', buckets: 64, maxKeysPerCommand: 7, onStoreError: 'fail-closed', journalDir: dir, replayIntervalMs: 0 }, now: () => NOW });
+    const keys = Array.from({ length: 500 }, (_, i) => `req${i}`);
+    const first = await svc.firstSeen(keys, { requestId: 'batch-1' });
+    expect(first.reduce((x, y) => x + y, 0)).toBe(500);
+    expect((await svc.firstSeen(keys, { requestId: 'batch-1' })).reduce((x, y) => x + y, 0)).toBe(500);
+    // another split of the same request (a subset, another order) still gets its original answers
+    expect([...(await svc.firstSeen(keys.slice(100, 140).reverse(), { requestId: 'batch-1' }))]).toEqual(new Array(40).fill(1));
+    expect((await svc.firstSeen(keys)).reduce((x, y) => x + y, 0)).toBe(0);
+    expect((await svc.firstSeen(keys, { requestId: 'batch-2' })).reduce((x, y) => x + y, 0)).toBe(0);
+    await svc.close();
+  });
+
   for (const layout of ['compact', 'sets'] as const) {
     it(`${layout}: exact answers, keys on every master, stats and purge across nodes`, async () => {
       const svc = new DedupService({ redis: { cluster: cl.nodes }, dedup: { layout, prefix: `cl-${layout}`, buckets: 64, journalDir: dir, replayIntervalMs: 0 }, now: () => NOW });

@@ -1,0 +1,161 @@
+// Bounds the commands a component keeps in flight on its Redis connection and times each one from when Redis can start on it.
+//
+// Why: a command's reply comes after the replies of everything sent before it on the same
+// connection. Timing a command from when it was queued (ioredis' commandTimeout) made a burst of
+// big calls time out behind our own earlier commands while Redis was perfectly healthy. Here at
+// most `max` commands are sent; the rest wait locally, untimed, in order. The clock of a command
+// starts when it is the oldest one in flight, i.e. when the commands ahead of it have answered:
+// `timeoutMs` without any reply to the oldest command means the connection (or Redis) stalled.
+// Then every command in flight is failed as outcome-unknown, every waiting one as not sent, and
+// `onStall` runs (the owner may reconnect).
+
+/** The command was never sent: nothing was applied. */
+export class NotSentError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'NotSentError';
+  }
+}
+
+/** The command was sent but no reply came: it may or may not have been applied. */
+export class OutcomeUnknownError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'OutcomeUnknownError';
+  }
+}
+
+interface Entry {
+  send: () => Promise<unknown>;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+  timer: NodeJS.Timeout | undefined;
+  done: boolean;
+}
+
+export class InFlightLimit {
+  private waiting: Entry[] = [];
+  private waitHead = 0;
+  private flying: Entry[] = [];
+  /** Set from a stall until the commands then in flight settled: new commands fail at once meanwhile. */
+  private stalled = false;
+
+  constructor(
+    private readonly max: number,
+    private readonly timeoutMs: number,
+    private readonly onStall: () => void = () => undefined,
+  ) {}
+
+  /** Commands sent and not answered yet. */
+  get inFlight(): number {
+    return this.flying.length;
+  }
+
+  /** Commands waiting locally to be sent. */
+  get queued(): number {
+    return this.waiting.length - this.waitHead;
+  }
+
+  /** Sends `send()` once fewer than `max` commands are in flight; settles with its reply, or NotSentError / OutcomeUnknownError. */
+  run<T>(send: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      if (this.stalled) {
+        reject(new NotSentError(`the Redis connection stalled (no reply within ${this.timeoutMs} ms)`));
+        return;
+      }
+      const e: Entry = { send, resolve: resolve as (v: unknown) => void, reject, timer: undefined, done: false };
+      if (this.flying.length < this.max && this.queued === 0) this.start(e);
+      else this.waiting.push(e);
+    });
+  }
+
+  /**
+   * The connection closed: replies of commands in flight will never come (ioredis may even resend
+   * them after a reconnect; their late answers are ignored). Waiting commands stay queued.
+   */
+  connectionLost(why: string): void {
+    const lost = this.flying;
+    this.flying = [];
+    for (const e of lost) this.fail(e, new OutcomeUnknownError(`the Redis connection closed before the reply came (${why})`));
+    this.stalled = false;
+    this.pump();
+  }
+
+  /** Fails every waiting command as not sent (the store is closing or unavailable). */
+  rejectWaiting(why: string): void {
+    const w = this.waiting.slice(this.waitHead);
+    this.waiting = [];
+    this.waitHead = 0;
+    for (const e of w) this.fail(e, new NotSentError(why));
+  }
+
+  private start(e: Entry): void {
+    this.flying.push(e);
+    if (this.flying.length === 1) this.arm(e);
+    let p: Promise<unknown>;
+    try {
+      p = e.send();
+    } catch (err) {
+      p = Promise.reject(err);
+    }
+    p.then(
+      (v) => this.settle(e, false, v),
+      (err: unknown) => this.settle(e, true, err),
+    );
+  }
+
+  private arm(e: Entry): void {
+    e.timer = setTimeout(() => {
+      e.timer = undefined;
+      // Our own event loop may have been busy (hashing a big batch) while the reply sat in the
+      // socket: timers run before I/O is read, setImmediate after. Only a reply still missing
+      // once the socket was read is a stall.
+      setImmediate(() => {
+        if (!e.done && this.flying[0] === e) this.stall();
+      });
+    }, this.timeoutMs);
+  }
+
+  private fail(e: Entry, err: unknown): void {
+    if (e.timer !== undefined) clearTimeout(e.timer);
+    e.timer = undefined;
+    if (e.done) return;
+    e.done = true;
+    e.reject(err);
+  }
+
+  private settle(e: Entry, failed: boolean, v: unknown): void {
+    if (e.timer !== undefined) clearTimeout(e.timer);
+    e.timer = undefined;
+    const i = this.flying.indexOf(e);
+    if (i >= 0) this.flying.splice(i, 1);
+    if (!e.done) {
+      e.done = true;
+      if (failed) e.reject(v);
+      else e.resolve(v);
+    }
+    if (this.flying.length === 0) this.stalled = false;
+    // the next command's predecessors all answered: Redis can start on it now
+    else if (i === 0 && !this.stalled && this.flying[0]!.timer === undefined) this.arm(this.flying[0]!);
+    this.pump();
+  }
+
+  private pump(): void {
+    while (!this.stalled && this.flying.length < this.max && this.queued > 0) {
+      const e = this.waiting[this.waitHead++]!;
+      if (this.waitHead > 1024 && this.waitHead * 2 > this.waiting.length) {
+        this.waiting = this.waiting.slice(this.waitHead);
+        this.waitHead = 0;
+      }
+      this.start(e);
+    }
+  }
+
+  private stall(): void {
+    this.stalled = true;
+    const msg = `no reply from Redis within ${this.timeoutMs} ms`;
+    for (const e of this.flying) this.fail(e, new OutcomeUnknownError(msg));
+    this.rejectWaiting(`the Redis connection stalled (${msg})`);
+    this.onStall();
+  }
+}
