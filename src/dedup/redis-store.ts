@@ -298,12 +298,24 @@ export class RedisStore implements DedupStore {
     return out;
   }
 
+  /**
+   * Hands a command to a standalone client only while its socket is writable. ioredis parks a
+   * command written to a socket that already closed in its offline queue and sends it after the
+   * reconnect, long after this store answered the call (fail-open) or reported it failed: a write
+   * nobody waits for. Refused here, the command is known not to have been sent.
+   */
+  private writable<T>(send: () => Promise<T>): Promise<T> {
+    const r = this.redis as unknown as { status: string; stream?: { writable?: boolean } };
+    if (r.status !== 'ready' || r.stream?.writable === false) return Promise.reject(new NotSentError(`the Redis connection is ${r.status}`));
+    return send();
+  }
+
   /** One chunk as one script call, through the in-flight limit; the reply is one '0'/'1' per member. */
   private sendChunk(b: StoreBatch, ch: Chunk, hk: string): Promise<string> {
     if (!this.cluster) {
       const wire = this.encodeChunk(b, ch, hk);
       const script = b.requestId === undefined ? FIRST_SEEN : FIRST_SEEN_ONCE;
-      return this.lane.run(() => runScriptWire(this.redis as Redis, script, wire, true)).then((r) => (r as Buffer).toString('latin1'));
+      return this.lane.run(() => this.writable(() => runScriptWire(this.redis as Redis, script, wire, true))).then((r) => (r as Buffer).toString('latin1'));
     }
     const g = ch.segs[0]!;
     const s = ch.segs[1]!;
@@ -341,7 +353,7 @@ export class RedisStore implements DedupStore {
       w.member(member);
     }
     const bytes = w.bytes();
-    const sadd = this.lane.run(() => (this.redis as Redis).sendCommand(new UntimedRawCommand('sadd', [], bytes)) as Promise<unknown>);
+    const sadd = this.lane.run(() => this.writable(() => (this.redis as Redis).sendCommand(new UntimedRawCommand('sadd', [], bytes)) as Promise<unknown>));
     if (this.hll) this.queueHll(hk, member);
     let reply: unknown;
     try {
