@@ -8,7 +8,8 @@
 //
 // Without HASHGATE_REDIS_URL the gate uses its embedded store (one process only).
 import { createServer } from 'node:http';
-import { HashGate, MemoryColdStore, encodeValue } from 'hashgate';
+import { HashGate } from 'hashgate';
+import { MemoryColdStore, encodeValue } from 'hashgate/cache';
 
 const redisUrl = process.env.HASHGATE_REDIS_URL || undefined;
 const journalDir = process.env.HASHGATE_JOURNAL_DIR ?? './hashgate-journal';

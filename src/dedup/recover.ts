@@ -9,9 +9,9 @@
 // `.corrupt`, reported, `complete: false`). Only the torn end of a dead writer's `.open` segment,
 // which is what a crash during a write leaves, is dropped: no caller was answered for it.
 import { statSync } from 'node:fs';
-import { Cluster, type Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { Journal, type JournalRecord, type JournalRecordV1, type JournalRecordV2 } from './journal.js';
-import type { RedisClient } from '../redis/client.js';
+import { isCluster, type RedisClient } from '../redis/client.js';
 import { RedisLock } from '../redis/lock.js';
 import { bucketKey, bucketsOfDigests, compactMember, hllKey, metaField, metaKey, type Member } from './layout.js';
 
@@ -93,7 +93,7 @@ class Batch {
     this.hlls.clear();
     this.keys += this.size;
     this.size = 0;
-    if (!(this.redis instanceof Cluster)) {
+    if (!isCluster(this.redis)) {
       const pl = (this.redis as Redis).pipeline();
       for (const [k, ms] of sets) pl.sadd(k, ...(ms as string[]));
       for (const [k, ms] of hlls) pl.pfadd(k, ...(ms as string[]));

@@ -3,9 +3,9 @@
 // issued at once so they share each node's connection back to back (pipelined on the wire);
 // atomic per bucket only. ioredis auto-pipelining is off for Cluster on purpose: after a master
 // restart its auto-pipelines kept failing with MOVED instead of following the redirection.
-import { Cluster, type Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError } from '../errors.js';
-import type { RedisClient } from '../redis/client.js';
+import { isCluster, type RedisClient } from '../redis/client.js';
 import { int64Decimal } from '../redis/int64.js';
 import { RawCommand, RespWriter } from '../redis/resp.js';
 import { runScript, runScriptWire } from '../redis/scripts.js';
@@ -62,7 +62,7 @@ export class RedisStore implements DedupStore {
     private readonly owned: boolean,
     private readonly connectTimeoutMs = 10_000,
   ) {
-    this.cluster = redis instanceof Cluster;
+    this.cluster = isCluster(redis);
     this.everReady = redis.status === 'ready';
     this.deadline = performance.now() + connectTimeoutMs;
     redis.on('ready', this.readyListener);
@@ -339,7 +339,7 @@ export class RedisStore implements DedupStore {
     if (stillConnecting) {
       // A server that never answers the SYN: nothing will close this socket but us.
       type Streams = { stream?: { destroy(): void }; connector?: { stream?: { destroy(): void } } };
-      const clients: RedisClient[] = this.redis instanceof Cluster ? this.redis.nodes() : [this.redis];
+      const clients: RedisClient[] = isCluster(this.redis) ? this.redis.nodes() : [this.redis];
       for (const c of clients) {
         (c as unknown as Streams).stream?.destroy();
         (c as unknown as Streams).connector?.stream?.destroy();
