@@ -1,7 +1,7 @@
 // Package root (`hashgate`): what a service needs — the gate, the Java-compatible hashes, the
 // errors and the metrics endpoint. Components used on their own live in subpath exports
 // (`hashgate/bloom`, `hashgate/cache`, `hashgate/hbase`, `hashgate/dedup`, `hashgate/ids`,
-// `hashgate/fingerprint`, `hashgate/metrics`); test/exports.test.ts pins this list.
+// `hashgate/fingerprint`, `hashgate/metrics`). Adding a run-time name here is an API decision.
 export { HashGate, DEFAULTS as GATE_DEFAULTS } from './gate.js';
 export type { HashGateOptions, GateStats, GateBloomStats, GateDedupCounters, GateHealth, TierHealth, HealthStatus, Keys } from './gate.js';
 
