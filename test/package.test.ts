@@ -29,6 +29,9 @@ const SUBPATHS = {
   'hashgate/dedup': ['DedupService'], 'hashgate/ids': ['IdRegistry'], 'hashgate/fingerprint': ['FingerprintIndex'], 'hashgate/metrics': ['bloomStats'],
 } as const;
 
+/** A full tsc of the consumer and every declaration it reaches (skipLibCheck off) on a busy 2-core box. */
+const TSC_TIMEOUT_MS = 240_000;
+
 /** The oldest versions the peer ranges in package.json allow; the newest are what npm picks by itself. */
 const OLDEST_PEERS = { ioredis: '5.3.0', 'prom-client': '14.0.0' } as const;
 
@@ -162,7 +165,7 @@ describe('consumers of the installed package', () => {
       const r = spawnSync(process.execPath, [join(repo, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: app, encoding: 'utf8' });
       expect(r.stdout + r.stderr).toBe('');
       expect(r.status).toBe(0);
-    });
+    }, TSC_TIMEOUT_MS);
   }
 });
 
@@ -198,6 +201,6 @@ describe.runIf(HAVE_REDIS)('the app\'s own ioredis and prom-client (peer depende
       const r = spawnSync(process.execPath, [join(repo, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.peers.json'], { cwd: dir(), encoding: 'utf8' });
       expect(r.stdout + r.stderr).toBe('');
       expect(r.status).toBe(0);
-    });
+    }, TSC_TIMEOUT_MS);
   }
 });
