@@ -11,7 +11,8 @@
 // never "not blacklisted". The service starts without Redis (lazyConnect) and answers what it can.
 // Without HASHGATE_REDIS_URL the gate uses its embedded store (one process only).
 import { createServer } from 'node:http';
-import { HashGate, HotColdStore, MemoryColdStore, encodeValue } from 'hashgate';
+import { HashGate } from 'hashgate';
+import { HotColdStore, MemoryColdStore, encodeValue } from 'hashgate/cache';
 
 const redisUrl = process.env.HASHGATE_REDIS_URL || undefined;
 const journalDir = process.env.HASHGATE_JOURNAL_DIR ?? './hashgate-journal';

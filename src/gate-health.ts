@@ -1,6 +1,6 @@
 // HashGate.health(): the status of every tier (dedup store and its fail-open journal, the lookup
 // cache's remote tiers, the worker pool) for readiness probes and dashboards.
-import { Redis } from 'ioredis';
+import { isCluster } from './redis/client.js';
 import type { DedupService } from './dedup/service.js';
 import type { RemoteTierSnapshot, TieredCache } from './cache/index.js';
 import type { KernelPoolStats } from './pool/pool.js';
@@ -102,7 +102,7 @@ async function dedupHealth(dedup: DedupService, timeoutMs: number): Promise<Gate
   let timer: NodeJS.Timeout | undefined;
   try {
     // a Cluster client sends INFO to one arbitrary node, so replication is reported for standalone only
-    const standalone = redis instanceof Redis;
+    const standalone = !isCluster(redis);
     const [, info] = await Promise.race([
       Promise.all([redis.ping(), standalone ? redis.info('replication') : Promise.resolve(undefined)]),
       new Promise<never>((_, reject) => {

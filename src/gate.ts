@@ -3,7 +3,7 @@
 // cheapest place that can answer it.
 import { availableParallelism } from 'node:os';
 import type { Redis, Cluster } from 'ioredis';
-import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType, outOfRange, withOptionPath } from './errors.js';
+import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType, withOptionPath } from './errors.js';
 import { hashBatch, hashChecked, bucketsOf, bucketsChecked, digests128, digestSize, type HashAlgorithm } from './hash/index.js';
 import { checkKeys, type Keys } from './hash/keys.js';
 import { BloomFilter, type BloomFilterOptions } from './bloom/index.js';
@@ -46,12 +46,6 @@ export interface HashGateOptions {
    * tasks). Default 2 * threads + 2.
    */
   lanes?: number;
-  /**
-   * Old name of `lanes`, still accepted ("slot" now means only the Redis Cluster hash slot).
-   * Given with `lanes`, both must be equal.
-   * @deprecated Use `lanes`.
-   */
-  slots?: number;
   /** A worker idle this long exits; piscina starts a new one on demand. Default 30_000. */
   idleTimeoutMs?: number;
   /**
@@ -89,8 +83,23 @@ export interface HashGateOptions {
   coalesce?: CoalesceOptions | false;
   /** Clock for windows and TTLs (tests inject a fake one). */
   now?: () => number;
-  /** Lets tests make a worker throw or die. Never set in production. */
-  testHooks?: boolean;
+}
+
+/**
+ * @internal Crash tests only: the options key (a symbol, so it is no HashGateOptions field and no
+ * user can set it by accident) that lets a test make a worker throw or die.
+ */
+const kTestHooks = Symbol('hashgate.testHooks');
+
+/** @internal Crash tests only: a gate whose workers obey test hooks. Not exported by the package. */
+export function openWithTestHooks(options: HashGateOptions): Promise<HashGate> {
+  return HashGate.open({ ...options, [kTestHooks]: true } as HashGateOptions);
+}
+
+/** @internal Crash tests only: the worker pool of a threaded gate. Not exported by the package. */
+export function gatePool(gate: HashGate): KernelPool | undefined {
+  const pool = gate['pool'];
+  return pool.threaded ? pool : undefined;
 }
 
 export const DEFAULTS = {
@@ -110,15 +119,13 @@ interface Resolved {
   chunkKeys: number;
   chunkBytes: number;
   lanes: number;
-  /** @deprecated The same number as `lanes`, kept for code that reads the old name. */
-  slots: number;
   idleTimeoutMs: number;
   coalesce: ResolvedCoalesce | false;
 }
 
 const KNOWN = new Set([
-  'threads', 'maxQueue', 'inlineThreshold', 'chunkKeys', 'chunkBytes', 'lanes', 'slots', 'idleTimeoutMs', 'bloom', 'firstSeenBloom', 'redis',
-  'dedup', 'cache', 'index', 'ids', 'metrics', 'now', 'testHooks', 'coalesce',
+  'threads', 'maxQueue', 'inlineThreshold', 'chunkKeys', 'chunkBytes', 'lanes', 'idleTimeoutMs', 'bloom', 'firstSeenBloom', 'redis',
+  'dedup', 'cache', 'index', 'ids', 'metrics', 'now', 'coalesce',
 ]);
 
 function resolve(o: HashGateOptions): Resolved {
@@ -129,7 +136,7 @@ function resolve(o: HashGateOptions): Resolved {
     }
   }
   const threads = checkInt('options.threads', o.threads ?? DEFAULTS.threads, 0, 256);
-  const lanes = resolveLanes(o, threads);
+  const lanes = o.lanes === undefined ? 2 * threads + 2 : checkInt('options.lanes', o.lanes, 1, 4096);
   return {
     threads,
     maxQueue: checkInt('options.maxQueue', o.maxQueue ?? DEFAULTS.maxQueue, 1),
@@ -137,20 +144,9 @@ function resolve(o: HashGateOptions): Resolved {
     chunkKeys: checkInt('options.chunkKeys', o.chunkKeys ?? DEFAULTS.chunkKeys, 1, 1 << 20),
     chunkBytes: checkInt('options.chunkBytes', o.chunkBytes ?? DEFAULTS.chunkBytes, 1024, 1 << 30),
     lanes,
-    slots: lanes,
     idleTimeoutMs: checkInt('options.idleTimeoutMs', o.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs, 0),
     coalesce: parseCoalesceOptions(o.coalesce, 'options.coalesce'),
   };
-}
-
-// `lanes`, or its deprecated alias `slots` (each error names the option the caller wrote).
-function resolveLanes(o: HashGateOptions, threads: number): number {
-  const lanes = o.lanes === undefined ? undefined : checkInt('options.lanes', o.lanes, 1, 4096);
-  const slots = o.slots === undefined ? undefined : checkInt('options.slots', o.slots, 1, 4096);
-  if (lanes !== undefined && slots !== undefined && lanes !== slots) {
-    throw outOfRange('options.lanes', `equal to options.slots (its deprecated alias, ${slots})`, lanes);
-  }
-  return lanes ?? slots ?? 2 * threads + 2;
 }
 
 /** What firstSeen learned about the Bloom filter in front of the exact store. */
@@ -279,7 +275,7 @@ export class HashGate {
           lanes: o.lanes,
           idleTimeoutMs: o.idleTimeoutMs,
           ...(this.bloom === undefined ? {} : { bloom: this.bloom.toShared() }),
-          ...(options.testHooks === true ? { testHooks: true } : {}),
+          ...((options as { [kTestHooks]?: boolean })[kTestHooks] === true ? { testHooks: true } : {}),
         }),
       );
     } catch (err) {
@@ -541,11 +537,6 @@ export class HashGate {
   health(options: { timeoutMs?: number } = {}): Promise<GateHealth> {
     const sources = { dedup: this.dedup, cache: this.cache, closed: () => this.closed, pool: () => this.pool.stats() };
     return gateHealth(sources, options.timeoutMs ?? 1000);
-  }
-
-  /** Test-only access to the pool (crash tests). */
-  get _pool(): KernelPool | undefined {
-    return this.pool.threaded ? this.pool : undefined;
   }
 
   async close(): Promise<void> {

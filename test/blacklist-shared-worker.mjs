@@ -1,7 +1,8 @@
 // One service instance for test/blacklist-shared.test.ts, in its own OS process: a Blacklist on
 // the shared HBase table and the shared Redis-held filter. Commands arrive over IPC.
 import { Redis } from 'ioredis';
-import { Blacklist, RedisBloom } from 'hashgate';
+import { Blacklist } from 'hashgate/hbase';
+import { RedisBloom } from 'hashgate/bloom';
 import { HBaseStore } from '../dist/src/hbase/client.js';
 
 const [redisUrl, zookeeper, table, filterName] = process.argv.slice(2);

@@ -5,7 +5,8 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { Blacklist, RedisBloom, BLACKLIST_FAMILIES, blacklistRowKey, type BlacklistEntry } from 'hashgate';
+import { Blacklist, BLACKLIST_FAMILIES, blacklistRowKey, type BlacklistEntry } from 'hashgate/hbase';
+import { RedisBloom } from 'hashgate/bloom';
 import { ensureHBase, hbaseConfigured, type HBaseHarness } from './helpers/hbase.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
 

@@ -3,7 +3,8 @@
 // coalesce:false path, and the kernel's per-key "changed" flags.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { BloomFilter, ErrorCodes, HashGate, packKeys } from '../src/index.js';
+import { BloomFilter } from '../src/entries/bloom.js';
+import { ErrorCodes, HashGate, packKeys } from '../src/index.js';
 import { addFlagsChecked } from '../src/bloom/bloom-filter.js';
 import { checkKeys } from '../src/hash/keys.js';
 

@@ -2,7 +2,8 @@
 // answers of the same calls run one after another (fast-check over random interleavings).
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { HashGate, GATE_DEFAULTS as DEFAULTS, ErrorCodes, TieredCache, encodeValue } from '../src/index.js';
+import { HashGate, GATE_DEFAULTS as DEFAULTS, ErrorCodes } from '../src/index.js';
+import { TieredCache, encodeValue } from '../src/entries/cache.js';
 import { DedupService } from '../src/dedup/index.js';
 import { COALESCE_DEFAULTS, Coalescer, parseCoalesceOptions } from '../src/util/coalescer.js';
 

@@ -6,10 +6,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  BloomFilter, CountingBloomFilter, DedupService, HashGate, HBaseStore, RiskCheck, TieredCache, hashBatch, murmur3_128Hex,
-  bucketOf, describe as describeValue,
-} from '../src/index.js';
+import { BloomFilter, CountingBloomFilter } from '../src/entries/bloom.js';
+import { DedupService } from '../src/entries/dedup.js';
+import { HashGate, hashBatch, murmur3_128Hex, bucketOf } from '../src/index.js';
+import { HBaseStore, RiskCheck } from '../src/entries/hbase.js';
+import { TieredCache } from '../src/entries/cache.js';
+import { describe as describeValue } from '../src/errors.js';
 import { redactServerMessage } from '../src/hbase/wire.js';
 import { ensureHBase, hbaseConfigured, type HBaseHarness } from './helpers/hbase.js';
 

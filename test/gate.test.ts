@@ -1,14 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { execFileSync } from 'node:child_process';
-import { HashGate } from '../src/gate.js';
+// Crash tests reach the pool through the gate module's internal helpers, which the package does not export.
+import { HashGate, gatePool, openWithTestHooks } from '../src/gate.js';
 import { hashBatch, packKeys, bucketsOf } from '../src/hash/index.js';
 import { BloomFilter } from '../src/bloom/index.js';
 import { transactions } from '../src/demo/generator.js';
 
 // Small chunks and a zero inline threshold force every batch through the workers in several
 // chunks, so these tests exercise slot reuse, pipelining and result placement.
-const POOLED = { threads: 2, inlineThreshold: 0, chunkKeys: 64, chunkBytes: 4096, slots: 3 };
+const POOLED = { threads: 2, inlineThreshold: 0, chunkKeys: 64, chunkBytes: 4096, lanes: 3 };
 
 describe('HashGate options', () => {
   it('rejects bad options with errors naming the option', async () => {
@@ -24,7 +25,7 @@ describe('HashGate options', () => {
 describe('HashGate worker pool', () => {
   let gate: HashGate;
   beforeAll(async () => {
-    gate = await HashGate.open({ ...POOLED, bloom: { expectedItems: 50_000, fpp: 0.01 }, testHooks: true });
+    gate = await openWithTestHooks({ ...POOLED, bloom: { expectedItems: 50_000, fpp: 0.01 } });
   });
   afterAll(async () => gate?.close());
 
@@ -76,7 +77,7 @@ describe('HashGate worker pool', () => {
   });
 
   it('a task that throws or a worker that dies rejects only that task; the pool keeps serving', async () => {
-    const pool = gate._pool!;
+    const pool = gatePool(gate)!;
     await expect(pool.runRaw({ op: 'throw' })).rejects.toMatchObject({ code: 'HG_ERR_WORKER' });
     await expect(pool.runRaw({ op: 'exit' })).rejects.toMatchObject({ code: 'HG_ERR_WORKER' });
     const keys = Array.from({ length: 500 }, (_, i) => `after-crash-${i}`);
@@ -91,7 +92,7 @@ describe('HashGate worker pool', () => {
 
 describe('HashGate back-pressure and lifecycle', () => {
   it('rejects with HG_ERR_QUEUE_FULL past maxQueue instead of queueing without bound', async () => {
-    const gate = await HashGate.open({ threads: 1, inlineThreshold: 0, chunkKeys: 16, maxQueue: 4, slots: 1 });
+    const gate = await HashGate.open({ threads: 1, inlineThreshold: 0, chunkKeys: 16, maxQueue: 4, lanes: 1 });
     try {
       const keys = Array.from({ length: 16 * 4 }, (_, i) => `k${i}`);
       const first = gate.hashBatch(keys); // 4 chunks: fills the queue

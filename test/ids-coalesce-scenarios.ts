@@ -2,7 +2,8 @@
 // upserts must answer exactly like the same calls run one after another on a registry that does not merge.
 import { expect } from 'vitest';
 import fc from 'fast-check';
-import { IdRegistry, type CustomIdHash, type IdRegistryOptions, type IdStore, type UpsertPlan } from 'hashgate';
+import { IdRegistry, type CustomIdHash, type IdStore, type UpsertPlan } from 'hashgate/ids';
+import { type IdRegistryOptions } from 'hashgate';
 
 /** Three logical ids for every record, so the property sees collisions in most runs. */
 export const len3: CustomIdHash = { name: 'len%3', hash: (c) => `L${c.length % 3}` };

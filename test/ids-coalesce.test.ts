@@ -1,7 +1,8 @@
 // Merged ids.upsert calls on the embedded store: answers equal the sequential model, bad
 // records reject alone, store failures reject the whole batch, HashGate passes its coalesce option.
 import { describe, expect, it } from 'vitest';
-import { ErrorCodes, HashGate, HashGateError, IdRegistry, MemoryIdStore, type IdStore, type UpsertPlan } from 'hashgate';
+import { ErrorCodes, HashGate, HashGateError } from 'hashgate';
+import { IdRegistry, MemoryIdStore, type IdStore, type UpsertPlan } from 'hashgate/ids';
 import { checkInterleavings, countBatches, deterministic } from './ids-coalesce-scenarios.js';
 
 const open = (coalesce: { maxKeys: number; maxDelayMs: number } | false) =>

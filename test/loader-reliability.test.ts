@@ -13,7 +13,7 @@ import { expandInputs } from '../src/loader/inputs.js';
 import { sampleFieldCount, notTextReason } from '../src/loader/inspect.js';
 import { run } from '../src/cli/commands/load.js';
 import { redact, redactTarget } from '../src/util/redact.js';
-import { MAX_KEY_BYTES } from '../src/index.js';
+import { MAX_KEY_BYTES } from '../src/util/limits.js';
 import { DEFAULTS as DEDUP_DEFAULTS } from '../src/dedup/options.js';
 import type { LoadSink, SinkBatch } from '../src/loader/sink.js';
 

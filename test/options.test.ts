@@ -63,7 +63,7 @@ describe('HashGate option errors', () => {
     const reserved = new Set(['__proto__', 'constructor', 'prototype']);
     const key = fc.string({ minLength: 1, maxLength: 12 }).filter((k) => /^[a-z]+$/i.test(k) && !reserved.has(k));
     const levels: Array<[string, (k: string) => object, readonly string[]]> = [
-      ['options', (k) => ({ [k]: 1 }), Object.keys({ threads: 0, maxQueue: 0, inlineThreshold: 0, chunkKeys: 0, chunkBytes: 0, lanes: 0, slots: 0, idleTimeoutMs: 0, bloom: 0, firstSeenBloom: 0, redis: 0, dedup: 0, cache: 0, index: 0, ids: 0, metrics: 0, now: 0, testHooks: 0 })],
+      ['options', (k) => ({ [k]: 1 }), Object.keys({ threads: 0, maxQueue: 0, inlineThreshold: 0, chunkKeys: 0, chunkBytes: 0, lanes: 0, idleTimeoutMs: 0, bloom: 0, firstSeenBloom: 0, redis: 0, dedup: 0, cache: 0, index: 0, ids: 0, metrics: 0, now: 0, coalesce: 0 })],
       ['options.dedup', (k) => ({ dedup: { [k]: 1 } }), Object.keys(DEDUP_DEFAULTS).concat(['buckets', 'expectedKeys', 'secret'])],
       ['options.cache', (k) => ({ cache: { [k]: 1 } }), ['local', 'negativeTtlMs', 'redis', 'cold', 'coldOptions', 'bloom', 'breaker', 'maxKeysPerLookup', 'onTierError', 'now']],
       ['options.bloom', (k) => ({ bloom: { expectedItems: 10, fpp: 0.1, [k]: 1 } }), ['expectedItems', 'fpp', 'seed', 'engine']],
@@ -79,20 +79,19 @@ describe('HashGate option errors', () => {
     );
   });
 
-  it('lanes, or its deprecated alias slots, sets the shared transfer buffers; the two must agree', async () => {
-    for (const [options, lanes] of [[{ lanes: 5 }, 5], [{ slots: 6 }, 6], [{ lanes: 7, slots: 7 }, 7], [{}, 2]] as const) {
+  it('lanes sets the shared transfer buffers; the old names slots and testHooks are not options', async () => {
+    for (const [options, lanes] of [[{ lanes: 5 }, 5], [{}, 2]] as const) {
       const gate = await HashGate.open({ threads: 0, ...options });
       expect(gate.options.lanes).toBe(lanes);
-      expect(gate.options.slots).toBe(lanes);
+      expect('slots' in gate.options).toBe(false);
       await gate.close();
     }
-    const e = await optionError({ threads: 0, lanes: 4, slots: 5 });
-    expect(e.code).toBe(ErrorCodes.INVALID_OPTION);
-    expect(e.path).toBe('options.lanes');
-    expect(e.range).toBe(true);
-    expect(e.message).toMatch(/options\.slots/);
-    expect((await optionError({ threads: 0, slots: 0 })).path).toBe('options.slots');
     expect((await optionError({ threads: 0, lanes: 0 })).path).toBe('options.lanes');
+    for (const old of ['slots', 'testHooks']) {
+      const e = await optionError({ threads: 0, [old]: old === 'slots' ? 3 : true });
+      expect(e.code).toBe(ErrorCodes.INVALID_OPTION);
+      expect(e.path).toBe(`options.${old}`);
+    }
   });
 
   it('exports the dedup defaults next to the gate defaults', () => {

@@ -7,7 +7,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { ExportFileKeys, HBaseScanKeys, RedisSetWindowKeys, rebuildRedisBloom, ErrorCodes } from 'hashgate';
+import { ExportFileKeys, HBaseScanKeys, RedisSetWindowKeys, rebuildRedisBloom } from 'hashgate/bloom';
+import { ErrorCodes } from 'hashgate';
 import { load } from '../src/loader/loader.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'hashgate-rebuild-src-'));

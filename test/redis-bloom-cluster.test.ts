@@ -2,7 +2,8 @@
 // names hash to different masters are filled by Java and read by Node and the other way round.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { Cluster } from 'ioredis';
-import { RedisBloom, RedisBloomReplica, rebuildRedisBloom, ErrorCodes } from 'hashgate';
+import { RedisBloom, RedisBloomReplica, rebuildRedisBloom } from 'hashgate/bloom';
+import { ErrorCodes } from 'hashgate';
 import { redissonHarness, type RedissonHarness } from './helpers/redisson.js';
 import { requireClusterOrSkip, startRedisCluster, type RedisClusterHandle } from './helpers/redis-cluster.js';
 

@@ -7,7 +7,8 @@ import { Worker } from 'node:worker_threads';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { BloomFilter, ErrorCodes, RedisBloom, RedisBloomReplica } from '../src/index.js';
+import { BloomFilter, RedisBloom, RedisBloomReplica } from '../src/entries/bloom.js';
+import { ErrorCodes } from '../src/index.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
 
 const HAVE = requireRedisOrSkip('RedisBloom guava layout');

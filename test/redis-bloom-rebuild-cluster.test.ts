@@ -5,7 +5,8 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { Cluster } from 'ioredis';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { RedisBloom, rebuildRedisBloom, rebuildKeys, RedisSetWindowKeys, readRebuildStatus, bucketOf } from 'hashgate';
+import { RedisBloom, rebuildRedisBloom, rebuildKeys, RedisSetWindowKeys, readRebuildStatus } from 'hashgate/bloom';
+import { bucketOf } from 'hashgate';
 import { redissonHarness, type RedissonHarness } from './helpers/redisson.js';
 import { requireClusterOrSkip, startRedisCluster, type RedisClusterHandle } from './helpers/redis-cluster.js';
 

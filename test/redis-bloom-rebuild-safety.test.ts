@@ -11,7 +11,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
-import { RedisBloom, ErrorCodes, rebuildRedisBloom, readRebuildStatus, rebuildKeys, redisBloomMetrics, ExportFileKeys } from 'hashgate';
+import { RedisBloom, rebuildRedisBloom, readRebuildStatus, rebuildKeys, redisBloomMetrics, ExportFileKeys } from 'hashgate/bloom';
+import { ErrorCodes } from 'hashgate';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
 
 const HAVE = requireRedisOrSkip('bloom rebuild safety');

@@ -3,7 +3,7 @@
 // filter and reports when each watched key first becomes visible locally. Times are
 // performance.timeOrigin + performance.now() (one machine, so comparable across processes).
 import { Redis } from 'ioredis';
-import { RedisBloom, RedisBloomReplica } from 'hashgate';
+import { RedisBloom, RedisBloomReplica } from 'hashgate/bloom';
 
 const [role, url, name] = process.argv.slice(2);
 const redis = new Redis(url);

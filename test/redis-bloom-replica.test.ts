@@ -6,7 +6,8 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
-import { RedisBloom, RedisBloomReplica, ErrorCodes, redisBloomMetrics } from 'hashgate';
+import { RedisBloom, RedisBloomReplica, redisBloomMetrics } from 'hashgate/bloom';
+import { ErrorCodes } from 'hashgate';
 import { redissonHarness, type RedissonHarness } from './helpers/redisson.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
 

@@ -4,7 +4,8 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
-import { RedisBloom, ErrorCodes, redissonShape, javaDoubleToString, encodeRedissonString, REDISSON_MAX_BITS } from 'hashgate';
+import { RedisBloom, redissonShape, javaDoubleToString, encodeRedissonString, REDISSON_MAX_BITS } from 'hashgate/bloom';
+import { ErrorCodes } from 'hashgate';
 import { highway128 } from '../src/hash/highway.js';
 import { redissonIndexesInto, redissonConfigKey, redissonKeysShareSlot, redissonIndexBlob, redissonKeyIndexes, redissonContainsAll } from '../src/bloom/redisson.js';
 import { highwayKernel } from '../src/hash/highway-kernel.js';

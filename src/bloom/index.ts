@@ -31,6 +31,6 @@ export type { RedisBloomReplicaOptions, RedisBloomReplicaStats } from './redis-r
 export { rebuildRedisBloom, readRebuildStatus, rebuildKeys, REDIS_REBUILD_DEFAULTS, REBUILD_EXIT } from './redis-rebuild.js';
 export type { RedisBloomRebuildOptions, RedisBloomRebuildResult, RedisBloomRebuildStatus } from './redis-rebuild.js';
 export { ExportFileKeys, RedisSetWindowKeys, HBaseScanKeys, SOURCE_BATCH_KEYS } from './rebuild-sources.js';
-export type { KeySource, ExportFileOptions, RedisSetWindowOptions, HBaseScanOptions, RejectedLine } from './rebuild-sources.js';
+export type { KeySource, ExportFileOptions, RedisSetWindowOptions, HBaseScanOptions as HBaseScanKeysOptions, RejectedLine } from './rebuild-sources.js';
 export { redisBloomMetrics } from './redis-bloom-metrics.js';
 export type { RedisBloomMetrics } from './redis-bloom-metrics.js';

@@ -1,7 +1,8 @@
 // Prometheus gauges for RedisBloomReplica instances (lag, staleness, resyncs, gaps) and the last
 // fleet-wide rebuild, read from their stats() on each scrape: nothing is updated per check.
-import { Gauge, type Registry } from 'prom-client';
+import { Gauge } from 'prom-client';
 import { invalidType } from '../errors.js';
+import { asRegistry, isRegistry, type RegistryLike } from '../metrics/registry.js';
 import type { RedisBloomReplica, RedisBloomReplicaStats } from './redis-replica.js';
 import type { RedisBloomRebuildResult } from './redis-rebuild.js';
 
@@ -12,10 +13,9 @@ export interface RedisBloomMetrics {
   recordRebuild(name: string, result: RedisBloomRebuildResult, at?: number): void;
 }
 
-export function redisBloomMetrics(registry: Registry, options: { prefix?: string } = {}): RedisBloomMetrics {
-  if (registry === null || typeof registry !== 'object' || typeof (registry as Registry).registerMetric !== 'function') {
-    throw invalidType('registry', 'a prom-client Registry', registry);
-  }
+export function redisBloomMetrics(registryLike: RegistryLike, options: { prefix?: string } = {}): RedisBloomMetrics {
+  if (!isRegistry(registryLike)) throw invalidType('registry', 'a prom-client Registry', registryLike);
+  const registry = asRegistry(registryLike);
   const p = options.prefix ?? 'hashgate_';
   const replicas = new Set<RedisBloomReplica>();
   const rebuilds = new Map<string, { at: number; r: RedisBloomRebuildResult }>();

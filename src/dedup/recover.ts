@@ -15,9 +15,9 @@
 // flight, a pause as long as the slice took (see `pace`).
 import { statSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { Cluster, type Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { Journal, type JournalRecordV1, type JournalRecordV2, type SegmentScan } from './journal.js';
-import type { RedisClient } from '../redis/client.js';
+import { isCluster, type RedisClient } from '../redis/client.js';
 import { RedisLock } from '../redis/lock.js';
 import { bucketKey, bucketsOfDigests, hllKey, metaField, metaKey, type Member } from './layout.js';
 import { FIRST_SEEN } from './scripts.js';
@@ -200,7 +200,7 @@ class Batch {
     this.repeats = 0;
     const hll = this.hk !== '';
     let added = 0;
-    if (!(this.redis instanceof Cluster)) {
+    if (!isCluster(this.redis)) {
       const G = groups.length;
       const numKeys = G + (hll ? 1 : 0);
       const w = new RespWriter(64 + G * 56 + n * 32);

@@ -3,9 +3,9 @@
 // issued at once so they share each node's connection back to back (pipelined on the wire);
 // atomic per bucket only. ioredis auto-pipelining is off for Cluster on purpose: after a master
 // restart its auto-pipelines kept failing with MOVED instead of following the redirection.
-import { Cluster, type Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError } from '../errors.js';
-import type { RedisClient } from '../redis/client.js';
+import { isCluster, type RedisClient } from '../redis/client.js';
 import { int64Decimal } from '../redis/int64.js';
 import { RespWriter, UntimedRawCommand } from '../redis/resp.js';
 import { runScript, runScriptWire } from '../redis/scripts.js';
@@ -106,7 +106,7 @@ export class RedisStore implements DedupStore {
     private readonly connectTimeoutMs = 10_000,
     private readonly pacing: StorePacing = { maxKeysPerCommand: 2000, maxInFlight: 2, commandTimeoutMs: 2000, requestTtlMs: 600_000 },
   ) {
-    this.cluster = redis instanceof Cluster;
+    this.cluster = isCluster(redis);
     this.everReady = redis.status === 'ready';
     this.deadline = performance.now() + connectTimeoutMs;
     // A stalled connection of our own is cut and reconnected: what it still owes us is lost anyway,
@@ -495,7 +495,7 @@ export class RedisStore implements DedupStore {
     if (stillConnecting) {
       // A server that never answers the SYN: nothing will close this socket but us.
       type Streams = { stream?: { destroy(): void }; connector?: { stream?: { destroy(): void } } };
-      const clients: RedisClient[] = this.redis instanceof Cluster ? this.redis.nodes() : [this.redis];
+      const clients: RedisClient[] = isCluster(this.redis) ? this.redis.nodes() : [this.redis];
       for (const c of clients) {
         (c as unknown as Streams).stream?.destroy();
         (c as unknown as Streams).connector?.stream?.destroy();

@@ -30,7 +30,7 @@
 //   Bad input (type, empty, too long, bad PackedKeys) is rejected before anything is hashed or
 //   written, with details.index naming the key.
 import { randomUUID } from 'node:crypto';
-import { Redis, Cluster } from 'ioredis';
+import type { Redis, Cluster } from 'ioredis';
 import { ErrorCodes, HashGateError, HashGateTypeError, checkKnownKeys, invalidType } from '../errors.js';
 import { digests128 } from '../hash/index.js';
 import { CheckedKeys, checkKeys, type KeyLimits, type Keys } from '../hash/keys.js';
@@ -42,7 +42,7 @@ import {
 } from './layout.js';
 import { parseDedupOptions, type DedupOptions, type RedisConfig, type ResolvedDedupOptions } from './options.js';
 import { emptyReport, replayJournal, type RecoverReport } from './recover.js';
-import { createRedisClient, type RedisClient } from '../redis/client.js';
+import { createRedisClient, isRedisClient, type RedisClient } from '../redis/client.js';
 import { RedisStore } from './redis-store.js';
 import { LmdbStore } from './lmdb-store.js';
 import { MemoryStore, StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
@@ -248,7 +248,7 @@ export class DedupService {
       this.store = new LmdbStore({ path: o.path, sync: o.sync, maxWindows: o.maxWindows });
     } else if (r === undefined || r === null) {
       this.store = new MemoryStore(o.memoryMaxKeys);
-    } else if (r instanceof Redis || r instanceof Cluster) {
+    } else if (isRedisClient(r)) {
       this.store = new RedisStore(r, o.prefix, o.hll, false, o.connectTimeoutMs, pacing);
     } else if (typeof r === 'string' || typeof r === 'object') {
       this.store = new RedisStore(createRedisClient(r, o.commandTimeoutMs), o.prefix, o.hll, true, o.connectTimeoutMs, pacing);

@@ -4,17 +4,25 @@
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Registry } from 'prom-client';
-import { PromMetrics } from './prom.js';
 import { invalidType } from '../errors.js';
 import { redact } from '../util/redact.js';
+import { isRegistry, type RegistryLike } from './registry.js';
+import type { Metrics } from './types.js';
 
-export type MetricsSource = PromMetrics | Registry;
+/**
+ * What to serve: a gate's or a component's `metrics` (`serveMetrics(gate.metrics)`; metrics must be
+ * on), what createMetrics() returned, or a prom-client Registry of your own.
+ */
+export type MetricsSource = Metrics | RegistryLike;
 
-function registryOf(source: MetricsSource): Registry {
-  if (source instanceof PromMetrics) return source.registry;
-  if (source instanceof Registry) return source;
-  throw invalidType('metrics', 'a PromMetrics (createMetrics()) or a prom-client Registry', source);
+function registryOf(source: MetricsSource): RegistryLike {
+  if (isRegistry(source)) return source;
+  const registry = source !== null && typeof source === 'object' ? (source as { registry?: unknown }).registry : undefined;
+  if (isRegistry(registry)) return registry;
+  if (source !== null && typeof source === 'object' && (source as Partial<Metrics>).enabled === false) {
+    throw invalidType('metrics', 'enabled metrics (open the gate with `metrics: true`)', source);
+  }
+  throw invalidType('metrics', 'a gate\'s metrics, createMetrics() or a prom-client Registry', source);
 }
 
 /**
@@ -69,7 +77,12 @@ function sendJson(res: ServerResponse, status: number, body: unknown, head: bool
 
 /** Starts an http server exposing `source` at `path`. Port 0 picks a free port. */
 export function serveMetrics(source: MetricsSource, options: ServeOptions = {}): Promise<MetricsServer> {
-  const handler = metricsHandler(source);
+  let handler: ReturnType<typeof metricsHandler>;
+  try {
+    handler = metricsHandler(source);
+  } catch (err) {
+    return Promise.reject(err);
+  }
   const path = options.path ?? '/metrics';
   const host = options.host ?? '127.0.0.1';
   const server = createServer((req, res) => {

@@ -8,6 +8,7 @@ import { publishBatchEnd, publishBatchStart, publishStoreError } from './channel
 import type { BatchOp } from './channels.js';
 import type { BloomStats, BusStatsView, CacheTierTotals, DedupCountersView, JournalStats, Metrics, PoolStats, Tier, TierTotals } from './types.js';
 import { checkKnownKeys, invalidType } from '../errors.js';
+import { asRegistry, isRegistry, type RegistryLike } from './registry.js';
 
 export const DEFAULTS = {
   prefix: 'hashgate_',
@@ -17,8 +18,11 @@ export const DEFAULTS = {
 } as const;
 
 export interface MetricsOptions {
-  /** Your registry; default: a new private Registry (never prom-client's global one). */
-  registry?: Registry;
+  /**
+   * Your prom-client Registry (from your own prom-client install); default: a new private
+   * Registry (never prom-client's global one).
+   */
+  registry?: RegistryLike;
   /** Name prefix, default `hashgate_`. */
   prefix?: string;
   /** Also register prom-client's process metrics (CPU, heap, event loop lag) under the prefix. */
@@ -35,8 +39,9 @@ const instances = new WeakMap<Registry, Map<string, PromMetrics>>();
 export function createPromMetrics(options: MetricsOptions = {}): PromMetrics {
   if (options === null || typeof options !== 'object') throw invalidType('metrics', 'an options object', options);
   checkKnownKeys('metrics', options, ['registry', 'prefix', 'collectDefaultMetrics', 'buckets']);
-  const registry = options.registry ?? new Registry();
-  if (!(registry instanceof Registry)) throw invalidType('metrics.registry', 'a prom-client Registry', registry);
+  const given: unknown = options.registry ?? new Registry();
+  if (!isRegistry(given)) throw invalidType('metrics.registry', 'a prom-client Registry', given);
+  const registry = asRegistry(given);
   const prefix = options.prefix ?? DEFAULTS.prefix;
   if (typeof prefix !== 'string' || !/^[a-zA-Z_:]?[a-zA-Z0-9_:]*$/.test(prefix)) {
     throw invalidType('metrics.prefix', 'a Prometheus name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)', prefix);

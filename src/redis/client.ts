@@ -8,6 +8,18 @@ export type RedisClient = Redis | Cluster;
 
 export const isCluster = (c: RedisClient): c is Cluster => (c as Cluster).isCluster === true;
 
+/**
+ * An ioredis Redis or Cluster, recognised by shape: the application's own ioredis (another major,
+ * or a second install of the same one) has its own classes, so `instanceof` against hashgate's copy
+ * would refuse a perfectly good client.
+ */
+export function isRedisClient(v: unknown): v is RedisClient {
+  if (v === null || typeof v !== 'object') return false;
+  const c = v as Record<string, unknown>;
+  return typeof c['isCluster'] === 'boolean' && typeof c['status'] === 'string' && typeof c['sendCommand'] === 'function' &&
+    typeof c['pipeline'] === 'function' && typeof c['duplicate'] === 'function';
+}
+
 /** Refuses what ioredis would misread: a URL that is not redis:// or rediss:// (never echoes it: it may hold a password). */
 export function checkRedisUrl(url: string, name = 'redis'): void {
   let u: URL;

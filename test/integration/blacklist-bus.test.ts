@@ -3,7 +3,9 @@
 // without a rebuild), a cache in front of the blacklist table drops its entries on removal, and a
 // bus outage makes B rebuild its filter from the table.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Blacklist, BLACKLIST_FAMILIES, InvalidationBus, TieredCache, createMetrics } from '../../src/index.js';
+import { Blacklist, BLACKLIST_FAMILIES } from '../../src/entries/hbase.js';
+import { InvalidationBus, TieredCache } from '../../src/entries/cache.js';
+import { createMetrics } from '../../src/index.js';
 import type { HBaseStore } from '../../src/hbase/client.js';
 import { ensureHBase, hbaseConfigured, type HBaseHarness } from '../helpers/hbase.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';

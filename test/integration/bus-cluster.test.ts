@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster, Redis } from 'ioredis';
 import { requireClusterOrSkip, startRedisCluster, type RedisClusterHandle } from '../helpers/redis-cluster.js';
-import { HotColdStore, TieredCache } from '../../src/index.js';
+import { HotColdStore, TieredCache } from '../../src/entries/cache.js';
 
 const has = requireClusterOrSkip('bus cluster');
 

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { startInstance, type Instance } from '../../bench/_fleet.js';
-import { InvalidationBus, TieredCache, HotColdStore, type BusListener } from '../../src/index.js';
+import { InvalidationBus, TieredCache, HotColdStore, type BusListener } from '../../src/entries/cache.js';
 
 const CHILD = join(process.cwd(), 'dist/bench/_bus-child.js');
 const has = requireRedisOrSkip('invalidation bus (integration)');

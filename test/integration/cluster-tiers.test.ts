@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster, Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { requireClusterOrSkip, startRedisCluster, type RedisClusterHandle } from '../helpers/redis-cluster.js';
-import { HotColdStore, IdRegistry, MemoryColdStore, TieredCache, encodeValue, logicalId } from '../../src/index.js';
+import { HotColdStore, MemoryColdStore, TieredCache, encodeValue } from '../../src/entries/cache.js';
+import { IdRegistry, logicalId } from '../../src/entries/ids.js';
 import { checkRepair, checkWeakHashScenario, records, weak12 } from '../ids-scenarios.js';
 
 const has = requireClusterOrSkip('cache/ids cluster');

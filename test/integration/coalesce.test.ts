@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { DedupService, type DedupOptions } from '../../src/dedup/index.js';
-import { ErrorCodes, TieredCache } from '../../src/index.js';
+import { ErrorCodes } from '../../src/index.js';
+import { TieredCache } from '../../src/entries/cache.js';
 import { HotColdStore } from '../../src/tiering/index.js';
 
 const has = requireRedisOrSkip('coalesce integration');

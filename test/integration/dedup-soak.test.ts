@@ -9,7 +9,8 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
-import { DedupService, HashGate, type RedisConfig } from '../../src/index.js';
+import { DedupService } from '../../src/entries/dedup.js';
+import { HashGate, type RedisConfig } from '../../src/index.js';
 
 const has = requireRedisOrSkip('dedup soak');
 const NOW = Date.parse('2026-06-01T00:00:00Z');

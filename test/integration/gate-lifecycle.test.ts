@@ -11,7 +11,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort, requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { parseExposition, sampleValue } from '../helpers/exposition.js';
-import { HashGate, PromMetrics } from '../../src/index.js';
+import { HashGate } from '../../src/index.js';
+import { PromMetrics } from '../../src/entries/metrics.js';
 
 const has = requireRedisOrSkip('gate lifecycle');
 const ROOT = resolve(import.meta.dirname, '../..');

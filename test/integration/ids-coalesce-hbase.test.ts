@@ -1,7 +1,7 @@
 // Merged ids.upsert calls on a real HBase: upsertMany runs each plan as its own compare-and-set,
 // ordered per logical id, so random interleavings must still answer like the sequential model.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HBaseIdStore, IdRegistry } from 'hashgate';
+import { HBaseIdStore, IdRegistry } from 'hashgate/ids';
 import { ensureHBase, hbaseConfigured, type HBaseHarness } from '../helpers/hbase.js';
 import { checkInterleavings, countBatches, deterministic } from '../ids-coalesce-scenarios.js';
 

@@ -2,7 +2,8 @@
 // the sequential model, one script call per batch, and a killed server rejects every caller of the batch.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster, Redis } from 'ioredis';
-import { ErrorCodes, HashGateError, IdRegistry, RedisIdStore } from 'hashgate';
+import { ErrorCodes, HashGateError } from 'hashgate';
+import { IdRegistry, RedisIdStore } from 'hashgate/ids';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { requireClusterOrSkip, startRedisCluster, type RedisClusterHandle } from '../helpers/redis-cluster.js';
 import { checkInterleavings, countBatches, deterministic } from '../ids-coalesce-scenarios.js';

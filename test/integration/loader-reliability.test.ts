@@ -11,7 +11,7 @@ import { Redis } from 'ioredis';
 import { startRedis, requireRedisOrSkip, scardSum, freePort } from '../helpers/redis-server.js';
 import { generateExport } from '../../src/loader/generate.js';
 import { DedupService } from '../../src/dedup/index.js';
-import { MAX_KEY_BYTES } from '../../src/index.js';
+import { MAX_KEY_BYTES } from '../../src/util/limits.js';
 
 const HAVE = requireRedisOrSkip('loader reliability tests');
 const CLI = resolve('dist/src/cli/main.js');

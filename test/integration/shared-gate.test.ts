@@ -5,7 +5,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
-import { BloomFilter, FingerprintIndex, IdRegistry, InvalidationBus, ReplicatedGate } from '../../src/index.js';
+import { BloomFilter, ReplicatedGate } from '../../src/entries/bloom.js';
+import { FingerprintIndex } from '../../src/entries/fingerprint.js';
+import { IdRegistry } from '../../src/entries/ids.js';
+import { InvalidationBus } from '../../src/entries/cache.js';
 
 const has = requireRedisOrSkip('shared gates');
 const until = async (cond: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> => {
