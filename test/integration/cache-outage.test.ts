@@ -4,7 +4,8 @@
 // opt-in grace period, flagged stale), never resolves undefined.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { HashGate, HotColdStore, TieredCache, createMetrics, encodeValue, wrapEnvelope, type HashGateError } from 'hashgate';
+import { HashGate, createMetrics, type HashGateError } from 'hashgate';
+import { HotColdStore, TieredCache, encodeValue, wrapEnvelope } from 'hashgate/cache';
 import { parseExposition, sampleValue } from '../helpers/exposition.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { startProxy, type TcpProxy } from '../helpers/tcp-proxy.js';

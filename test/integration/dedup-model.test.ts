@@ -7,7 +7,8 @@ import { Redis } from 'ioredis';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DedupService, ErrorCodes } from 'hashgate';
+import { DedupService } from 'hashgate/dedup';
+import { ErrorCodes } from 'hashgate';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { startProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
-import { DedupService } from 'hashgate';
+import { DedupService } from 'hashgate/dedup';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
 
 const has = requireRedisOrSkip('dedup replay pacing test');
