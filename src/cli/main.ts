@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `hashgate <command> [flags]`. Each command lives in ./commands/<name>.js and exports
 // run(argv) -> exit code, so commands load lazily and a slow import never taxes the others.
+import { ErrorCodes, HashGateTypeError } from '../errors.js';
 import { isMainModule } from '../util/main-module.js';
 import { redact } from '../util/redact.js';
 import { flagError } from './flags.js';
@@ -43,15 +44,14 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (!Object.hasOwn(COMMANDS, cmd)) {
-    return fail('', Object.assign(new Error(`unknown command '${cmd}'`), { code: 'HG_ERR_INVALID_ARG' }), 2, { json: wantsJson(rest), help: usage() });
+    return fail('', new HashGateTypeError(ErrorCodes.INVALID_ARG, `unknown command '${cmd}'`, { name: 'command' }), 2, { json: wantsJson(rest), help: usage() });
   }
   let mod: { run(argv: string[]): Promise<number> };
   try {
     mod = (await import(`./commands/${cmd}.js`)) as typeof mod;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND') {
-      console.error(`hashgate: command '${cmd}' is not available in this build`);
-      return 2;
+      return fail('', new HashGateTypeError(ErrorCodes.INVALID_ARG, `command '${cmd}' is not available in this build`, { name: 'command' }), 2, { json: wantsJson(rest) });
     }
     throw err;
   }
