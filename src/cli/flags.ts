@@ -1,7 +1,6 @@
-// Parsing a command's flags: node:util parseArgs, with its errors rewritten as usage errors that
-// name the flag as the user typed it and suggest the nearest known flag, instead of parseArgs's
-// own wording (which quotes the argument back with an unbalanced quote).
-import { parseArgs } from 'node:util';
+// The errors of a command's flag parsing: node:util parseArgs's errors rewritten as usage errors
+// that name the flag as the user typed it and suggest the nearest known flag, instead of
+// parseArgs's own wording (which quotes the argument back with an unbalanced quote).
 import { ErrorCodes, HashGateTypeError } from '../errors.js';
 
 type FlagSpec = { type: 'string' | 'boolean'; short?: string; multiple?: boolean; default?: string | boolean | string[] | boolean[] };
@@ -56,14 +55,5 @@ export function flagError(err: unknown, specs: FlagSpecs): unknown {
       return usage(`unexpected argument ${JSON.stringify(quoted)}: this command takes flags only`, { name: 'argument' });
     default:
       return err;
-  }
-}
-
-/** parseArgs in strict mode, throwing usage errors that name the flag (see flagError). */
-export function parseFlags(args: readonly string[], specs: FlagSpecs, allowPositionals = false): { values: Record<string, string | boolean | string[] | undefined>; positionals: string[] } {
-  try {
-    return parseArgs({ args: [...args], options: specs, strict: true, allowPositionals }) as { values: Record<string, string | boolean | string[] | undefined>; positionals: string[] };
-  } catch (err) {
-    throw flagError(err, specs);
   }
 }
