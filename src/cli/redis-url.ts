@@ -1,8 +1,7 @@
 // The rules every command that needs Redis follows: its address is --redis (or --cluster),
 // else the HASHGATE_REDIS_URL environment variable, else a usage error; it waits for the first
-// connection at most --connect-timeout-ms. No command guesses
-// localhost: a sidecar or cron job silently writing to whatever Redis listens on 6379 is worse
-// than one that refuses to start.
+// connection at most --connect-timeout-ms. No command guesses localhost: a sidecar or cron job
+// silently writing to whatever Redis listens on 6379 is worse than one that refuses to start.
 import { ErrorCodes, HashGateTypeError } from '../errors.js';
 import { CLI_CONNECT_TIMEOUT_MS } from '../redis/client.js';
 import { intFlag } from './line-flags.js';

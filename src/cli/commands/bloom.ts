@@ -156,7 +156,14 @@ async function rebuild(argv: string[]): Promise<number> {
   }
   if (opts.expectedItems === undefined || opts.fpp === undefined) {
     // a new filter has no sizing to copy: that is a missing flag, not a failure of the run
-    const live = await redis.hgetall(redissonConfigKey(values.name!)).catch(() => ({}) as Record<string, string>);
+    let live: Record<string, string>;
+    try {
+      live = await redis.hgetall(redissonConfigKey(values.name!));
+    } catch (err) {
+      // a config we could not read is not a filter that does not exist
+      redis.disconnect();
+      return fail('bloom rebuild', err, EXIT.error, { json });
+    }
     if (live.size === undefined) {
       redis.disconnect();
       const missing = [opts.expectedItems === undefined ? '--expected-items' : undefined, opts.fpp === undefined ? '--fpp' : undefined].filter((f) => f !== undefined);
