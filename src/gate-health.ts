@@ -23,7 +23,8 @@ export interface GateHealth {
   ready: boolean;
   tiers: {
     dedup: TierHealth & {
-      store: 'memory' | 'redis';
+      /** Where first-seen answers come from: the same name as `dedupStats().store`. */
+      store: 'memory' | 'redis' | 'lmdb';
       /** Standalone Redis with replicas: how many are online, and the largest lag INFO reports. */
       replicas?: number;
       replicaLagSeconds?: number;
@@ -94,7 +95,7 @@ export async function gateHealth(g: HealthSources, timeoutMs: number): Promise<G
 
 async function dedupHealth(dedup: DedupService, timeoutMs: number): Promise<GateHealth['tiers']['dedup']> {
   const redis = dedup.redis;
-  if (redis === undefined) return { store: 'memory', status: 'up' };
+  if (redis === undefined) return { store: dedup.storeKind === 'lmdb' ? 'lmdb' : 'memory', status: 'up' };
   const failOpen = dedup.options.onStoreError === 'fail-open';
   // while Redis cannot answer, fail-open still answers (journaled): degraded; fail-closed rejects: down
   const notUp = (reason: string): TierHealth & { store: 'redis' } => ({ store: 'redis', status: failOpen ? 'degraded' : 'down', reason });

@@ -2,6 +2,7 @@
 // the dedup service and (when configured) the tiered lookup cache, and routes each call to the
 // cheapest place that can answer it.
 import { availableParallelism } from 'node:os';
+import { resolve as resolvePath } from 'node:path';
 import type { Redis, Cluster } from 'ioredis';
 import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, invalidType, withOptionPath } from './errors.js';
 import { hashBatch, hashChecked, bucketsOf, bucketsChecked, digests128, digestSize, type HashAlgorithm } from './hash/index.js';
@@ -336,7 +337,9 @@ export class HashGate {
     if (bus !== undefined) this.unregister.push(this.metrics.busSource('gate', () => bus.stats()));
     if (this.dedup.redis !== undefined) {
       const dir = this.dedup.options.journalDir;
-      this.unregister.push(this.metrics.journalSource('gate', () => journalDirStats(dir)));
+      // labelled with the directory's absolute path, as `hashgate metrics --journal-dir` labels it,
+      // so one alert rule and one dashboard cover the service and the sidecar
+      this.unregister.push(this.metrics.journalSource(resolvePath(dir), () => journalDirStats(dir)));
     }
   }
 
@@ -385,7 +388,8 @@ export class HashGate {
     try {
       this.check();
       if (this.bloomCalls === undefined) {
-        throw new HashGateError(ErrorCodes.INVALID_OPTION, `${method} needs a Bloom filter: open the gate with options.bloom`);
+        // a missing option, so the documented option error: a TypeError subclass naming it
+        throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `${method} needs a Bloom filter: open the gate with options.bloom`, { name: 'options.bloom' });
       }
     } catch (err) {
       return Promise.reject(err);

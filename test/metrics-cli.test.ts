@@ -93,8 +93,8 @@ describe('hashgate metrics', () => {
   });
 
   it('--once prints no NaN and no empty-histogram sentinel, with a dead Redis and process metrics on', () => {
-    const r = spawnSync(process.execPath, ['dist/src/cli/main.js', 'metrics', '--once', '--redis', 'redis://127.0.0.1:1', '--journal-dir', join(dir, 'missing')], { encoding: 'utf8' });
-    expect(r.status).toBe(0);
+    const r = spawnSync(process.execPath, ['dist/src/cli/main.js', 'metrics', '--once', '--redis', 'redis://127.0.0.1:1', '--journal-dir', dir], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
     const samples = r.stdout.split('\n').filter((l) => l !== '' && !l.startsWith('#'));
     expect(samples.length).toBeGreaterThan(20);
     expect(samples.filter((l) => /nan|9223372036|inf$/i.test(l.split(' ').pop() ?? ''))).toEqual([]);

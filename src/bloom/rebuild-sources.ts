@@ -11,6 +11,7 @@ import { ChunkParser, REJECT_NAMES, R_TOO_LONG, type RejectName } from '../loade
 import { FileChunkReader, isOversize } from '../loader/reader.js';
 import { inspectFile, sampleFieldCount } from '../loader/inspect.js';
 import { DEFAULTS as LOADER_DEFAULTS } from '../loader/loader.js';
+import { DEFAULTS as DEDUP_DEFAULTS } from '../dedup/options.js';
 import type { HBaseStore } from '../hbase/client.js';
 
 /** Keys per yielded batch for the Redis and HBase sources (the file source yields one read region). */
@@ -143,7 +144,7 @@ export class ExportFileKeys implements KeySource {
 
 export interface RedisSetWindowOptions {
   redis: Redis | Cluster;
-  /** Key prefix of the dedup store (default 'hashgate'). */
+  /** Key prefix of the dedup store (default the dedup store's, `dedup.prefix`'s default). */
   prefix?: string;
   /** Window ids to read, e.g. ['2026'] or ['2025', '2026']. */
   windows: string[];
@@ -168,7 +169,7 @@ export class RedisSetWindowKeys implements KeySource {
       throw invalidType('source.windows', 'a non-empty array of window ids', options.windows);
     }
     if (options.buckets !== undefined) checkInt('source.buckets', options.buckets, 1, 1 << 26);
-    this.#o = { ...options, prefix: options.prefix ?? 'hashgate', scanCount: checkInt('source.scanCount', options.scanCount ?? 1000, 1, 100_000) };
+    this.#o = { ...options, prefix: options.prefix ?? DEDUP_DEFAULTS.prefix, scanCount: checkInt('source.scanCount', options.scanCount ?? 1000, 1, 100_000) };
     this.description = `sets:${this.#o.prefix}:${options.windows.join(',')}`;
   }
 

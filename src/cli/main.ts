@@ -1,9 +1,11 @@
 #!/usr/bin/env node
 // `hashgate <command> [flags]`. Each command lives in ./commands/<name>.js and exports
 // run(argv) -> exit code, so commands load lazily and a slow import never taxes the others.
-import { HashGateError } from '../errors.js';
+import { ErrorCodes, HashGateTypeError } from '../errors.js';
 import { isMainModule } from '../util/main-module.js';
 import { redact } from '../util/redact.js';
+import { flagError } from './flags.js';
+import { fail, failureCode, failureMessage, wantsJson } from './output.js';
 
 const COMMANDS: Record<string, string> = {
   demo: 'generate name+ID transactions and run first-seen-this-year dedup (embedded, no servers)',
@@ -30,8 +32,8 @@ function usage(): string {
 
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
-  // `hashgate help load` is `hashgate load --help`
-  if (cmd === 'help' && rest[0] !== undefined) return main([rest[0], '--help']);
+  // `hashgate help load` is `hashgate load --help`; `hashgate help bloom rebuild` is `hashgate bloom rebuild --help`
+  if (cmd === 'help' && rest[0] !== undefined) return main([...rest, '--help']);
   if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
     console.log(usage());
     return cmd === undefined ? 2 : 0;
@@ -42,16 +44,14 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (!Object.hasOwn(COMMANDS, cmd)) {
-    console.error(`hashgate: unknown command '${cmd}'\n\n${usage()}`);
-    return 2;
+    return fail('', new HashGateTypeError(ErrorCodes.INVALID_ARG, `unknown command '${cmd}'`, { name: 'command' }), 2, { json: wantsJson(rest), help: usage() });
   }
   let mod: { run(argv: string[]): Promise<number> };
   try {
     mod = (await import(`./commands/${cmd}.js`)) as typeof mod;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND') {
-      console.error(`hashgate: command '${cmd}' is not available in this build`);
-      return 2;
+      return fail('', new HashGateTypeError(ErrorCodes.INVALID_ARG, `command '${cmd}' is not available in this build`, { name: 'command' }), 2, { json: wantsJson(rest) });
     }
     throw err;
   }
@@ -65,11 +65,15 @@ if (isMainModule(import.meta.url)) {
       process.exitCode = code;
     },
     (err: unknown) => {
-      if (err instanceof HashGateError || (err instanceof Error && 'code' in err)) {
-        console.error(`hashgate: ${redact((err as Error).message)} [${(err as { code: string }).code}]`);
-        process.exitCode = 2;
+      // a command that threw instead of returning its exit code: a coded error (a bad flag or
+      // value) is a usage error; anything else is a bug, reported with its stack
+      const [cmd, ...rest] = process.argv.slice(2);
+      const json = wantsJson(rest);
+      if (err instanceof Error && typeof (err as { code?: unknown }).code === 'string') {
+        process.exitCode = fail(cmd ?? '', flagError(err, {}), 2, { json });
       } else {
         console.error(redact(err instanceof Error ? (err.stack ?? err.message) : String(err)));
+        if (json) console.log(JSON.stringify({ ok: false, code: failureCode(err, 1), message: failureMessage(err), exitCode: 1 }));
         process.exitCode = 1;
       }
     },

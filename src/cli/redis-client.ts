@@ -1,5 +1,7 @@
-// The Redis client and the Ctrl-C/SIGTERM handling shared by the cron-style CLI commands (migrate, bloom); the client factory lives in src/redis.
-export { connectCliRedis } from '../redis/client.js';
+// The Redis connection (one behaviour for a dead Redis in every command, bounded by
+// --connect-timeout-ms) and the Ctrl-C/SIGTERM handling shared by the CLI commands; the client
+// factory lives in src/redis.
+export { connectCliRedis, CLI_CONNECT_TIMEOUT_MS } from '../redis/client.js';
 
 /**
  * Aborts `signal` on the first SIGINT/SIGTERM so the command can finish its current batch, keep

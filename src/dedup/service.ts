@@ -280,6 +280,11 @@ export class DedupService {
     return this.journal?.pendingBytes() ?? 0;
   }
 
+  /** Which store answers: the value `stats().store` and `health().tiers.dedup.store` report. */
+  get storeKind(): DedupStore['kind'] {
+    return this.store.kind;
+  }
+
   /** The ioredis client, when the store is Redis (e.g. to hand a bulk load's RedisLayoutSink the same connection). */
   get redis(): RedisClient | undefined {
     return this.store instanceof RedisStore ? this.store.redis : undefined;

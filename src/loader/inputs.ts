@@ -1,6 +1,9 @@
 // Expands `hashgate load` arguments into files: plain files, directories (their regular files,
 // sorted by name, so Hive's 000000_0, 000001_0, ... load in order) and globs (* ? [..] and **).
-import { readdir, stat } from 'node:fs/promises';
+// A symbolic link to a regular file is that file, as for cat, Hive and Spark: a directory of links
+// is a common way to stage a load. Links to directories are not walked (no cycles), and a link
+// whose target is missing is an error naming it, never a silently smaller load.
+import { lstat, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, join, resolve, sep, isAbsolute } from 'node:path';
 import { ErrorCodes, HashGateError } from '../errors.js';
 
@@ -24,7 +27,21 @@ function segmentRegex(seg: string): RegExp {
   return new RegExp(`^${re}$`);
 }
 
-async function listDir(dir: string, input: string): Promise<{ name: string; isDir: boolean; isFile: boolean }[]> {
+interface Entry {
+  name: string;
+  isDir: boolean;
+  isFile: boolean;
+  /** A symbolic link whose target cannot be read: the error to raise if the entry is selected. */
+  broken?: HashGateError;
+}
+
+/** The entry as an input file: true for a regular file (or a link to one); throws for a broken link. */
+function selectable(e: Entry): boolean {
+  if (e.broken) throw e.broken;
+  return e.isFile;
+}
+
+async function listDir(dir: string, input: string): Promise<Entry[]> {
   let ents;
   try {
     ents = await readdir(dir, { withFileTypes: true });
@@ -35,9 +52,26 @@ async function listDir(dir: string, input: string): Promise<{ name: string; isDi
     const pattern = input; // a file path or glob the operator typed, not row data
     throw new HashGateError(ErrorCodes.INVALID_ARG, `input ${JSON.stringify(pattern)}: directory ${dir} ${why}`, { cause: err, details: { input, dir, errno: code } });
   }
-  return ents
-    .map((e) => ({ name: e.name, isDir: e.isDirectory(), isFile: e.isFile() }))
-    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const out = await Promise.all(
+    ents.map(async (e): Promise<Entry> => {
+      if (!e.isSymbolicLink()) return { name: e.name, isDir: e.isDirectory(), isFile: e.isFile() };
+      const link = join(dir, e.name);
+      let target;
+      try {
+        target = await stat(link);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        const why = code === 'ENOENT' ? 'does not exist' : `cannot be read (${code ?? 'error'})`;
+        const broken = new HashGateError(ErrorCodes.INVALID_ARG, `input ${JSON.stringify(input)}: ${link} is a symbolic link whose target ${why}`, {
+          cause: err,
+          details: { input, path: link, errno: code },
+        });
+        return { name: e.name, isDir: false, isFile: false, broken };
+      }
+      return { name: e.name, isDir: false, isFile: target.isFile() };
+    }),
+  );
+  return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 async function expandGlob(pattern: string, skip: (p: string) => boolean): Promise<string[]> {
@@ -61,13 +95,15 @@ async function expandGlob(pattern: string, skip: (p: string) => boolean): Promis
       if (!re.test(e.name) || (e.name.startsWith('.') && !seg.startsWith('.'))) continue;
       const p = join(dir, e.name);
       if (more.length === 0) {
-        if (e.isFile && !skip(p)) out.push(p);
+        if (!skip(p) && selectable(e)) out.push(p);
       } else if (e.isDir) await walk(p, more);
     }
   };
   await walk(root, rest);
   return out;
 }
+
+const lstatOrUndefined = (p: string) => lstat(p).catch(() => undefined);
 
 /** File names the loader writes by default: never inputs when a directory or glob is expanded. */
 export const OWN_FILE_NAMES: readonly string[] = [
@@ -92,11 +128,13 @@ export async function expandInputs(args: readonly string[], opts: ExpandOptions 
   }
   // the loader's own files, under the run's names or the default ones, are never data
   const skip = (p: string): boolean => own.has(p) || OWN_FILE_NAMES.includes(basename(p));
+  // each file once, however many links or arguments name it
   const seen = new Set<string>();
   const out: string[] = [];
-  const add = (p: string): void => {
-    if (!seen.has(p)) {
-      seen.add(p);
+  const add = async (p: string): Promise<void> => {
+    const real = await realpath(p).catch(() => p);
+    if (!seen.has(real)) {
+      seen.add(real);
       out.push(p);
     }
   };
@@ -114,13 +152,22 @@ export async function expandInputs(args: readonly string[], opts: ExpandOptions 
           details: { path: p },
         });
       }
-      add(p);
+      await add(p);
     } else if (st?.isDirectory()) {
-      for (const e of await listDir(a, a)) if (e.isFile && !e.name.startsWith('.') && !skip(resolve(a, e.name))) add(resolve(a, e.name));
+      const files = (await listDir(a, a)).filter((e) => !e.name.startsWith('.') && !skip(resolve(a, e.name)) && selectable(e));
+      // an empty staging directory is a mistake to report, not a load of nothing that succeeds
+      if (files.length === 0) {
+        throw new HashGateError(ErrorCodes.INVALID_ARG, `input ${JSON.stringify(a)}: directory ${resolve(a)} has no file to load (hidden files, subdirectories and the load's own files are skipped)`, {
+          details: { input: a, dir: resolve(a) },
+        });
+      }
+      for (const e of files) await add(resolve(a, e.name));
     } else if (GLOB_CHARS.test(a)) {
       const files = await expandGlob(a, skip);
       if (files.length === 0) throw new HashGateError(ErrorCodes.INVALID_ARG, `no file matches ${JSON.stringify(a)}`, { details: { input: a } });
-      files.forEach(add);
+      for (const f of files) await add(f);
+    } else if (await lstatOrUndefined(a)) {
+      throw new HashGateError(ErrorCodes.INVALID_ARG, `input ${JSON.stringify(a)} is a symbolic link whose target does not exist`, { details: { input: a } });
     } else {
       throw new HashGateError(ErrorCodes.INVALID_ARG, `input ${JSON.stringify(a)} does not exist`, { details: { input: a } });
     }

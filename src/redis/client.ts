@@ -1,6 +1,7 @@
 // Creating every ioredis client hashgate makes itself: the dedup store's and the cache's fail-fast clients, the bus's connections, and the CLI commands' clients.
 import { Redis, Cluster, type RedisOptions } from 'ioredis';
-import { ErrorCodes, HashGateTypeError, invalidUrl } from '../errors.js';
+import { ErrorCodes, HashGateError, HashGateTypeError, invalidUrl } from '../errors.js';
+import { redact } from '../util/redact.js';
 import type { RedisConfig } from '../dedup/options.js';
 import { CACHE_DEFAULTS } from '../cache/options.js';
 
@@ -64,18 +65,6 @@ export function createRedisClient(config: RedisConfig, commandTimeoutMs: number)
 }
 
 /**
- * A client for a one-shot command: one retry per command and a bounded reconnect (a cron job must
- * end with its error when Redis is down, not hang). With `cluster`, `url` is any node of the cluster.
- */
-export function connectCliRedis(url: string, cluster = false): RedisClient {
-  const redis = cluster
-    ? new Cluster([url])
-    : new Redis(url, { maxRetriesPerRequest: 1, connectTimeout: 5_000, retryStrategy: (t) => (t > 3 ? null : 200 * t) });
-  redis.on('error', () => undefined); // failures surface through the commands
-  return redis;
-}
-
-/**
  * A client that fails commands at once while disconnected (no offline queue) so a Redis outage
  * sends lookups to the cold tier instead of stalling them, and keeps reconnecting in the background.
  */
@@ -108,18 +97,70 @@ export interface CliRedisOptions {
   cluster?: string;
   /** Per-command timeout of every connection. */
   commandTimeoutMs: number;
-  /** Added to a standalone client's options (e.g. its retry policy). */
+  /** Bound on the first connection, handshake included (default CLI_CONNECT_TIMEOUT_MS). */
+  connectTimeoutMs?: number;
+  /** Added to a standalone client's options. */
   standalone?: RedisOptions;
 }
 
+/** How long a CLI command waits for its first Redis connection (`--connect-timeout-ms`). */
+export const CLI_CONNECT_TIMEOUT_MS = 5_000;
+
 /**
- * The client of a bulk-writing CLI command (load, export): not connected yet (the command connects
- * and reports why it could not), one retry per command, `commandTimeoutMs` per command.
+ * The client of a CLI command, not connected yet: one retry per command, `commandTimeoutMs` per
+ * command, and no reconnect before the first connection succeeded (a dead host or a wrong
+ * password ends the command with its error instead of retrying; `disconnect()` does not stop a
+ * client that is already reconnecting). Once connected, a dropped connection is re-made.
  */
 export function createCliRedis(o: CliRedisOptions): RedisClient {
-  const perCommand = { maxRetriesPerRequest: 1, commandTimeout: o.commandTimeoutMs };
-  if (o.cluster !== undefined) return new Cluster(parseClusterNodes(o.cluster), { lazyConnect: true, redisOptions: perCommand });
-  return new Redis(o.url!, { ...perCommand, lazyConnect: true, ...o.standalone });
+  const connectTimeout = o.connectTimeoutMs ?? CLI_CONNECT_TIMEOUT_MS;
+  let connected = false;
+  const perCommand: RedisOptions = { maxRetriesPerRequest: 1, commandTimeout: o.commandTimeoutMs, connectTimeout };
+  const retry = (times: number): number | null => (connected ? Math.min(times * 50, 2000) : null);
+  const client: RedisClient =
+    o.cluster !== undefined
+      ? new Cluster(parseClusterNodes(o.cluster), { lazyConnect: true, clusterRetryStrategy: retry, redisOptions: perCommand })
+      : new Redis(o.url!, { ...perCommand, lazyConnect: true, retryStrategy: retry, ...o.standalone });
+  client.once('ready', () => (connected = true));
+  return client;
+}
+
+/**
+ * A connected CLI client (see createCliRedis): resolves once Redis answered, or rejects within
+ * `connectTimeoutMs` with HG_ERR_STORE_UNAVAILABLE naming the target (credentials masked) and the
+ * first error the client saw (ECONNREFUSED, WRONGPASS, ...), never the client's internals. Every
+ * command that talks to Redis connects through here, so a dead Redis reads the same in all of them.
+ */
+export async function connectCliRedis(o: CliRedisOptions): Promise<RedisClient> {
+  const ms = o.connectTimeoutMs ?? CLI_CONNECT_TIMEOUT_MS;
+  const target = o.cluster !== undefined ? `Redis Cluster ${o.cluster}` : String(o.url);
+  const client = createCliRedis(o);
+  let first: Error | undefined;
+  const onError = (e: Error): void => {
+    first ??= e;
+  };
+  client.on('error', onError);
+  let timer: NodeJS.Timeout | undefined;
+  const connecting = client.connect();
+  connecting.catch(() => undefined); // after a timeout it may still reject; the race below reports it
+  try {
+    await Promise.race([
+      connecting,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms (--connect-timeout-ms)`)), ms);
+      }),
+    ]);
+  } catch (err) {
+    client.disconnect();
+    // the first error says why (ECONNREFUSED, WRONGPASS); the rejection often only says "closed"
+    const why = first?.message ?? (err as Error).message;
+    throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, redact(`cannot connect to ${target}: ${why}`), { cause: err, details: { connectTimeoutMs: ms } });
+  } finally {
+    clearTimeout(timer);
+    client.off('error', onError);
+  }
+  client.on('error', () => undefined); // later failures surface through the commands
+  return client;
 }
 
 /**

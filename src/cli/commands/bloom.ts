@@ -3,14 +3,18 @@
 // the same name; show the last swap. Safe from cron on several hosts: one run holds the lock, the
 // others exit 3.
 import { parseArgs } from 'node:util';
-import { ErrorCodes, HashGateError, checkInt, checkNumber } from '../../errors.js';
+import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, checkNumber } from '../../errors.js';
 import { REBUILD_EXIT, REDIS_REBUILD_DEFAULTS, readRebuildStatus, rebuildRedisBloom } from '../../bloom/redis-rebuild.js';
 import { ExportFileKeys, HBaseScanKeys, RedisSetWindowKeys } from '../../bloom/rebuild-sources.js';
 import { redissonConfigKey } from '../../bloom/redisson.js';
 import { parseDuration } from './migrate.js';
 import { abortOnSignals, connectCliRedis } from '../redis-client.js';
-import { defaultRedisUrl } from '../redis-url.js';
+import { CONNECT_TIMEOUT_FLAG, connectTimeoutMs, defaultRedisUrl } from '../redis-url.js';
 import { delimiterByte, fieldList } from '../line-flags.js';
+import { flagError } from '../flags.js';
+import { fail, wantsJson } from '../output.js';
+import { DEFAULTS as DEDUP_DEFAULTS } from '../../dedup/options.js';
+import { CLI_CONNECT_TIMEOUT_MS, type RedisClient } from '../../redis/client.js';
 import type { HBaseStore } from '../../hbase/client.js';
 
 export const EXIT = { ok: 0, error: 1, usage: 2, locked: 3, rejected: 4, interrupted: 130 } as const satisfies Record<string, (typeof REBUILD_EXIT)[keyof typeof REBUILD_EXIT]>;
@@ -24,6 +28,8 @@ const USAGE = `usage: hashgate bloom rebuild --redis URL --name NAME (--file F |
                              [--expected-items N --fpp P [--reshape]] [--min-keys 1] [--cluster]
                              [--lock-ttl 60s] [--batch 8192] [--json] [--quiet]
   --redis URL         Redis (default env HASHGATE_REDIS_URL); with --cluster, any node of the cluster
+  --connect-timeout-ms MS  wait at most MS for Redis to answer the first connection, then exit 1
+                      (default ${CLI_CONNECT_TIMEOUT_MS})
   --name NAME         the filter's name, as given to Redisson's getBloomFilter(name)
 Sources (any mix, repeatable; the new generation holds the keys of all of them)
   --file F            export files, directories or globs, parsed as 'hashgate load' parses them
@@ -33,14 +39,16 @@ Sources (any mix, repeatable; the new generation holds the keys of all of them)
     --field-count N     expected fields per line (default: from the first good line)
     --max-line-bytes N  longer lines are rejected
   --set KEY           every member of this Redis set (SSCAN), e.g. one set per day of a window
-  --sets-window W     members of a dedup window stored in the 'sets' layout (--sets-prefix P, default hashgate)
+  --sets-window W     members of a dedup window stored in the 'sets' layout (--sets-prefix P, default ${DEDUP_DEFAULTS.prefix},
+                      the dedup store's)
   --hbase-table T     every row key of this HBase table (a full scan)
     --hbase Q           ZooKeeper quorum (default env HBASE_ZK)
     --hbase-column C    only rows holding this column (e.g. base:status)
     --hbase-prefix P    only rows starting with P
 Shape and safety
-  --expected-items N  sizing of the new generation (default: the current config's)
-  --fpp P             false-positive rate of the new generation (default: the current config's)
+  --expected-items N  sizing of the new generation (default: the live filter's; required, with
+                      --fpp, when the filter does not exist yet)
+  --fpp P             false-positive rate of the new generation (default: the live filter's)
   --reshape           allow a size/hash count different from the live filter's (Redisson readers
                       answer "absent" until they re-read the config: schedule with their owners)
   --min-keys N        refuse to swap in fewer keys (default ${REDIS_REBUILD_DEFAULTS.minKeys}: an empty export never wipes a filter)
@@ -48,50 +56,55 @@ Shape and safety
 exit: 0 swapped in, 1 error (nothing swapped), 2 usage, 3 another rebuild holds the lock (nothing
 done), 4 swapped in but some input lines were rejected, 130 interrupted (nothing swapped)`;
 
-const STATUS_USAGE = `usage: hashgate bloom status --redis URL --name NAME [--cluster] [--json]
+const STATUS_USAGE = `usage: hashgate bloom status --redis URL --name NAME [--cluster] [--connect-timeout-ms MS] [--json]
 Prints the live config and the last swap (generation, time, keys, source).
 exit: 0, 1 when the filter does not exist, 2 usage`;
 
 const optInt = (flag: string, v: string | undefined, min: number, max?: number): number | undefined =>
   v === undefined ? undefined : checkInt(flag, /^\s*-?\d+\s*$/.test(v) ? Number(v) : NaN, min, max);
 
+const REBUILD_FLAGS = {
+  redis: { type: 'string' },
+  ...CONNECT_TIMEOUT_FLAG,
+  name: { type: 'string' },
+  file: { type: 'string', multiple: true },
+  delimiter: { type: 'string' },
+  fields: { type: 'string' },
+  'field-count': { type: 'string' },
+  'max-line-bytes': { type: 'string' },
+  set: { type: 'string', multiple: true },
+  'sets-window': { type: 'string', multiple: true },
+  'sets-prefix': { type: 'string' },
+  'hbase-table': { type: 'string', multiple: true },
+  hbase: { type: 'string' },
+  'hbase-column': { type: 'string' },
+  'hbase-prefix': { type: 'string' },
+  'expected-items': { type: 'string' },
+  fpp: { type: 'string' },
+  reshape: { type: 'boolean' },
+  'min-keys': { type: 'string' },
+  cluster: { type: 'boolean' },
+  'lock-ttl': { type: 'string' },
+  batch: { type: 'string' },
+  json: { type: 'boolean' },
+  quiet: { type: 'boolean', short: 'q' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+const usageError = (msg: string, name: string): HashGateTypeError => new HashGateTypeError(ErrorCodes.INVALID_OPTION, msg, { name });
+
+/** The connected client of a bloom subcommand; with --cluster the URL is any node of the cluster. */
+function connect(url: string, cluster: boolean | undefined, connectMs: number): Promise<RedisClient> {
+  return connectCliRedis({ ...(cluster ? { cluster: url } : { url }), commandTimeoutMs: 30_000, connectTimeoutMs: connectMs });
+}
+
 async function rebuild(argv: string[]): Promise<number> {
+  const json = wantsJson(argv);
   let values;
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        redis: { type: 'string' },
-        name: { type: 'string' },
-        file: { type: 'string', multiple: true },
-        delimiter: { type: 'string' },
-        fields: { type: 'string' },
-        'field-count': { type: 'string' },
-        'max-line-bytes': { type: 'string' },
-        set: { type: 'string', multiple: true },
-        'sets-window': { type: 'string', multiple: true },
-        'sets-prefix': { type: 'string' },
-        'hbase-table': { type: 'string', multiple: true },
-        hbase: { type: 'string' },
-        'hbase-column': { type: 'string' },
-        'hbase-prefix': { type: 'string' },
-        'expected-items': { type: 'string' },
-        fpp: { type: 'string' },
-        reshape: { type: 'boolean' },
-        'min-keys': { type: 'string' },
-        cluster: { type: 'boolean' },
-        'lock-ttl': { type: 'string' },
-        batch: { type: 'string' },
-        json: { type: 'boolean' },
-        quiet: { type: 'boolean', short: 'q' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
+    ({ values } = parseArgs({ args: argv, options: REBUILD_FLAGS, strict: true, allowPositionals: false }));
   } catch (err) {
-    console.error(`hashgate bloom rebuild: ${(err as Error).message}\n${USAGE}`);
-    return EXIT.usage;
+    return fail('bloom rebuild', flagError(err, REBUILD_FLAGS), EXIT.usage, { json, help: USAGE });
   }
   if (values.help) {
     console.log(USAGE);
@@ -105,11 +118,13 @@ async function rebuild(argv: string[]): Promise<number> {
   const zk = values.hbase ?? process.env.HBASE_ZK;
   let opts: { expectedItems?: number; fpp?: number; lockTtlMs?: number; batch?: number; minKeys?: number; reshape?: boolean };
   let fileSource: ExportFileKeys | undefined;
+  let connectMs: number;
   try {
     url = values.redis ?? defaultRedisUrl();
-    if (!values.name) throw new TypeError('--name is required');
-    if (files.length + sets.length + windows.length + tables.length === 0) throw new TypeError('at least one --file, --set, --sets-window or --hbase-table is required');
-    if (tables.length > 0 && !zk) throw new TypeError('--hbase-table needs --hbase (or HBASE_ZK)');
+    connectMs = connectTimeoutMs(values['connect-timeout-ms']);
+    if (!values.name) throw usageError('--name is required', '--name');
+    if (files.length + sets.length + windows.length + tables.length === 0) throw usageError('at least one --file, --set, --sets-window or --hbase-table is required', '--file');
+    if (tables.length > 0 && !zk) throw usageError('--hbase-table needs --hbase (or HBASE_ZK)', '--hbase');
     opts = {};
     if (values['expected-items'] !== undefined) opts.expectedItems = checkInt('--expected-items', Number(values['expected-items']), 1);
     if (values.fpp !== undefined) opts.fpp = checkNumber('--fpp', Number(values.fpp), 0, 1, true);
@@ -131,22 +146,43 @@ async function rebuild(argv: string[]): Promise<number> {
       });
     }
   } catch (err) {
-    console.error(`hashgate bloom rebuild: ${(err as Error).message}\n${USAGE}`);
-    return EXIT.usage;
+    return fail('bloom rebuild', err, EXIT.usage, { json, help: USAGE });
   }
-  const redis = connectCliRedis(url, values.cluster);
+  let redis: RedisClient;
+  try {
+    redis = await connect(url, values.cluster, connectMs);
+  } catch (err) {
+    return fail('bloom rebuild', err, EXIT.error, { json });
+  }
+  if (opts.expectedItems === undefined || opts.fpp === undefined) {
+    // a new filter has no sizing to copy: that is a missing flag, not a failure of the run
+    let live: Record<string, string>;
+    try {
+      live = await redis.hgetall(redissonConfigKey(values.name!));
+    } catch (err) {
+      // a config we could not read is not a filter that does not exist
+      redis.disconnect();
+      return fail('bloom rebuild', err, EXIT.error, { json });
+    }
+    if (live.size === undefined) {
+      redis.disconnect();
+      const missing = [opts.expectedItems === undefined ? '--expected-items' : undefined, opts.fpp === undefined ? '--fpp' : undefined].filter((f) => f !== undefined);
+      const err = usageError(`${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required: filter ${values.name} does not exist yet, so there is no sizing to copy`, missing[0]!);
+      return fail('bloom rebuild', err, EXIT.usage, { json, help: USAGE });
+    }
+  }
   let hbase: HBaseStore | undefined;
   if (tables.length > 0) {
     const { HBaseStore } = await import('../../hbase/client.js');
     hbase = new HBaseStore({ zookeeper: zk! });
   }
-  const setsPrefix = values['sets-prefix'];
+  const setsPrefix = values['sets-prefix'] ?? DEDUP_DEFAULTS.prefix;
   const hbaseColumn = values['hbase-column'];
   const hbasePrefix = values['hbase-prefix'];
   const parts: string[] = [];
   if (files.length > 0) parts.push(fileSource!.description);
   if (sets.length > 0) parts.push(`set:${sets.length}`);
-  for (const w of windows) parts.push(`sets:${setsPrefix ?? 'hashgate'}:${w}`);
+  for (const w of windows) parts.push(`sets:${setsPrefix}:${w}`);
   for (const t of tables) parts.push(`hbase:${t}`);
   async function* keys(): AsyncGenerator<Uint8Array[]> {
     if (fileSource) yield* fileSource;
@@ -158,7 +194,7 @@ async function rebuild(argv: string[]): Promise<number> {
         if (members.length > 0) yield members;
       } while (cursor !== '0');
     }
-    if (windows.length > 0) yield* new RedisSetWindowKeys({ redis, windows, ...(setsPrefix !== undefined ? { prefix: setsPrefix } : {}) });
+    if (windows.length > 0) yield* new RedisSetWindowKeys({ redis, windows, prefix: setsPrefix });
     for (const table of tables) {
       yield* new HBaseScanKeys({
         store: hbase!,
@@ -199,16 +235,12 @@ async function rebuild(argv: string[]): Promise<number> {
     return EXIT.ok;
   } catch (err) {
     if (stop.signal.aborted) {
-      console.error(`hashgate bloom rebuild: interrupted; the live filter ${values.name} is unchanged`);
-      return EXIT.interrupted;
+      const stopped = Object.assign(new Error(`interrupted; the live filter ${values.name} is unchanged`), { code: 'ABORT_ERR' });
+      return fail('bloom rebuild', stopped, EXIT.interrupted, { json });
     }
     const e = err as HashGateError;
-    if (e instanceof HashGateError && e.code === ErrorCodes.LOCK_HELD) {
-      console.error(`hashgate bloom rebuild: ${e.message}`);
-      return EXIT.locked;
-    }
-    console.error(`hashgate bloom rebuild: ${e.message}${e.code ? ` [${e.code}]` : ''}`);
-    return EXIT.error;
+    if (e instanceof HashGateError && e.code === ErrorCodes.LOCK_HELD) return fail('bloom rebuild', e, EXIT.locked, { json });
+    return fail('bloom rebuild', e, EXIT.error, { json });
   } finally {
     stop.dispose();
     redis.disconnect();
@@ -216,26 +248,42 @@ async function rebuild(argv: string[]): Promise<number> {
   }
 }
 
+const STATUS_FLAGS = {
+  redis: { type: 'string' },
+  ...CONNECT_TIMEOUT_FLAG,
+  name: { type: 'string' },
+  cluster: { type: 'boolean' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
 async function status(argv: string[]): Promise<number> {
+  const json = wantsJson(argv);
   let values;
   let url: string;
+  let connectMs: number;
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: { redis: { type: 'string' }, name: { type: 'string' }, cluster: { type: 'boolean' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
-      strict: true,
-    }));
+    try {
+      ({ values } = parseArgs({ args: argv, options: STATUS_FLAGS, strict: true }));
+    } catch (err) {
+      throw flagError(err, STATUS_FLAGS);
+    }
     if (values.help) {
       console.log(STATUS_USAGE);
       return EXIT.ok;
     }
     url = values.redis ?? defaultRedisUrl();
-    if (!values.name) throw new TypeError('--name is required');
+    connectMs = connectTimeoutMs(values['connect-timeout-ms']);
+    if (!values.name) throw usageError('--name is required', '--name');
   } catch (err) {
-    console.error(`hashgate bloom status: ${(err as Error).message}\n${STATUS_USAGE}`);
-    return EXIT.usage;
+    return fail('bloom status', err, EXIT.usage, { json, help: STATUS_USAGE });
   }
-  const redis = connectCliRedis(url, values.cluster);
+  let redis: RedisClient;
+  try {
+    redis = await connect(url, values.cluster, connectMs);
+  } catch (err) {
+    return fail('bloom status', err, EXIT.error, { json });
+  }
   try {
     const config = await redis.hgetall(redissonConfigKey(values.name));
     const last = await readRebuildStatus(redis, values.name);
@@ -251,8 +299,7 @@ async function status(argv: string[]): Promise<number> {
     }
     return exists ? EXIT.ok : EXIT.error;
   } catch (err) {
-    console.error(`hashgate bloom status: ${(err as Error).message}`);
-    return EXIT.error;
+    return fail('bloom status', err, EXIT.error, { json });
   } finally {
     redis.disconnect();
   }
@@ -266,6 +313,6 @@ export async function run(argv: string[]): Promise<number> {
     console.log(HELP);
     return EXIT.ok;
   }
-  console.error(`hashgate bloom: unknown subcommand ${sub === undefined ? '(none)' : `'${sub}'`}\n${HELP}`);
-  return EXIT.usage;
+  const err = usageError(`unknown subcommand ${sub === undefined ? '(none)' : `'${sub}'`}`, 'subcommand');
+  return fail('bloom', err, EXIT.usage, { json: wantsJson(rest), help: HELP });
 }

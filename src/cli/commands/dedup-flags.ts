@@ -1,11 +1,12 @@
 // Flags shared by `hashgate recover` and `hashgate stats`: the same names as the dedup options
 // (--redis URL | --cluster HOST:PORT,..., --layout, --prefix, --buckets, --journal-dir, ...).
 import { ErrorCodes, HashGateRangeError, HashGateTypeError } from '../../errors.js';
-import { DEFAULTS, type DedupOptions, type RedisConfig } from '../../dedup/options.js';
-import { REDIS_HELP, defaultRedisUrl } from '../redis-url.js';
+import { DEFAULTS, type DedupOptions } from '../../dedup/options.js';
+import { connectCliRedis, type RedisClient } from '../../redis/client.js';
+import { CONNECT_TIMEOUT_FLAG, CONNECT_TIMEOUT_HELP, REDIS_HELP, connectTimeoutMs, defaultRedisUrl } from '../redis-url.js';
 
-export const STORE_FLAGS = {
-  store: { type: 'string' },
+/** The flags of `recover` (Redis only: the embedded store has no journal to replay). */
+export const REDIS_STORE_FLAGS = {
   redis: { type: 'string' },
   cluster: { type: 'string' },
   layout: { type: 'string' },
@@ -15,16 +16,19 @@ export const STORE_FLAGS = {
   'time-zone': { type: 'string' },
   'window-unit': { type: 'string' },
   'command-timeout-ms': { type: 'string' },
+  ...CONNECT_TIMEOUT_FLAG,
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
+
+/** The flags of `stats`: Redis, or the embedded store with --store. */
+export const STORE_FLAGS = { store: { type: 'string' }, ...REDIS_STORE_FLAGS } as const;
 
 /** recover only: the replay lock. */
 export const LOCK_FLAGS = { 'lock-ttl-ms': { type: 'string' } } as const;
 export const LOCK_HELP = `  --lock-ttl-ms MS          recover lock TTL (default ${DEFAULTS.lockTtlMs})`;
 
-export const STORE_HELP = `Store
-  --store PATH              the durable embedded store (LMDB directory, dedup.path) instead of Redis
+export const REDIS_STORE_HELP = `Store
 ${REDIS_HELP}
   --cluster HOST:PORT,...   Redis Cluster startup nodes instead of --redis
   --layout compact|sets     dedup layout (default ${DEFAULTS.layout})
@@ -35,7 +39,13 @@ ${REDIS_HELP}
   --time-zone TZ            IANA zone of windows (default ${DEFAULTS.timeZone})
   --window-unit U           year (default) | month | day
   --command-timeout-ms MS   Redis command timeout (default ${DEFAULTS.commandTimeoutMs})
+${CONNECT_TIMEOUT_HELP}
   --json                    machine-readable output`;
+
+export const STORE_HELP = REDIS_STORE_HELP.replace(
+  'Store\n',
+  'Store\n  --store PATH              the durable embedded store (LMDB directory, dedup.path) instead of Redis\n',
+);
 
 export const usageError = (msg: string): HashGateTypeError => new HashGateTypeError(ErrorCodes.INVALID_OPTION, msg);
 
@@ -47,23 +57,33 @@ function int(flag: string, v: string | boolean | undefined, min: number): number
   return n;
 }
 
-export function storeOptions(values: Record<string, string | boolean | undefined>): { redis: RedisConfig | undefined; dedup: DedupOptions } {
+/** Where a command's dedup store is: Redis (standalone or Cluster), or the embedded store (`dedup.path`). */
+export interface StoreTarget {
+  url?: string;
+  cluster?: string;
+  connectTimeoutMs: number;
+  commandTimeoutMs: number;
+}
+
+export function storeOptions(values: Record<string, string | boolean | undefined>): { redis: StoreTarget | undefined; dedup: DedupOptions } {
   const str = (k: string): string | undefined => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
-  let redis: RedisConfig | undefined;
+  let redis: StoreTarget | undefined;
+  const timeouts = (): { connectTimeoutMs: number; commandTimeoutMs: number } => ({
+    connectTimeoutMs: connectTimeoutMs(values['connect-timeout-ms']),
+    commandTimeoutMs: int('--command-timeout-ms', values['command-timeout-ms'], 1) ?? DEFAULTS.commandTimeoutMs,
+  });
   if (str('store') !== undefined) {
     if (str('redis') !== undefined || str('cluster') !== undefined) throw usageError('give either --store or --redis/--cluster, not both');
     if (str('store') === '') throw usageError('--store must be a directory path');
     redis = undefined;
   } else if (str('cluster') !== undefined) {
     if (str('redis') !== undefined) throw usageError('give either --redis or --cluster, not both');
-    const nodes = str('cluster')!.split(',').map((hp) => {
-      const m = /^\s*([^:\s]+):(\d+)\s*$/.exec(hp);
-      if (!m) throw usageError(`--cluster expects HOST:PORT,..., got ${JSON.stringify(hp)}`);
-      return { host: m[1]!, port: Number(m[2]) };
-    });
-    redis = { cluster: nodes };
+    for (const hp of str('cluster')!.split(',')) {
+      if (!/^\s*([^:\s]+):(\d+)\s*$/.test(hp)) throw usageError(`--cluster expects HOST:PORT,..., got ${JSON.stringify(hp)}`);
+    }
+    redis = { cluster: str('cluster')!, ...timeouts() };
   } else {
-    redis = str('redis') ?? defaultRedisUrl();
+    redis = { url: str('redis') ?? defaultRedisUrl(), ...timeouts() };
   }
   const dedup: DedupOptions = { replayIntervalMs: 0 };
   if (str('store') !== undefined) dedup.path = str('store')!;
@@ -84,7 +104,11 @@ export function storeOptions(values: Record<string, string | boolean | undefined
   }
   const ttl = int('--lock-ttl-ms', values['lock-ttl-ms'], 1000);
   if (ttl !== undefined) dedup.lockTtlMs = ttl;
-  const cto = int('--command-timeout-ms', values['command-timeout-ms'], 1);
-  if (cto !== undefined) dedup.commandTimeoutMs = cto;
+  if (redis !== undefined) dedup.commandTimeoutMs = redis.commandTimeoutMs;
   return { redis, dedup };
+}
+
+/** The connected client of a Redis target (see connectCliRedis: one behaviour for a dead Redis). */
+export function connectStore(t: StoreTarget): Promise<RedisClient> {
+  return connectCliRedis({ ...(t.cluster !== undefined ? { cluster: t.cluster } : { url: t.url! }), commandTimeoutMs: t.commandTimeoutMs, connectTimeoutMs: t.connectTimeoutMs });
 }

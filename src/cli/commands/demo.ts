@@ -9,6 +9,10 @@ import { HashGate } from '../../gate.js';
 import { transactions } from '../../demo/generator.js';
 import { ErrorCodes, HashGateRangeError, checkInt, checkNumber } from '../../errors.js';
 import { redact } from '../../util/redact.js';
+import { connectCliRedis, type RedisClient } from '../../redis/client.js';
+import { CONNECT_TIMEOUT_FLAG, connectTimeoutMs } from '../redis-url.js';
+import { flagError } from '../flags.js';
+import { fail, wantsJson } from '../output.js';
 
 export interface DemoResult {
   items: number;
@@ -38,7 +42,7 @@ export interface ServiceResult {
 }
 
 /** `concurrency` callers, each awaiting firstSeen on the next `keysPerCall` transactions. */
-async function runService(opts: { items: number; duplicateRate: number; seed: number; threads?: number; redis?: string; layout?: 'compact' | 'sets'; concurrency: number; keysPerCall: number }): Promise<ServiceResult> {
+async function runService(opts: { items: number; duplicateRate: number; seed: number; threads?: number; redis?: string | RedisClient; layout?: 'compact' | 'sets'; concurrency: number; keysPerCall: number }): Promise<ServiceResult> {
   const gate = await HashGate.open({
     ...(opts.threads === undefined ? {} : { threads: opts.threads }),
     ...(opts.redis === undefined ? {} : { redis: opts.redis }),
@@ -91,14 +95,14 @@ async function runService(opts: { items: number; duplicateRate: number; seed: nu
   }
 }
 
-export async function runDemo(opts: { items: number; duplicateRate: number; batch: number; threads?: number; seed: number; redis?: string; layout?: 'compact' | 'sets'; concurrency?: number; keysPerCall?: number }): Promise<DemoResult> {
+export async function runDemo(opts: { items: number; duplicateRate: number; batch: number; threads?: number; seed: number; redis?: string | RedisClient; layout?: 'compact' | 'sets'; concurrency?: number; keysPerCall?: number }): Promise<DemoResult> {
   const batchResult = await runBatch(opts);
   if (opts.concurrency === undefined) return batchResult;
   const service = await runService({ ...opts, concurrency: opts.concurrency, keysPerCall: opts.keysPerCall ?? 1 });
   return { ...batchResult, service };
 }
 
-async function runBatch(opts: { items: number; duplicateRate: number; batch: number; threads?: number; seed: number; redis?: string; layout?: 'compact' | 'sets' }): Promise<DemoResult> {
+async function runBatch(opts: { items: number; duplicateRate: number; batch: number; threads?: number; seed: number; redis?: string | RedisClient; layout?: 'compact' | 'sets' }): Promise<DemoResult> {
   const gate = await HashGate.open({
     ...(opts.threads === undefined ? {} : { threads: opts.threads }),
     firstSeenBloom: { expectedItems: Math.max(1000, opts.items), fpp: 0.01 },
@@ -147,50 +151,73 @@ async function runBatch(opts: { items: number; duplicateRate: number; batch: num
   }
 }
 
+const FLAGS = {
+  items: { type: 'string', default: '1000000' },
+  'duplicate-rate': { type: 'string', default: '0.3' },
+  batch: { type: 'string', default: '8192' },
+  threads: { type: 'string' },
+  seed: { type: 'string', default: '20260101' },
+  redis: { type: 'string' },
+  ...CONNECT_TIMEOUT_FLAG,
+  layout: { type: 'string' },
+  concurrency: { type: 'string' },
+  'keys-per-call': { type: 'string' },
+  json: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;
+
 export async function run(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      items: { type: 'string', default: '1000000' },
-      'duplicate-rate': { type: 'string', default: '0.3' },
-      batch: { type: 'string', default: '8192' },
-      threads: { type: 'string' },
-      seed: { type: 'string', default: '20260101' },
-      redis: { type: 'string' },
-      layout: { type: 'string' },
-      concurrency: { type: 'string' },
-      'keys-per-call': { type: 'string' },
-      json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-    strict: true,
-  });
+  const json = wantsJson(argv);
+  let values;
+  try {
+    ({ values } = parseArgs({ args: argv, options: FLAGS, strict: true }));
+  } catch (err) {
+    return fail('demo', flagError(err, FLAGS), 2, { json });
+  }
   if (values.help) {
     console.log(`usage: hashgate demo [--items N] [--duplicate-rate R] [--batch N] [--threads N] [--seed N] [--redis URL --layout compact|sets]
-                     [--concurrency C [--keys-per-call K]] [--json]
+                     [--connect-timeout-ms MS] [--concurrency C [--keys-per-call K]] [--json]
 
 Generates N name+ID transactions over the natural year 2026 (Asia/Shanghai) where a fraction R
 repeats an earlier identity, runs HashGate.firstSeen against the exact store (embedded in
 memory unless --redis is given) and checks every answer against the truth. A Bloom filter
 beside it (firstSeenBloom) reports its measured false-positive rate.
 --concurrency C also runs the service pattern on the same stream: C callers in flight, each
-sending K keys per call (default 1); the gate merges their calls into store batches.`);
+sending K keys per call (default 1); the gate merges their calls into store batches.
+--connect-timeout-ms MS: with --redis, wait at most MS for Redis to answer the first connection.
+Exit codes: 0 every answer matches, 1 a mismatch or an error (Redis unreachable), 2 usage.`);
     return 0;
   }
-  const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
-  const items = checkInt('--items', num(values.items), 1, 50_000_000);
-  const duplicateRate = checkNumber('--duplicate-rate', num(values['duplicate-rate']), 0, 0.99);
-  const batch = checkInt('--batch', num(values.batch), 1, 1_000_000);
-  const seed = checkInt('--seed', num(values.seed), 0, 0xffff_ffff);
-  const threads = values.threads === undefined ? undefined : checkInt('--threads', Number(values.threads), 0, 256);
-  const layout = values.layout === undefined ? undefined : (values.layout as 'compact' | 'sets');
-  const concurrency = values.concurrency === undefined ? undefined : checkInt('--concurrency', Number(values.concurrency), 1, 100_000);
-  if (values['keys-per-call'] !== undefined && concurrency === undefined) throw new HashGateRangeError(ErrorCodes.INVALID_ARG, '--keys-per-call needs --concurrency', { name: '--keys-per-call' });
-  const keysPerCall = values['keys-per-call'] === undefined ? 1 : checkInt('--keys-per-call', Number(values['keys-per-call']), 1, 1_000_000);
-  const r = await runDemo({
-    items, duplicateRate, batch, seed, ...(threads === undefined ? {} : { threads }), ...(values.redis === undefined ? {} : { redis: values.redis }), ...(layout === undefined ? {} : { layout }),
-    ...(concurrency === undefined ? {} : { concurrency, keysPerCall }),
-  });
+  let items: number, duplicateRate: number, batch: number, seed: number, threads: number | undefined, keysPerCall: number, concurrency: number | undefined, connectMs: number;
+  let layout: 'compact' | 'sets' | undefined;
+  try {
+    const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
+    items = checkInt('--items', num(values.items), 1, 50_000_000);
+    duplicateRate = checkNumber('--duplicate-rate', num(values['duplicate-rate']), 0, 0.99);
+    batch = checkInt('--batch', num(values.batch), 1, 1_000_000);
+    seed = checkInt('--seed', num(values.seed), 0, 0xffff_ffff);
+    threads = values.threads === undefined ? undefined : checkInt('--threads', Number(values.threads), 0, 256);
+    layout = values.layout === undefined ? undefined : (values.layout as 'compact' | 'sets');
+    concurrency = values.concurrency === undefined ? undefined : checkInt('--concurrency', Number(values.concurrency), 1, 100_000);
+    if (values['keys-per-call'] !== undefined && concurrency === undefined) throw new HashGateRangeError(ErrorCodes.INVALID_ARG, '--keys-per-call needs --concurrency', { name: '--keys-per-call' });
+    keysPerCall = values['keys-per-call'] === undefined ? 1 : checkInt('--keys-per-call', Number(values['keys-per-call']), 1, 1_000_000);
+    connectMs = connectTimeoutMs(values['connect-timeout-ms']);
+  } catch (err) {
+    return fail('demo', err, 2, { json });
+  }
+  let redis: RedisClient | undefined;
+  let r: DemoResult;
+  try {
+    if (values.redis !== undefined) redis = await connectCliRedis({ url: values.redis, commandTimeoutMs: 30_000, connectTimeoutMs: connectMs });
+    r = await runDemo({
+      items, duplicateRate, batch, seed, ...(threads === undefined ? {} : { threads }), ...(redis === undefined ? {} : { redis }), ...(layout === undefined ? {} : { layout }),
+      ...(concurrency === undefined ? {} : { concurrency, keysPerCall }),
+    });
+  } catch (err) {
+    return fail('demo', err, 1, { json });
+  } finally {
+    redis?.disconnect();
+  }
   const sv = r.service;
   const ok = r.mismatches === 0 && r.duplicates === r.expectedDuplicates && (sv === undefined || sv.mismatches === 0);
   if (values.json) {

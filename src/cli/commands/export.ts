@@ -4,12 +4,15 @@
 import { createWriteStream, existsSync, fchmodSync, openSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createCliRedis, type RedisClient } from '../../redis/client.js';
+import { CLI_CONNECT_TIMEOUT_MS, connectCliRedis, type RedisClient } from '../../redis/client.js';
 import { DEFAULTS } from '../../dedup/options.js';
 import { LmdbStore } from '../../dedup/lmdb-store.js';
 import { RedisLayoutSink, type SinkBatch } from '../../loader/sink.js';
 import { ErrorCodes, HashGateError } from '../../errors.js';
 import { usageError } from './dedup-flags.js';
+import { CONNECT_TIMEOUT_FLAG, connectTimeoutMs } from '../redis-url.js';
+import { flagError } from '../flags.js';
+import { fail, wantsJson } from '../output.js';
 
 export const HELP = `usage: hashgate export --store PATH (--redis URL | --cluster HOST:PORT,... | --out FILE) [flags]
 
@@ -21,6 +24,8 @@ Exports windows of the durable embedded store (dedup.path).
 To Redis (both layouts; what HashGate.open({ redis }) then reads):
   --redis URL               Redis URL
   --cluster HOST:PORT,...   Redis Cluster startup nodes instead of --redis
+  --connect-timeout-ms MS   wait at most MS for Redis to answer the first connection, then exit 1
+                            (default ${CLI_CONNECT_TIMEOUT_MS})
   --prefix P                key prefix (default ${DEFAULTS.prefix})
   --no-hll                  do not PFADD members to the window's HyperLogLog
 To a file ('sets' layout only: compact stores digests, never raw keys):
@@ -54,27 +59,33 @@ interface Summary {
   skipped: number;
 }
 
+const FLAGS = {
+  store: { type: 'string' },
+  window: { type: 'string' },
+  layout: { type: 'string' },
+  redis: { type: 'string' },
+  cluster: { type: 'string' },
+  ...CONNECT_TIMEOUT_FLAG,
+  prefix: { type: 'string' },
+  'no-hll': { type: 'boolean' },
+  out: { type: 'string' },
+  delimiter: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
 export async function run(argv: string[]): Promise<number> {
+  const json = wantsJson(argv);
+  // with --out - the keys own stdout, so the summary and errors go to stderr
+  const jsonToStderr = argv.some((a, i) => (a === '--out' && argv[i + 1] === '-') || a === '--out=-');
   let values: Record<string, string | boolean | undefined>;
+  let connectMs: number;
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        store: { type: 'string' },
-        window: { type: 'string' },
-        layout: { type: 'string' },
-        redis: { type: 'string' },
-        cluster: { type: 'string' },
-        prefix: { type: 'string' },
-        'no-hll': { type: 'boolean' },
-        out: { type: 'string' },
-        delimiter: { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }));
+    try {
+      ({ values } = parseArgs({ args: argv, strict: true, allowPositionals: false, options: FLAGS }));
+    } catch (err) {
+      throw flagError(err, FLAGS);
+    }
     if (values.help) {
       console.log(HELP);
       return 0;
@@ -85,9 +96,9 @@ export async function run(argv: string[]): Promise<number> {
     if (values.layout !== undefined && values.layout !== 'compact' && values.layout !== 'sets') throw usageError(`--layout must be compact or sets, got ${JSON.stringify(values.layout)}`);
     if (values.out !== undefined && values.layout === 'compact') throw usageError("--out needs the 'sets' layout: the compact layout stores 8-byte digests, not keys; export it with --redis");
     if (values.delimiter !== undefined && Buffer.byteLength(values.delimiter as string) !== 1) throw usageError('--delimiter must be one byte');
+    connectMs = connectTimeoutMs(values['connect-timeout-ms']);
   } catch (err) {
-    console.error(`hashgate export: ${(err as Error).message}\n\n${HELP}`);
-    return 2;
+    return fail('export', err, 2, { json, jsonToStderr, help: HELP });
   }
   const str = (k: string): string | undefined => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
   let store: LmdbStore | undefined;
@@ -102,18 +113,12 @@ export async function run(argv: string[]): Promise<number> {
     if (str('window') !== undefined) windows = windows.filter((w) => w.window === str('window'));
     if (str('layout') !== undefined) windows = windows.filter((w) => w.layout === str('layout'));
     if (str('out') !== undefined && windows.some((w) => w.layout === 'compact')) {
-      console.error("hashgate export: --out writes raw keys, and compact windows hold only digests: add --layout sets, or export them with --redis");
-      return 2;
+      const err = usageError('--out writes raw keys, and compact windows hold only digests: add --layout sets, or export them with --redis');
+      return fail('export', err, 2, { json, jsonToStderr });
     }
     if (str('out') === undefined) {
       const cl = str('cluster');
-      redis = createCliRedis({ ...(cl ? { cluster: cl } : { url: str('redis')! }), commandTimeoutMs: 30_000 });
-      redis.on('error', () => undefined);
-      try {
-        await redis.connect();
-      } catch (cause) {
-        throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `cannot connect to ${cl ?? str('redis')}: ${(cause as Error).message}`, { cause });
-      }
+      redis = await connectCliRedis({ ...(cl ? { cluster: cl } : { url: str('redis')! }), commandTimeoutMs: 30_000, connectTimeoutMs: connectMs });
     } else {
       if (str('out') !== '-') {
         const fd = openSync(str('out')!, 'w', 0o600);
@@ -166,8 +171,7 @@ export async function run(argv: string[]): Promise<number> {
     else console.error(`${text || 'no window matched'}\nexported ${summary.exported}, skipped ${summary.skipped}`);
     return summary.skipped > 0 ? 3 : 0;
   } catch (err) {
-    console.error(`hashgate export: ${(err as Error).message}`);
-    return 1;
+    return fail('export', err, 1, { json, jsonToStderr });
   } finally {
     await store?.close().catch(() => undefined);
     if (redis !== undefined) await redis.quit().catch(() => redis!.disconnect());

@@ -1,5 +1,7 @@
 // `hashgate gen-export --dir D --files N --rows M`: synthetic Hive-style name|idNo export files.
 import { parseArgs } from 'node:util';
+import { flagError } from '../flags.js';
+import { fail, wantsJson } from '../output.js';
 import { generateExport } from '../../loader/generate.js';
 
 const HELP = `usage: hashgate gen-export --dir DIR [flags]
@@ -17,32 +19,30 @@ const HELP = `usage: hashgate gen-export --dir DIR [flags]
   --seed N             PRNG seed (default 1)
   --json               print the expected counts as one line of JSON`;
 
+const FLAGS = {
+  dir: { type: 'string' },
+  files: { type: 'string' },
+  rows: { type: 'string' },
+  'duplicate-rate': { type: 'string' },
+  'dup-ratio': { type: 'string' },
+  'crlf-ratio': { type: 'string' },
+  'malformed-every': { type: 'string' },
+  'invalid-utf8-every': { type: 'string' },
+  'empty-every': { type: 'string' },
+  'empty-file': { type: 'boolean' },
+  'date-years': { type: 'string' },
+  seed: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
 export async function run(argv: string[]): Promise<number> {
+  const json = wantsJson(argv);
   let v: Record<string, string | boolean | undefined>;
   try {
-    v = parseArgs({
-      args: argv,
-      strict: true,
-      options: {
-        dir: { type: 'string' },
-        files: { type: 'string' },
-        rows: { type: 'string' },
-        'duplicate-rate': { type: 'string' },
-        'dup-ratio': { type: 'string' },
-        'crlf-ratio': { type: 'string' },
-        'malformed-every': { type: 'string' },
-        'invalid-utf8-every': { type: 'string' },
-        'empty-every': { type: 'string' },
-        'empty-file': { type: 'boolean' },
-        'date-years': { type: 'string' },
-        seed: { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }).values as Record<string, string | boolean | undefined>;
+    v = parseArgs({ args: argv, strict: true, options: FLAGS }).values as Record<string, string | boolean | undefined>;
   } catch (err) {
-    console.error(`hashgate gen-export: ${(err as Error).message}`);
-    return 2;
+    return fail('gen-export', flagError(err, FLAGS), 2, { json });
   }
   if (v.help) {
     console.log(HELP);
@@ -84,7 +84,6 @@ export async function run(argv: string[]): Promise<number> {
     else console.log(`wrote ${out.files} files (${out.bytes} bytes) to ${out.dir}: ${out.rows} rows, ${out.distinct} distinct keys, ${out.rejects} bad lines`);
     return 0;
   } catch (err) {
-    console.error(`hashgate gen-export: ${(err as Error).message}`);
-    return 2;
+    return fail('gen-export', err, 2, { json });
   }
 }

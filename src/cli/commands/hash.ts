@@ -3,24 +3,28 @@
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { checkInt, checkOneOf, checkUint32 } from '../../errors.js';
+import { flagError } from '../flags.js';
 import { bucketOf, jumpBucket, murmur3_128Hex, murmur3_32, murmur3_x86_128, xxh64 } from '../../hash/index.js';
 
 const ALGORITHMS = ['murmur3_128', 'murmur3_32', 'murmur3_x86_128', 'xxh64'] as const;
 
+const FLAGS = {
+  algorithm: { type: 'string', short: 'a', default: 'murmur3_128' },
+  seed: { type: 'string', default: '0' },
+  buckets: { type: 'string' },
+  jump: { type: 'boolean', default: false },
+  json: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;
+
 export async function run(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    strict: true,
-    options: {
-      algorithm: { type: 'string', short: 'a', default: 'murmur3_128' },
-      seed: { type: 'string', default: '0' },
-      buckets: { type: 'string' },
-      jump: { type: 'boolean', default: false },
-      json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-  });
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, allowPositionals: true, strict: true, options: FLAGS });
+  } catch (err) {
+    throw flagError(err, FLAGS); // reported by main as a usage error
+  }
+  const { values, positionals } = parsed;
   if (values.help) {
     console.log(`usage: hashgate hash [--algorithm ${ALGORITHMS.join('|')}] [--seed N] [--buckets N [--jump]] [--json] [key ...]
 

@@ -1,7 +1,7 @@
 // `hashgate load <file|dir|glob>...`: bulk-load pipe-delimited export files into the dedup store.
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { createCliRedis } from '../../redis/client.js';
+import { connectCliRedis } from '../../redis/client.js';
 import { BloomFilter } from '../../bloom/index.js';
 import { DEFAULTS as DEDUP_DEFAULTS } from '../../dedup/options.js';
 import { ErrorCodes, HashGateError, HashGateTypeError, HashGateRangeError } from '../../errors.js';
@@ -11,7 +11,9 @@ import { RedisLayoutSink, type LoaderLayout } from '../../loader/sink.js';
 import { LmdbLoadSink } from '../../loader/lmdb-sink.js';
 import type { WindowKind } from '../../dedup/window.js';
 import { redact } from '../../util/redact.js';
-import { REDIS_HELP, defaultRedisUrl } from '../redis-url.js';
+import { CONNECT_TIMEOUT_FLAG, CONNECT_TIMEOUT_HELP, REDIS_HELP, connectTimeoutMs, defaultRedisUrl } from '../redis-url.js';
+import { flagError } from '../flags.js';
+import { fail, wantsJson } from '../output.js';
 import { delimiterByte, fieldList, intFlag as int, usage } from '../line-flags.js';
 
 /** The dedup store's defaults: same prefix, layout and bucket counts as `HashGate.open`. */
@@ -30,6 +32,7 @@ Store
   --store PATH              the durable embedded store (LMDB directory, dedup.path) instead of Redis
 ${REDIS_HELP}
   --cluster HOST:PORT,...   Redis Cluster startup nodes instead of --redis
+${CONNECT_TIMEOUT_HELP}
   --layout sets|compact     Redis layout (default ${STORE_DEFAULTS.layout}; 'sets' = raw keys in
                             {prefix}:{window}:{bucket} sets, readable by plain SISMEMBER)
   --prefix P                key prefix (default ${STORE_DEFAULTS.prefix})
@@ -100,59 +103,57 @@ function fmtSummary(s: LoadSummary): string {
   ].join('\n');
 }
 
+const FLAGS = {
+  store: { type: 'string' },
+  redis: { type: 'string' },
+  cluster: { type: 'string' },
+  ...CONNECT_TIMEOUT_FLAG,
+  layout: { type: 'string' },
+  prefix: { type: 'string' },
+  buckets: { type: 'string' },
+  'no-hll': { type: 'boolean' },
+  'secret-env': { type: 'string' },
+  window: { type: 'string' },
+  'window-from-field': { type: 'string' },
+  'date-format': { type: 'string' },
+  'window-unit': { type: 'string' },
+  'time-zone': { type: 'string' },
+  delimiter: { type: 'string' },
+  fields: { type: 'string' },
+  'field-count': { type: 'string' },
+  'max-key-bytes': { type: 'string' },
+  'max-reject-ratio': { type: 'string' },
+  'max-windows': { type: 'string' },
+  'max-line-bytes': { type: 'string' },
+  batch: { type: 'string' },
+  concurrency: { type: 'string' },
+  'max-buffer-mb': { type: 'string' },
+  retries: { type: 'string' },
+  'retry-delay': { type: 'string' },
+  'failed-file': { type: 'string' },
+  'rejects-file': { type: 'string' },
+  checkpoint: { type: 'string' },
+  resume: { type: 'boolean' },
+  'dry-run': { type: 'boolean' },
+  threads: { type: 'string' },
+  bloom: { type: 'string' },
+  'bloom-fpp': { type: 'string' },
+  'bloom-expected': { type: 'string' },
+  json: { type: 'boolean' },
+  progress: { type: 'boolean' },
+  'no-progress': { type: 'boolean' },
+  quiet: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
 export async function run(argv: string[]): Promise<number> {
+  const json = wantsJson(argv);
   let values: Record<string, string | boolean | undefined>;
   let positionals: string[];
   try {
-    ({ values, positionals } = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      strict: true,
-      options: {
-        store: { type: 'string' },
-        redis: { type: 'string' },
-        cluster: { type: 'string' },
-        layout: { type: 'string' },
-        prefix: { type: 'string' },
-        buckets: { type: 'string' },
-        'no-hll': { type: 'boolean' },
-        'secret-env': { type: 'string' },
-        window: { type: 'string' },
-        'window-from-field': { type: 'string' },
-        'date-format': { type: 'string' },
-        'window-unit': { type: 'string' },
-        'time-zone': { type: 'string' },
-        delimiter: { type: 'string' },
-        fields: { type: 'string' },
-        'field-count': { type: 'string' },
-        'max-key-bytes': { type: 'string' },
-        'max-reject-ratio': { type: 'string' },
-        'max-windows': { type: 'string' },
-        'max-line-bytes': { type: 'string' },
-        batch: { type: 'string' },
-        concurrency: { type: 'string' },
-        'max-buffer-mb': { type: 'string' },
-        retries: { type: 'string' },
-        'retry-delay': { type: 'string' },
-        'failed-file': { type: 'string' },
-        'rejects-file': { type: 'string' },
-        checkpoint: { type: 'string' },
-        resume: { type: 'boolean' },
-        'dry-run': { type: 'boolean' },
-        threads: { type: 'string' },
-        bloom: { type: 'string' },
-        'bloom-fpp': { type: 'string' },
-        'bloom-expected': { type: 'string' },
-        json: { type: 'boolean' },
-        progress: { type: 'boolean' },
-        'no-progress': { type: 'boolean' },
-        quiet: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }) as { values: Record<string, string | boolean | undefined>; positionals: string[] });
+    ({ values, positionals } = parseArgs({ args: argv, allowPositionals: true, strict: true, options: FLAGS }) as { values: Record<string, string | boolean | undefined>; positionals: string[] });
   } catch (err) {
-    console.error(`hashgate load: ${redact((err as Error).message)}\n(see hashgate load --help)`);
-    return 2;
+    return fail('load', flagError(err, FLAGS), 2, { json });
   }
   if (values.help) {
     console.log(HELP);
@@ -163,7 +164,9 @@ export async function run(argv: string[]): Promise<number> {
   let layout: LoaderLayout;
   let bucketsFlag: number | undefined;
   let bloomFpp = 0.01;
+  let connectMs: number;
   try {
+    connectMs = connectTimeoutMs(values['connect-timeout-ms']);
     if (positionals.length === 0) throw usage('no input: give files, directories or globs (hashgate load --help)');
     layout = (str('layout') ?? STORE_DEFAULTS.layout) as LoaderLayout;
     if (layout !== 'sets' && layout !== 'compact') throw usage(`--layout must be 'sets' or 'compact', got ${JSON.stringify(layout)}`);
@@ -233,8 +236,7 @@ export async function run(argv: string[]): Promise<number> {
     // checked last, so a bad flag is reported as itself even without a target
     if (!opts.dryRun && str('redis') === undefined && str('cluster') === undefined && str('store') === undefined) defaultRedisUrl();
   } catch (err) {
-    console.error(`hashgate load: ${redact((err as Error).message)}`);
-    return 2;
+    return fail('load', err, 2, { json });
   }
 
   const prefix = str('prefix') ?? STORE_DEFAULTS.prefix;
@@ -264,27 +266,13 @@ export async function run(argv: string[]): Promise<number> {
         }
       }
     } else if (!opts.dryRun) {
-      // no reconnect loop before the first connection: a wrong password or a dead host must end
-      // the command with its error instead of retrying forever (disconnect() does not stop a
-      // client that is already reconnecting)
-      let connected = false;
-      let connErr: Error | undefined;
       const cl = str('cluster');
-      const redis = createCliRedis({
+      const redis = await connectCliRedis({
         ...(cl ? { cluster: cl } : { url: str('redis') ?? defaultRedisUrl() }),
         commandTimeoutMs: 30_000,
-        standalone: { enableAutoPipelining: false, retryStrategy: (times: number): number | null => (connected ? Math.min(times * 50, 2000) : null) },
+        connectTimeoutMs: connectMs,
+        standalone: { enableAutoPipelining: false },
       });
-      redis.on('error', (e: Error) => (connErr ??= e)); // later errors are reported per batch; reconnects are automatic
-      try {
-        await redis.connect();
-        connected = true;
-      } catch (err) {
-        redis.disconnect();
-        // the first error says why (WRONGPASS, ECONNREFUSED); the rejection only says "closed"
-        const why = connErr?.message ?? (err as Error).message;
-        throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `cannot connect to ${redact(cl ? `cluster ${cl}` : str('redis') ?? defaultRedisUrl())}: ${redact(why)}`, { cause: err });
-      }
       sink = new RedisLayoutSink(redis, { layout, prefix, buckets, hll: values['no-hll'] !== true });
       // a window keeps the bucket count it was first written with
       if (opts.window !== undefined && bucketsFlag === undefined) {
@@ -332,9 +320,11 @@ export async function run(argv: string[]): Promise<number> {
     return summary.interrupted ? 130 : summary.failed > 0 ? 3 : summary.rejectRatioExceeded ? 4 : 0;
   } catch (err) {
     const e = err as HashGateError;
-    console.error(`hashgate load: ${redact(e.message ?? String(err))}${e.code ? ` [${e.code}]` : ''}`);
-    if (e.code === ErrorCodes.PARSE && (e.details?.reason === 'not-text' || e.details?.reason === 'field-count')) return 4;
-    return e instanceof HashGateTypeError || e instanceof HashGateRangeError || e.code === ErrorCodes.INVALID_OPTION || e.code === ErrorCodes.INVALID_ARG ? 2 : 1;
+    const exit =
+      e.code === ErrorCodes.PARSE && (e.details?.reason === 'not-text' || e.details?.reason === 'field-count') ? 4
+      : e instanceof HashGateTypeError || e instanceof HashGateRangeError || e.code === ErrorCodes.INVALID_OPTION || e.code === ErrorCodes.INVALID_ARG ? 2
+      : 1;
+    return fail('load', err, exit, { json });
   } finally {
     process.off('SIGINT', onSigint);
     process.off('SIGTERM', onSigint);

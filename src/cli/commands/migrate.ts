@@ -6,16 +6,21 @@ import { checkInt, outOfRange } from '../../errors.js';
 import { HotColdStore, TIERING_DEFAULTS, type MigrateResult } from '../../tiering/index.js';
 import { HBaseColdStore } from '../../cache/hbase-cold.js';
 import { HBaseStore } from '../../hbase/client.js';
-import { redact } from '../../util/redact.js';
-import { REDIS_HELP, defaultRedisUrl } from '../redis-url.js';
+import { CONNECT_TIMEOUT_FLAG, REDIS_HELP, connectTimeoutMs, defaultRedisUrl } from '../redis-url.js';
 import { abortOnSignals, connectCliRedis } from '../redis-client.js';
+import { CLI_CONNECT_TIMEOUT_MS, type RedisClient } from '../../redis/client.js';
+import { ErrorCodes, HashGateTypeError } from '../../errors.js';
+import { flagError } from '../flags.js';
+import { fail, wantsJson } from '../output.js';
 
 export const EXIT = { ok: 0, error: 1, usage: 2, locked: 3 } as const;
 
-const USAGE = `usage: hashgate migrate --redis URL [--hbase HOST:PORT] [--threshold 1h] [--batch ${TIERING_DEFAULTS.batchSize}]
+const USAGE = `usage: hashgate migrate --redis URL [--connect-timeout-ms MS] [--hbase HOST:PORT] [--threshold 1h] [--batch ${TIERING_DEFAULTS.batchSize}]
                         [--max-batches N] [--table T]... [--prefix ${TIERING_DEFAULTS.prefix}] [--family c]
                         [--hbase-table-prefix P] [--fresh] [--dry-run] [--json] [--quiet]
 ${REDIS_HELP.replace('Redis URL', 'hot tier')}
+  --connect-timeout-ms MS  wait at most MS for Redis to answer the first connection, then exit 1
+                     (default ${CLI_CONNECT_TIMEOUT_MS})
   --hbase Q          cold tier ZooKeeper quorum (default env HBASE_ZK); not needed with --dry-run
   --threshold D      archive keys whose remaining TTL is below D (ms, or 90s/30m/1h/2d; default 1h)
   --batch N          SCAN COUNT and keys per HBase multi-put
@@ -51,33 +56,31 @@ function summary(r: MigrateResult): string {
   );
 }
 
+const FLAGS = {
+  redis: { type: 'string' },
+  ...CONNECT_TIMEOUT_FLAG,
+  hbase: { type: 'string' },
+  threshold: { type: 'string' },
+  batch: { type: 'string' },
+  'max-batches': { type: 'string' },
+  table: { type: 'string', multiple: true },
+  prefix: { type: 'string' },
+  family: { type: 'string' },
+  'hbase-table-prefix': { type: 'string' },
+  fresh: { type: 'boolean' },
+  'dry-run': { type: 'boolean' },
+  json: { type: 'boolean' },
+  quiet: { type: 'boolean', short: 'q' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
 export async function run(argv: string[]): Promise<number> {
+  const json = wantsJson(argv);
   let values;
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        redis: { type: 'string' },
-        hbase: { type: 'string' },
-        threshold: { type: 'string' },
-        batch: { type: 'string' },
-        'max-batches': { type: 'string' },
-        table: { type: 'string', multiple: true },
-        prefix: { type: 'string' },
-        family: { type: 'string' },
-        'hbase-table-prefix': { type: 'string' },
-        fresh: { type: 'boolean' },
-        'dry-run': { type: 'boolean' },
-        json: { type: 'boolean' },
-        quiet: { type: 'boolean', short: 'q' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
+    ({ values } = parseArgs({ args: argv, options: FLAGS, strict: true, allowPositionals: false }));
   } catch (err) {
-    console.error(`hashgate migrate: ${redact((err as Error).message)}\n${USAGE}`);
-    return EXIT.usage;
+    return fail('migrate', flagError(err, FLAGS), EXIT.usage, { json, help: USAGE });
   }
   if (values.help) {
     console.log(USAGE);
@@ -89,18 +92,24 @@ export async function run(argv: string[]): Promise<number> {
   let thresholdMs: number;
   let batchSize: number;
   let maxBatches: number | undefined;
+  let connectMs: number;
   try {
     redisUrl = values.redis ?? defaultRedisUrl();
-    if (!zk && !dryRun) throw new TypeError('--hbase HOST:PORT (or env HBASE_ZK) is required unless --dry-run');
+    connectMs = connectTimeoutMs(values['connect-timeout-ms']);
+    if (!zk && !dryRun) throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, '--hbase HOST:PORT (or env HBASE_ZK) is required unless --dry-run', { name: '--hbase' });
     thresholdMs = values.threshold === undefined ? TIERING_DEFAULTS.thresholdMs : parseDuration('--threshold', values.threshold);
     batchSize = values.batch === undefined ? TIERING_DEFAULTS.batchSize : checkInt('--batch', Number(values.batch), 1, 100_000);
     maxBatches = values['max-batches'] === undefined ? undefined : checkInt('--max-batches', Number(values['max-batches']), 1);
   } catch (err) {
-    console.error(`hashgate migrate: ${redact((err as Error).message)}\n${USAGE}`);
-    return EXIT.usage;
+    return fail('migrate', err, EXIT.usage, { json, help: USAGE });
   }
 
-  const redis = connectCliRedis(redisUrl);
+  let redis: RedisClient;
+  try {
+    redis = await connectCliRedis({ url: redisUrl, commandTimeoutMs: 30_000, connectTimeoutMs: connectMs });
+  } catch (err) {
+    return fail('migrate', err, EXIT.error, { json });
+  }
   const hbase = zk && !dryRun ? new HBaseStore({ zookeeper: zk }) : undefined;
   const tablePrefix = values['hbase-table-prefix'] ?? '';
   const cold = hbase
@@ -130,9 +139,7 @@ export async function run(argv: string[]): Promise<number> {
     else if (!values.quiet) console.log(summary(r));
     return r.lockLost ? EXIT.error : EXIT.ok;
   } catch (err) {
-    const e = err as Error & { code?: string };
-    console.error(`hashgate migrate: ${redact(e.message)}${e.code ? ` [${e.code}]` : ''}`);
-    return EXIT.error;
+    return fail('migrate', err, EXIT.error, { json });
   } finally {
     stop.dispose();
     redis.disconnect();

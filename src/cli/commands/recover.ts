@@ -3,8 +3,12 @@ import { existsSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { DEFAULTS } from '../../dedup/options.js';
 import { DedupService } from '../../dedup/service.js';
-import { LOCK_FLAGS, LOCK_HELP, STORE_FLAGS, STORE_HELP, storeOptions } from './dedup-flags.js';
+import { ErrorCodes, HashGateError } from '../../errors.js';
+import type { RedisClient } from '../../redis/client.js';
+import { LOCK_FLAGS, LOCK_HELP, REDIS_STORE_FLAGS, REDIS_STORE_HELP, connectStore, storeOptions, usageError } from './dedup-flags.js';
 import { redact } from '../../util/redact.js';
+import { flagError } from '../flags.js';
+import { fail, wantsJson } from '../output.js';
 
 export const HELP = `usage: hashgate recover [flags]
 
@@ -15,7 +19,7 @@ written by a live process are left alone; only files named seg-<pid>-<time>-<seq
 touched. A damaged segment has its intact records replayed and is then renamed <name>.corrupt
 (kept for inspection); only the crash-torn end of a dead writer's .open segment is dropped.
 
-${STORE_HELP}
+${REDIS_STORE_HELP}
 ${LOCK_HELP}
 Exit codes:
   0  done: the journal is empty and nothing is quarantined
@@ -26,29 +30,40 @@ Exit codes:
      damaged ranges may be lost; inspect, re-feed from the source if needed, then move the
      .corrupt files out of the journal directory`;
 
+const FLAGS = { ...REDIS_STORE_FLAGS, ...LOCK_FLAGS } as const;
+
 export async function run(argv: string[]): Promise<number> {
+  const json = wantsJson(argv);
   let values: Record<string, string | boolean | undefined>;
   let opts: ReturnType<typeof storeOptions>;
   try {
-    ({ values } = parseArgs({ args: argv, strict: true, allowPositionals: false, options: { ...STORE_FLAGS, ...LOCK_FLAGS } }));
+    try {
+      ({ values } = parseArgs({ args: argv, strict: true, allowPositionals: false, options: FLAGS }));
+    } catch (err) {
+      // the embedded store keeps every key itself: there is no journal to replay into it
+      if (argv.some((a) => a === '--store' || a.startsWith('--store='))) {
+        throw usageError('--store: the embedded store has no fail-open journal; recover replays a journal into Redis (--redis or --cluster)');
+      }
+      throw flagError(err, FLAGS);
+    }
     if (values.help) {
       console.log(HELP);
       return 0;
     }
     opts = storeOptions(values);
   } catch (err) {
-    console.error(`hashgate recover: ${redact((err as Error).message)}\n\n${HELP}`);
-    return 2;
+    return fail('recover', err, 2, { json, help: HELP });
   }
   // A mistyped directory must not read as "nothing to replay": that would hide a real backlog.
   const dir = opts.dedup.journalDir ?? DEFAULTS.journalDir;
   if (!existsSync(dir) || !statSync(dir).isDirectory()) {
-    console.error(`hashgate recover: journal directory ${dir} does not exist (--journal-dir)`);
-    return 1;
+    return fail('recover', new HashGateError(ErrorCodes.JOURNAL, `journal directory ${dir} does not exist (--journal-dir)`, { details: { dir } }), 1, { json });
   }
   let svc: DedupService | undefined;
+  let redis: RedisClient | undefined;
   try {
-    svc = new DedupService({ redis: opts.redis, dedup: opts.dedup });
+    redis = await connectStore(opts.redis!);
+    svc = new DedupService({ redis, dedup: opts.dedup });
     const rep = await svc.recover();
     if (values.json) console.log(JSON.stringify(rep));
     else if (rep.lockHeld) console.log(`another instance holds the recover lock; ${rep.remainingSegments} segment(s) left for it`);
@@ -67,9 +82,9 @@ export async function run(argv: string[]): Promise<number> {
     }
     return rep.lockHeld || rep.failed.length > 0 ? 3 : 0;
   } catch (err) {
-    console.error(`hashgate recover: ${redact((err as Error).message)}`);
-    return 1;
+    return fail('recover', err, 1, { json });
   } finally {
     await svc?.close().catch(() => undefined);
+    redis?.disconnect();
   }
 }

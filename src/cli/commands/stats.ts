@@ -5,8 +5,11 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { DedupService } from '../../dedup/service.js';
-import { STORE_FLAGS, STORE_HELP, storeOptions } from './dedup-flags.js';
-import { redact } from '../../util/redact.js';
+import { ErrorCodes, HashGateError } from '../../errors.js';
+import type { RedisClient } from '../../redis/client.js';
+import { STORE_FLAGS, STORE_HELP, connectStore, storeOptions, usageError } from './dedup-flags.js';
+import { flagError } from '../flags.js';
+import { fail, wantsJson } from '../output.js';
 
 export const HELP = `usage: hashgate stats [--window ID] [flags]
 
@@ -17,32 +20,35 @@ Prints the exact and approximate (HyperLogLog) member counts of a dedup window.
 ${STORE_HELP}
 Exit codes: 0 ok, 1 error, 2 usage.`;
 
+const FLAGS = { ...STORE_FLAGS, window: { type: 'string' }, purge: { type: 'boolean' } } as const;
+
 export async function run(argv: string[]): Promise<number> {
+  const json = wantsJson(argv);
   let values: Record<string, string | boolean | undefined>;
   let opts: ReturnType<typeof storeOptions>;
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: { ...STORE_FLAGS, window: { type: 'string' }, purge: { type: 'boolean' } },
-    }));
+    try {
+      ({ values } = parseArgs({ args: argv, strict: true, allowPositionals: false, options: FLAGS }));
+    } catch (err) {
+      throw flagError(err, FLAGS);
+    }
     if (values.help) {
       console.log(HELP);
       return 0;
     }
     opts = storeOptions(values);
-    if (values.purge && typeof values.window !== 'string') throw new Error('--purge needs an explicit --window');
+    if (values.purge && typeof values.window !== 'string') throw usageError('--purge needs an explicit --window');
   } catch (err) {
-    console.error(`hashgate stats: ${redact((err as Error).message)}\n\n${HELP}`);
-    return 2;
+    return fail('stats', err, 2, { json, help: HELP });
   }
   let svc: DedupService | undefined;
+  let redis: RedisClient | undefined;
   try {
     const path = opts.dedup.path;
     // reading a store must not create an empty one where the user mistyped its path
-    if (path !== undefined && !existsSync(join(path, 'data.mdb'))) throw new Error(`--store: no store at ${path} (no data.mdb)`);
-    svc = new DedupService({ redis: opts.redis, dedup: opts.dedup });
+    if (path !== undefined && !existsSync(join(path, 'data.mdb'))) throw new HashGateError(ErrorCodes.INVALID_OPTION, `--store: no store at ${path} (no data.mdb)`, { details: { name: '--store' } });
+    if (opts.redis !== undefined) redis = await connectStore(opts.redis);
+    svc = new DedupService({ redis, dedup: opts.dedup });
     const window = typeof values.window === 'string' ? values.window : svc.windowOf();
     if (values.purge) {
       const n = await svc.purgeWindow(window);
@@ -57,9 +63,9 @@ export async function run(argv: string[]): Promise<number> {
     }
     return 0;
   } catch (err) {
-    console.error(`hashgate stats: ${redact((err as Error).message)}`);
-    return 1;
+    return fail('stats', err, 1, { json });
   } finally {
     await svc?.close().catch(() => undefined);
+    redis?.disconnect();
   }
 }
