@@ -119,7 +119,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     const limit = Number(((await redis.config('GET', 'set-max-intset-entries')) as string[])[1] ?? 512);
     const before = await memory(redis);
 
-    const load = await cli(['load', dir, '--redis', srv.url, '--window', WINDOW, '--json', '--quiet']);
+    const load = await cli(['load', dir, '--redis', srv.url, '--window', WINDOW, '--checkpoint', `${dir}.checkpoint.json`, '--json', '--quiet']);
     const loadPing = pinger.take();
     const loaded = Number(load.out.newMembers);
     const after = await memory(redis);
@@ -167,6 +167,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     redis.disconnect();
     await srv.stop();
     rmSync(dir, { recursive: true, force: true });
+    rmSync(`${dir}.checkpoint.json`, { force: true });
   }
   return s.finish();
 }
