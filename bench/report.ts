@@ -185,6 +185,35 @@ export function renderSummary(input: readonly SuiteResult[]): string {
   return out.join('\n');
 }
 
+/**
+ * The README's short form: one line per suite, the spread of hashgate-to-best-peer ratios over its
+ * measures (each measure counted once, by hashgate's fastest correct variant) and its targets.
+ */
+export function renderDigest(input: readonly SuiteResult[]): string {
+  const results = input.map(normalize);
+  const out: string[] = ['| Suite | Measures vs a peer | Median ratio | Lowest | Highest | Targets met |', '|---|---:|---:|---:|---:|---:|'];
+  for (const r of results) {
+    const ratios: number[] = [];
+    for (const list of groupRows(r.rows).values()) {
+      const best = list
+        .filter((x) => roleOf(x) === 'hashgate' && x.ok !== false && x.ratioToBestPeer !== undefined)
+        .sort((a, b) => b.opsPerSec - a.opsPerSec)[0];
+      if (best?.ratioToBestPeer !== undefined) ratios.push(best.ratioToBestPeer);
+    }
+    ratios.sort((a, b) => a - b);
+    const met = r.targets.filter((t) => t.met === true).length;
+    const x = (v: number | undefined): string => (v === undefined ? '-' : `${v.toFixed(2)}x`);
+    const mid = ratios.length >> 1;
+    const median = ratios.length === 0 ? undefined : ratios.length % 2 === 1 ? ratios[mid] : (ratios[mid - 1]! + ratios[mid]!) / 2;
+    out.push(`| ${cell(r.suite)} | ${ratios.length} | ${x(median)} | ${x(ratios[0])} | ${x(ratios[ratios.length - 1])} | ${r.targets.length ? `${met} of ${r.targets.length}` : '-'} |`);
+  }
+  const all = results.flatMap((r) => r.targets);
+  const missed = all.filter((t) => t.met === false).length;
+  const met = all.filter((t) => t.met === true).length;
+  out.push('', `Targets: ${met} met, ${missed} missed, ${all.length - met - missed} not measured.`);
+  return out.join('\n');
+}
+
 export function renderSuite(r: SuiteResult, charts: readonly string[] = []): string {
   const out: string[] = [`## ${r.suite}`, ''];
   if (r.skipped) out.push(`Skipped: ${r.skipped}`, '');
@@ -305,18 +334,16 @@ export function spliceReadme(readme: string, block: string): string | undefined 
   return undefined;
 }
 
-/** The README's performance block: the summary table, then links to the report and charts. */
-export function readmeBlock(results: readonly SuiteResult[], chartLinks: readonly string[], reportLink: string, machine?: MachineInfo | { cores: number; node: string }): string {
+/** The README's performance block: one line per suite, then the link to the full report. */
+export function readmeBlock(results: readonly SuiteResult[], reportLink: string, machine?: MachineInfo | { cores: number; node: string }): string {
   const norm = results.map(normalize);
   const m = machine ?? norm.find((r) => r.machine)?.machine;
   const quick = norm.some((r) => r.quick);
-  const lines = [
-    `Measured ${new Date().toISOString().slice(0, 10)}${m ? ` on ${machineLine(m)}` : ''}${quick ? ' (quick run: tiny sizes)' : ''}. Full report: [${reportLink}](${reportLink}).`,
+  return [
+    `Measured ${new Date().toISOString().slice(0, 10)}${m ? ` on ${machineLine(m)}` : ''}${quick ? ' (quick run: tiny sizes)' : ''}. Every measure, target and chart: [${reportLink}](${reportLink}).`,
     '',
-    renderSummary(norm),
-  ];
-  if (chartLinks.length) lines.push('', `Charts: ${chartLinks.map((c) => `[${c.replace(/^.*\//, '').replace(/\.svg$/, '')}](${c})`).join(' · ')}`);
-  return lines.join('\n');
+    renderDigest(norm),
+  ].join('\n');
 }
 
 /** Writes charts/<suite>.svg, charts/<suite>-<sweep>.svg and REPORT.md; returns the paths written. */
@@ -353,7 +380,7 @@ export function writeReport(results: readonly SuiteResult[], o: WriteReportOptio
   if (o.readme !== undefined && existsSync(o.readme)) {
     const base = dirname(o.readme);
     const rel = (f: string) => relative(base, f).split('\\').join('/');
-    const next = spliceReadme(readFileSync(o.readme, 'utf8'), readmeBlock(norm, written.map(rel), rel(report)));
+    const next = spliceReadme(readFileSync(o.readme, 'utf8'), readmeBlock(norm, rel(report)));
     if (next !== undefined) {
       writeFileSync(o.readme, next);
       readmeUpdated = true;

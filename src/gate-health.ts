@@ -1,7 +1,7 @@
 // HashGate.health(): the status of every tier (dedup store and its fail-open journal, the lookup
 // cache's remote tiers, the worker pool) for readiness probes and dashboards.
 import { isCluster } from './redis/client.js';
-import type { DedupService } from './dedup/service.js';
+import type { BucketFill, DedupService } from './dedup/service.js';
 import type { RemoteTierSnapshot, TieredCache } from './cache/index.js';
 import type { KernelPoolStats } from './pool/pool.js';
 import { journalDirStats } from './metrics/adapters.js';
@@ -28,6 +28,8 @@ export interface GateHealth {
       /** Standalone Redis with replicas: how many are online, and the largest lag INFO reports. */
       replicas?: number;
       replicaLagSeconds?: number;
+      /** Compact layout on Redis: how full the current window's buckets are (degraded from a ratio of 0.9). */
+      bucketFill?: BucketFill;
     };
     cacheRedis?: TierHealth;
     cacheCold?: TierHealth;
@@ -38,6 +40,9 @@ export interface GateHealth {
 }
 
 const RANK: Record<HealthStatus, number> = { up: 0, degraded: 1, down: 2 };
+
+/** Bucket fill ratio from which health reports the dedup tier degraded: early enough to resize. */
+const FILL_WARN = 0.9;
 
 /** Online replicas and their largest lag from INFO replication (master side); {} when none. */
 function replication(info: string): { replicas?: number; replicaLagSeconds?: number } {
@@ -104,13 +109,22 @@ async function dedupHealth(dedup: DedupService, timeoutMs: number): Promise<Gate
   try {
     // a Cluster client sends INFO to one arbitrary node, so replication is reported for standalone only
     const standalone = !isCluster(redis);
-    const [, info] = await Promise.race([
-      Promise.all([redis.ping(), standalone ? redis.info('replication') : Promise.resolve(undefined)]),
+    const [, info, bucketFill] = await Promise.race([
+      Promise.all([
+        redis.ping(),
+        standalone ? redis.info('replication') : Promise.resolve(undefined),
+        dedup.bucketFill().catch(() => undefined),
+      ]),
       new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`no PONG within ${timeoutMs} ms`)), timeoutMs);
       }),
     ]);
-    return { store: 'redis', status: 'up', ...(info === undefined ? {} : replication(info)) };
+    const base = { store: 'redis' as const, ...(info === undefined ? {} : replication(info)), ...(bucketFill === undefined ? {} : { bucketFill }) };
+    if (bucketFill !== undefined && bucketFill.ratio >= FILL_WARN) {
+      const reason = `window ${bucketFill.window}: largest bucket expected at ${bucketFill.predictedLargest} of ${bucketFill.limit} intset members; size dedup.buckets for the year before buckets turn into hashtables (about 8x the memory)`;
+      return { ...base, status: 'degraded', reason };
+    }
+    return { ...base, status: 'up' };
   } catch (err) {
     return notUp(`redis PING failed: ${(err as Error).message}`);
   } finally {

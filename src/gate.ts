@@ -330,7 +330,12 @@ export class HashGate {
         }),
       );
     }
-    this.unregister.push(this.metrics.dedupSource('gate', () => this.dedup.counters));
+    this.unregister.push(
+      this.metrics.dedupSource('gate', () => {
+        this.dedup.refreshBucketFill(); // one PFCOUNT a minute at most, in the background
+        return this.dedup.counters;
+      }),
+    );
     const cache = this.cache;
     if (cache !== undefined) this.unregister.push(this.metrics.cacheSource('gate', () => cacheTierTotals(cache.stats())));
     const bus = cache?.bus;

@@ -1,4 +1,4 @@
-// The README's TypeScript code blocks, as a reader copies them: each block is type-checked with
+// The TypeScript code blocks of the README and the user guide, as a reader copies them: each block is type-checked with
 // tsc (strict, NodeNext, importing 'hashgate' by name) and run with node against a private
 // redis-server. A block that no longer compiles, throws or prints something else fails here.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,14 +19,17 @@ export function codeBlocks(markdown: string, lang: string): string[] {
   return out;
 }
 
-const blocks = codeBlocks(readFileSync(join(repo, 'README.md'), 'utf8'), 'ts');
+const readmeBlocks = codeBlocks(readFileSync(join(repo, 'README.md'), 'utf8'), 'ts');
+const guideBlocks = codeBlocks(readFileSync(join(repo, 'docs/GUIDE.md'), 'utf8'), 'ts');
+/** Every block, README first; a block's number is its index here. */
+const blocks = [...readmeBlocks, ...guideBlocks];
 const has = requireRedisOrSkip('README code blocks');
 
-/** What each block prints, in order (the values its comments promise). */
+/** What each README block prints, in order (the values its comments promise). */
 const EXPECTED_STDOUT: Record<number, string[]> = {
   0: ['[ 1, 1, 0 ]', '[ 1, 0 ]', '029bbd41b3a7d8cb191dae486a901e5b'],
   1: ['029bbd41b3a7d8cb191dae486a901e5b', expect.stringMatching(/^\d{1,3}$/) as unknown as string, '32'],
-  3: ['up'],
+  2: ['up'],
 };
 
 describe.skipIf(!has)('README code blocks', () => {
@@ -59,7 +62,8 @@ describe.skipIf(!has)('README code blocks', () => {
   });
 
   it('the README has the blocks this test knows about', () => {
-    expect(blocks.length).toBeGreaterThanOrEqual(3);
+    expect(readmeBlocks.length).toBeGreaterThanOrEqual(3);
+    expect(guideBlocks.length).toBeGreaterThanOrEqual(1);
     expect(blocks[0]).toMatch(/HashGate\.open/);
   });
 
@@ -69,7 +73,7 @@ describe.skipIf(!has)('README code blocks', () => {
   });
 
   for (let i = 0; i < blocks.length; i++) {
-    it(`block ${i} runs and prints what its comments say`, () => {
+    it(`${i < readmeBlocks.length ? `README block ${i}` : `guide block ${i - readmeBlocks.length}`} runs and prints what its comments say`, () => {
       const r = spawnSync(process.execPath, [join(work, 'out', `block-${i}.js`)], { cwd: work, encoding: 'utf8', timeout: 60_000 });
       expect(r.stderr).toBe('');
       expect(r.status).toBe(0);

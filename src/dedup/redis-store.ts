@@ -420,8 +420,9 @@ export class RedisStore implements DedupStore {
     return w.bytes();
   }
 
-  async count(window: string, layout: Layout, buckets: number): Promise<{ exact: number; approximate: number }> {
+  async count(window: string, layout: Layout, buckets: number): Promise<{ exact: number; approximate: number; largestBucket: number }> {
     let exact = 0;
+    let largestBucket = 0;
     const spec = { layout, prefix: this.prefix };
     const step = 5000;
     for (let s = 0; s < buckets; s += step) {
@@ -432,16 +433,66 @@ export class RedisStore implements DedupStore {
         for (const [err, v] of (await pl.exec()) ?? []) {
           if (err) throw err;
           exact += v as number;
+          if ((v as number) > largestBucket) largestBucket = v as number;
         }
       } else {
         const ps: Promise<number>[] = [];
         for (let b = s; b < e; b++) ps.push(this.redis.scard(bucketKey(spec, window, b)));
-        for (const v of await Promise.all(ps)) exact += v;
+        for (const v of await Promise.all(ps)) {
+          exact += v;
+          if (v > largestBucket) largestBucket = v;
+        }
       }
     }
     this.flushHll(); // same connection: the PFCOUNT below runs after these PFADDs
     const approximate = await this.redis.pfcount(hllKey(this.prefix, window, layout));
-    return { exact, approximate };
+    return { exact, approximate, largestBucket };
+  }
+
+  /** HyperLogLog estimate of the window's members alone: one PFCOUNT, cheap enough for health checks. */
+  async approximateCount(window: string, layout: Layout): Promise<number> {
+    this.flushHll();
+    return this.redis.pfcount(hllKey(this.prefix, window, layout));
+  }
+
+  /**
+   * Redis's `set-max-intset-entries`: a compact bucket holding more members turns from an intset
+   * (8 B a member) into a hashtable (about 8x that). 512, Redis's default, when CONFIG is refused
+   * (managed Redis services often rename or disable it).
+   */
+  async intsetLimit(): Promise<number> {
+    if (this.intsetEntries !== undefined) return this.intsetEntries;
+    try {
+      const node = this.cluster ? (this.redis as Cluster).nodes('master')[0] : (this.redis as Redis);
+      const r = (await node?.config('GET', 'set-max-intset-entries')) as string[] | undefined;
+      const v = Number(r?.[1]);
+      this.intsetEntries = Number.isInteger(v) && v > 0 ? v : 512;
+    } catch {
+      this.intsetEntries = 512;
+    }
+    return this.intsetEntries;
+  }
+  private intsetEntries: number | undefined;
+
+  /**
+   * used_memory and used_memory_rss summed over the masters (what a purge gives back). With
+   * `settled`, first waits (up to 10 s) until Redis's background thread has freed what UNLINK
+   * handed it (lazyfree_pending_objects 0), so the figure shows the purge's effect.
+   */
+  async memory(settled = false): Promise<{ used: number; rss: number }> {
+    const nodes: Redis[] = this.cluster ? (this.redis as Cluster).nodes('master') : [this.redis as Redis];
+    let used = 0;
+    let rss = 0;
+    for (const node of nodes) {
+      let info = await node.info('memory');
+      for (let i = 0; settled && i < 200 && Number(/^lazyfree_pending_objects:(\d+)/m.exec(info)?.[1] ?? 0) > 0; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        info = await node.info('memory');
+      }
+      used += Number(/^used_memory:(\d+)/m.exec(info)?.[1] ?? 0);
+      rss += Number(/^used_memory_rss:(\d+)/m.exec(info)?.[1] ?? 0);
+    }
+    return { used, rss };
   }
 
   async purge(window: string): Promise<number> {

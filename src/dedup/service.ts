@@ -101,6 +101,24 @@ export interface DedupStats {
   cacheEntries: number;
   journalBytes: number;
   counters: DedupCounters;
+  /** Members of the fullest bucket (exact; Redis store only). */
+  largestBucket?: number;
+  /** Redis's set-max-intset-entries: a compact bucket past it becomes a hashtable (about 8x the memory). */
+  bucketLimit?: number;
+}
+
+/** How full a compact window's buckets are, from one PFCOUNT (cheap enough for every health check). */
+export interface BucketFill {
+  window: string;
+  buckets: number;
+  /** HyperLogLog estimate of the window's members. */
+  approximateKeys: number;
+  /** Expected largest bucket, mean + sqrt(2 mean ln buckets): the maximum of `buckets` Poisson counts. */
+  predictedLargest: number;
+  /** Redis's set-max-intset-entries. */
+  limit: number;
+  /** predictedLargest / limit: past 1, buckets turn into hashtables. */
+  ratio: number;
 }
 
 export interface DedupCounters {
@@ -114,6 +132,8 @@ export interface DedupCounters {
   storeKeys: number;
   storeErrors: number;
   journaledKeys: number;
+  /** BucketFill.ratio of the current window at its last reading (compact layout on Redis). */
+  bucketFillRatio?: number;
 }
 
 
@@ -728,6 +748,15 @@ export class DedupService {
     } catch {
       return undefined; // store down: resolve on a later call
     }
+    if (b < o.buckets && o.layout === 'compact') {
+      // The first writer's count wins (every process must bucket a key the same way), so a gate
+      // sized for more keys than the window was recorded for would otherwise overfill it silently.
+      process.emitWarning(
+        `dedup window ${window} is recorded with ${b} buckets, fewer than the ${o.buckets} this process is sized for; ` +
+          'the recorded count is used, and buckets past set-max-intset-entries take about 8x the memory (see bucketFill() and the dedup_bucket_fill_ratio metric)',
+        { code: 'HG_WARN_UNDERSIZED_WINDOW' },
+      );
+    }
     if (this.bucketsByWindow.size >= 64) this.bucketsByWindow.clear();
     this.bucketsByWindow.set(window, b);
     return b;
@@ -773,7 +802,8 @@ export class DedupService {
     if (typeof w !== 'string' || w === '') throw invalidType('window', 'a window id such as "2026"', w);
     // read-only: a window nobody wrote yet keeps no bucket count, so a later writer still decides it
     const buckets = this.bucketsByWindow.get(w) ?? await this.store.resolveBuckets(w, this.options.layout, this.options.buckets, false);
-    const { exact, approximate } = await this.store.count(w, this.options.layout, buckets);
+    const { exact, approximate, largestBucket } = await this.store.count(w, this.options.layout, buckets);
+    const compactRedis = this.store instanceof RedisStore && this.options.layout === 'compact';
     return {
       window: w,
       layout: this.options.layout,
@@ -784,8 +814,40 @@ export class DedupService {
       cacheEntries: this.cache?.size ?? 0,
       journalBytes: this.journal?.pendingBytes() ?? 0,
       counters: { ...this.counters },
+      ...(largestBucket === undefined ? {} : { largestBucket }),
+      ...(compactRedis ? { bucketLimit: await (this.store as RedisStore).intsetLimit() } : {}),
     };
   }
+
+  /**
+   * How full the window's buckets are (compact layout on Redis with the HyperLogLog on; else
+   * undefined): one PFCOUNT and the recorded bucket count, never a scan of the buckets.
+   */
+  async bucketFill(window: string = this.windowOf()): Promise<BucketFill | undefined> {
+    const store = this.store;
+    if (!(store instanceof RedisStore) || this.options.layout !== 'compact' || !this.options.hll) return undefined;
+    const buckets = this.bucketsByWindow.get(window) ?? await store.resolveBuckets(window, 'compact', this.options.buckets, false);
+    const [approximateKeys, limit] = await Promise.all([store.approximateCount(window, 'compact'), store.intsetLimit()]);
+    const mean = approximateKeys / buckets;
+    const predictedLargest = Math.ceil(mean + Math.sqrt(2 * mean * Math.log(Math.max(2, buckets))));
+    const fill: BucketFill = { window, buckets, approximateKeys, predictedLargest, limit, ratio: predictedLargest / limit };
+    if (window === this.windowOf()) this.counters.bucketFillRatio = fill.ratio;
+    return fill;
+  }
+
+  /** Redis memory (used, RSS) over the masters; undefined for the embedded stores. `settled`: after background frees finished. */
+  async storeMemory(settled = false): Promise<{ used: number; rss: number } | undefined> {
+    return this.store instanceof RedisStore ? this.store.memory(settled) : undefined;
+  }
+
+  /** Refreshes counters.bucketFillRatio in the background when its reading is over a minute old (metrics scrapes). */
+  refreshBucketFill(): void {
+    const now = performance.now();
+    if (now - this.fillReadAt < 60_000 || this.closed) return;
+    this.fillReadAt = now;
+    this.bucketFill().catch(() => undefined);
+  }
+  private fillReadAt = -Infinity;
 
   /**
    * Stops taking calls, lets calls in flight finish (answers Redis gives them are exact; calls

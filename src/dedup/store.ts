@@ -59,7 +59,8 @@ export interface DedupStore {
   resolveBuckets(window: string, layout: Layout, configured: number, record?: boolean): Promise<number>;
   /** Atomically add every member; answers[j] = 1 when member j was not in its bucket before. */
   addBatch(batch: StoreBatch, answers: Uint8Array): Promise<void>;
-  count(window: string, layout: Layout, buckets: number): Promise<{ exact: number; approximate: number }>;
+  /** Exact and approximate members of a window; `largestBucket` where the store keeps buckets as separate sets (Redis). */
+  count(window: string, layout: Layout, buckets: number): Promise<{ exact: number; approximate: number; largestBucket?: number }>;
   purge(window: string): Promise<number>;
   close(): Promise<void>;
 }

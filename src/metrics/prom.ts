@@ -153,6 +153,19 @@ export class PromMetrics implements Metrics {
       g.set(t.keys > 0 ? (t.keys - t.firstSeen) / t.keys : 0);
     });
 
+    gauge(
+      'dedup_bucket_fill_ratio',
+      "Predicted largest bucket of the current window / Redis's set-max-intset-entries (compact layout); alert well before 1, where buckets turn into hashtables at about 8x the memory",
+      ['name'],
+      (g) => {
+        g.reset();
+        for (const [name, read] of self.dedups) {
+          const r = safeRead(read)?.bucketFillRatio;
+          if (r !== undefined) g.set({ name }, r);
+        }
+      },
+    );
+
     this.idUpserts = counter('id_upserts_total', 'Logical-id upserts by status (new, duplicate, collision)', ['status']);
     this.docsHashed = counter('documents_hashed_total', 'Documents given a logical id, by hash function', ['hash_function']);
     this.collisions = counter('hash_collisions_total', 'Hash collisions (same logical id, different canonical raw value), by hash function', ['hash_function']);

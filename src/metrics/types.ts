@@ -50,6 +50,8 @@ export interface DedupCountersView {
   journaledKeys?: number;
   /** Failed store calls (batches), whatever the kind. */
   storeErrors?: number;
+  /** Predicted largest bucket of the current window / the intset limit (compact layout on Redis). */
+  bucketFillRatio?: number;
 }
 
 /** Cumulative per-tier counters a cache keeps itself, read on scrape. */

@@ -51,8 +51,20 @@ export async function run(argv: string[]): Promise<number> {
     svc = new DedupService({ redis, dedup: opts.dedup });
     const window = typeof values.window === 'string' ? values.window : svc.windowOf();
     if (values.purge) {
+      const before = await svc.storeMemory();
       const n = await svc.purgeWindow(window);
-      console.log(values.json ? JSON.stringify({ window, deletedKeys: n }) : `window ${window}: deleted ${n} key(s)`);
+      const after = await svc.storeMemory(true);
+      const freed = before && after ? { usedMemoryBefore: before.used, usedMemoryAfter: after.used, rssBefore: before.rss, rssAfter: after.rss } : {};
+      if (values.json) console.log(JSON.stringify({ window, deletedKeys: n, ...freed }));
+      else {
+        console.log(`window ${window}: deleted ${n} key(s)`);
+        if (before && after) {
+          const mib = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
+          console.log(`Redis used_memory ${mib(before.used)} -> ${mib(after.used)} (freed ${mib(before.used - after.used)}), RSS ${mib(before.rss)} -> ${mib(after.rss)}`);
+          // jemalloc keeps freed pages for reuse; the next window's keys fill them first
+          if (before.rss - after.rss < (before.used - after.used) / 2) console.log('RSS comes back as the allocator releases pages: MEMORY PURGE, or activedefrag yes, returns it sooner');
+        }
+      }
       return 0;
     }
     const st = await svc.stats(window);
