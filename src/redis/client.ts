@@ -103,6 +103,11 @@ export interface CliRedisOptions {
   standalone?: RedisOptions;
 }
 
+/** Startup nodes given as "host:port,..." (`--cluster`), or as a redis:// URL of any node (`bloom --cluster --redis URL`). */
+function cliClusterNodes(list: string): Array<string | { host: string; port: number }> {
+  return list.split(',').map((n) => (n.includes('://') ? n.trim() : parseClusterNodes(n)[0]!));
+}
+
 /** How long a CLI command waits for its first Redis connection (`--connect-timeout-ms`). */
 export const CLI_CONNECT_TIMEOUT_MS = 5_000;
 
@@ -119,7 +124,7 @@ export function createCliRedis(o: CliRedisOptions): RedisClient {
   const retry = (times: number): number | null => (connected ? Math.min(times * 50, 2000) : null);
   const client: RedisClient =
     o.cluster !== undefined
-      ? new Cluster(parseClusterNodes(o.cluster), { lazyConnect: true, clusterRetryStrategy: retry, redisOptions: perCommand })
+      ? new Cluster(cliClusterNodes(o.cluster), { lazyConnect: true, clusterRetryStrategy: retry, redisOptions: perCommand })
       : new Redis(o.url!, { ...perCommand, lazyConnect: true, retryStrategy: retry, ...o.standalone });
   client.once('ready', () => (connected = true));
   return client;
