@@ -1,6 +1,6 @@
 // Every relative link in the shipped markdown resolves inside the published package (the npm page
 // renders the README from the tarball, so a link to a file that is not packed is a dead link
-// there), every #anchor names a heading of its target, and the README's "which class for what"
+// there), every #anchor names a heading (or an <a id> anchor) of its target, and the README's "which class for what"
 // table names only things its import path really exports.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
@@ -26,6 +26,7 @@ function anchorsOf(markdown: string): Set<string> {
   for (const line of markdown.split('\n')) {
     if (line.startsWith('```')) fenced = !fenced;
     if (fenced) continue;
+    for (const a of line.matchAll(/<a (?:id|name)="([^"]+)"/g)) out.add(a[1]!);
     const m = /^#{1,6}\s+(.*)$/.exec(line);
     if (!m) continue;
     const base = slugOf(m[1]!);
