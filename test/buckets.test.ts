@@ -182,4 +182,19 @@ describe('hashgate buckets CLI', () => {
       err.mockRestore();
     }
   });
+
+  it('with --json a failure is one JSON line on stdout; a misspelt flag is named with a suggestion', async () => {
+    const err = vi.spyOn(console, 'error').mockImplementation(() => undefined);
+    const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
+    try {
+      expect(await run(['--synthetic', '10', '--buckets', '0', '--json'])).toBe(2);
+      expect(JSON.parse(String(log.mock.calls[0]![0]))).toMatchObject({ ok: false, code: 'HG_ERR_INVALID_OPTION', exitCode: 2 });
+      expect(await run(['--synthetic', '10', '--bucket', '8', '--json'])).toBe(2);
+      const line = JSON.parse(String(log.mock.calls[1]![0])) as { message: string };
+      expect(line.message).toMatch(/--bucket\b.*did you mean --buckets/);
+    } finally {
+      err.mockRestore();
+      log.mockRestore();
+    }
+  });
 });

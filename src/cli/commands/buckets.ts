@@ -2,6 +2,8 @@
 // standard deviation plus min/max, max/mean, chi-square p-value and the share
 // of keys that move when the bucket count changes.
 import { parseArgs } from 'node:util';
+import { flagError } from '../flags.js';
+import { fail, wantsJson } from '../output.js';
 import { analyseFiles, analyseSynthetic, DEFAULTS, type BalanceReport } from '../../analysis/balance.js';
 
 const HELP = `usage: hashgate buckets (--synthetic N | <file|dir|glob>...) [flags]
@@ -52,29 +54,33 @@ export function formatReport(r: BalanceReport): string {
   ].join('\n');
 }
 
+const FLAGS = {
+  synthetic: { type: 'string' },
+  buckets: { type: 'string' },
+  to: { type: 'string' },
+  vnodes: { type: 'string' },
+  'max-memory-mb': { type: 'string' },
+  delimiter: { type: 'string' },
+  fields: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
 export async function run(argv: string[]): Promise<number> {
+  const json = wantsJson(argv);
   let values: Record<string, string | boolean | undefined>;
   let positionals: string[];
   try {
-    ({ values, positionals } = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      strict: true,
-      options: {
-        synthetic: { type: 'string' },
-        buckets: { type: 'string' },
-        to: { type: 'string' },
-        vnodes: { type: 'string' },
-        'max-memory-mb': { type: 'string' },
-        delimiter: { type: 'string' },
-        fields: { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }) as { values: Record<string, string | boolean | undefined>; positionals: string[] });
+    try {
+      ({ values, positionals } = parseArgs({ args: argv, allowPositionals: true, strict: true, options: FLAGS }) as {
+        values: Record<string, string | boolean | undefined>;
+        positionals: string[];
+      });
+    } catch (err) {
+      throw flagError(err, FLAGS);
+    }
   } catch (err) {
-    console.error(`hashgate buckets: ${(err as Error).message}`);
-    return 2;
+    return fail('buckets', err, 2, { json, help: HELP });
   }
   if (values.help) {
     console.log(HELP);
@@ -102,7 +108,6 @@ export async function run(argv: string[]): Promise<number> {
     else console.log(formatReport(report));
     return 0;
   } catch (err) {
-    console.error(`hashgate buckets: ${(err as Error).message}`);
-    return err instanceof TypeError || err instanceof RangeError ? 2 : 1;
+    return fail('buckets', err, err instanceof TypeError || err instanceof RangeError ? 2 : 1, { json });
   }
 }

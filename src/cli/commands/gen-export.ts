@@ -7,8 +7,7 @@ import { generateExport } from '../../loader/generate.js';
 const HELP = `usage: hashgate gen-export --dir DIR [flags]
   --files N            files 000000_0 ... (default 4)
   --rows N             rows per file (default 100000)
-  --duplicate-rate R   fraction of rows repeating an earlier key, across files (default 0.2;
-                       --dup-ratio is a deprecated alias)
+  --duplicate-rate R   fraction of rows repeating an earlier key, across files (default 0.2)
   --crlf-ratio R       fraction of rows ending in CRLF (default 0)
   --malformed-every N  one line with a wrong field count every N rows (default 0 = none)
   --invalid-utf8-every N  one invalid UTF-8 line every N rows (default 0)
@@ -24,7 +23,6 @@ const FLAGS = {
   files: { type: 'string' },
   rows: { type: 'string' },
   'duplicate-rate': { type: 'string' },
-  'dup-ratio': { type: 'string' },
   'crlf-ratio': { type: 'string' },
   'malformed-every': { type: 'string' },
   'invalid-utf8-every': { type: 'string' },
@@ -58,11 +56,6 @@ export async function run(argv: string[]): Promise<number> {
     return n;
   };
   try {
-    if (v['dup-ratio'] !== undefined) {
-      if (v['duplicate-rate'] !== undefined) throw new TypeError('give --duplicate-rate only (--dup-ratio is its deprecated alias)');
-      console.error('hashgate gen-export: --dup-ratio is deprecated; use --duplicate-rate');
-      v['duplicate-rate'] = v['dup-ratio'];
-    }
     if (typeof v.dir !== 'string' || v.dir === '') throw new TypeError('--dir is required');
     const years = typeof v['date-years'] === 'string' ? v['date-years'].split(',').map((y) => Number(y)) : undefined;
     if (years?.some((y) => !Number.isInteger(y) || y < 1000 || y > 9999)) throw new RangeError(`--date-years must list 4-digit years, got ${JSON.stringify(v['date-years'])}`);

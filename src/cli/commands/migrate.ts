@@ -32,7 +32,7 @@ ${REDIS_HELP.replace('Redis URL', 'hot tier')}
   --dry-run          count candidates, write nothing
   --family F         HBase column family of archived values
   --json             print the result as one line of JSON (lockHeld: true when another run holds
-                     the lock; 'acquired' is its deprecated inverse)
+                     the lock)
   --quiet            no progress output
 exit: 0 done (or stopped at --max-batches), 1 error, 2 usage, 3 another run holds the lock`;
 
@@ -130,12 +130,13 @@ export async function run(argv: string[]): Promise<number> {
       onBatch: values.quiet || values.json ? undefined : (p) => process.stderr.write(`\r  batch ${p.batches}: scanned ${p.scanned}, migrated ${p.migrated}`),
     });
     if (!values.quiet && !values.json && r.batches > 0) process.stderr.write('\n');
-    if (!r.acquired) {
-      if (values.json) console.log(JSON.stringify({ ...r, lockHeld: !r.acquired }));
+    const { acquired, ...report } = r;
+    if (!acquired) {
+      if (values.json) console.log(JSON.stringify({ ...report, lockHeld: true }));
       else console.error('hashgate migrate: another migration holds the lock; nothing done');
       return EXIT.locked;
     }
-    if (values.json) console.log(JSON.stringify({ ...r, lockHeld: !r.acquired }));
+    if (values.json) console.log(JSON.stringify({ ...report, lockHeld: false }));
     else if (!values.quiet) console.log(summary(r));
     return r.lockLost ? EXIT.error : EXIT.ok;
   } catch (err) {
