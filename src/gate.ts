@@ -441,17 +441,7 @@ export class HashGate {
       const digests = digests128(batch, fsb.seed);
       const before = fsb.mightContainDigests(digests);
       const answers = await firstSeenHashed(this.dedup, batch, fsb.seed === 0 ? digests : undefined, options);
-      let fp = 0;
-      let tn = 0;
-      for (let i = 0; i < answers.length; i++) {
-        if (answers[i] === 1) {
-          if (before[i] === 1) fp++;
-          else tn++;
-        }
-      }
-      this.counters.bloomFalsePositives += fp;
-      this.counters.bloomTrueNegatives += tn;
-      this.metrics.bloomSample('first_seen', fp + tn, fp);
+      this.recordSample(before, answers);
       fsb.addDigests(digests);
       // Dedup counts reach the metrics through dedupSource (read on scrape), not per batch here.
       return answers;
@@ -460,27 +450,30 @@ export class HashGate {
 
   // firstSeen with a Redis-held sampling filter: the filter is read while dedup answers and filled
   // after; a filter that fails costs that batch's sample, never the exact answers.
-  private async firstSeenSampledInRedis(shared: RedisBloomCalls, batch: CheckedKeys, options: { at?: Date } | undefined): Promise<Uint8Array> {
+  private async firstSeenSampledInRedis(shared: RedisBloomCalls, batch: CheckedKeys, options: FirstSeenOptions | undefined): Promise<Uint8Array> {
     const list: Key[] = Array.from({ length: batch.count }, (_, i) => batch.at(i));
     const [before, answers] = await Promise.all([
       shared.contains(list).catch(() => undefined),
       firstSeenHashed(this.dedup, batch, undefined, options),
     ]);
-    if (before !== undefined) {
-      let fp = 0;
-      let tn = 0;
-      for (let i = 0; i < answers.length; i++) {
-        if (answers[i] === 1) {
-          if (before[i] === 1) fp++;
-          else tn++;
-        }
-      }
-      this.counters.bloomFalsePositives += fp;
-      this.counters.bloomTrueNegatives += tn;
-      this.metrics.bloomSample('first_seen', fp + tn, fp);
-    }
+    if (before !== undefined) this.recordSample(before, answers);
     await shared.filter.addAllFlags(list).catch(() => undefined);
     return answers;
+  }
+
+  // The false-positive sample of firstSeenBloom: keys answered 1 (new) that the filter already held.
+  private recordSample(before: Uint8Array, answers: Uint8Array): void {
+    let fp = 0;
+    let tn = 0;
+    for (let i = 0; i < answers.length; i++) {
+      if (answers[i] === 1) {
+        if (before[i] === 1) fp++;
+        else tn++;
+      }
+    }
+    this.counters.bloomFalsePositives += fp;
+    this.counters.bloomTrueNegatives += tn;
+    this.metrics.bloomSample('first_seen', fp + tn, fp);
   }
 
   /** Replays the fail-open journal into Redis (one instance at a time, under a Redis lock). */

@@ -4,7 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { once } from 'node:events';
 import { Redis } from 'ioredis';
-import { ErrorCodes, HashGate, RedisBloom, RedisBloomReplica, ShardedRedisBloom, type RedisHeldBloom } from 'hashgate';
+import { ErrorCodes, HashGate } from 'hashgate';
+import { RedisBloom, RedisBloomReplica, ShardedRedisBloom, type RedisHeldBloom } from 'hashgate/bloom';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
 
 const HAVE = requireRedisOrSkip('HashGate with a Redis-held bloom');

@@ -7,18 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { once } from 'node:events';
 import fc from 'fast-check';
 import { Cluster, Redis } from 'ioredis';
-import {
-  BloomFilter,
-  ErrorCodes,
-  RedisBloom,
-  RedisBloomReplica,
-  ShardedRedisBloom,
-  encodeRedissonString,
-  hashBatch,
-  redissonShape,
-  shardedShape,
-  sliceName,
-} from 'hashgate';
+import { BloomFilter, RedisBloom, RedisBloomReplica, ShardedRedisBloom, encodeRedissonString, redissonShape, shardedShape, sliceName } from 'hashgate/bloom';
+import { ErrorCodes, hashBatch } from 'hashgate';
 import { highway128 } from '../src/hash/highway.js';
 import { redissonHarness, type RedissonHarness } from './helpers/redisson.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';

@@ -1,7 +1,7 @@
 // The dedup store's Lua script (run through src/redis/scripts.ts). The `#!lua` shebang (Redis 7)
 // makes Redis refuse the whole script before it runs when it is out of memory, so a script call
 // is all-or-nothing.
-import { LuaScript } from '../redis/scripts.js';
+import { LuaScript, luaPfaddRest } from '../redis/scripts.js';
 
 /**
  * KEYS = bucket keys of G groups [+ the HyperLogLog key when ARGV[2] == '1'];
@@ -40,14 +40,7 @@ for k = 1, g do
   end
 end
 if hll then
-  local last = #ARGV
-  local s = g + 3
-  while s <= last do
-    local e = s + 3999
-    if e > last then e = last end
-    redis.call('PFADD', hk, unpack(ARGV, s, e))
-    s = e + 1
-  end
+${luaPfaddRest('hk', 'g + 3')}
 end
 return table.concat(out)
 `;
@@ -130,14 +123,7 @@ while s <= nr do
 end
 if nr > 0 then redis.call('PEXPIRE', rk, ttl) end
 if hll then
-  local last = #ARGV
-  s = g + 4
-  while s <= last do
-    local e = s + 3999
-    if e > last then e = last end
-    redis.call('PFADD', hk, unpack(ARGV, s, e))
-    s = e + 1
-  end
+${luaPfaddRest('hk', 'g + 4')}
 end
 return table.concat(out)
 `;

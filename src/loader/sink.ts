@@ -6,7 +6,7 @@ import { ErrorCodes, HashGateError } from '../errors.js';
 import { bucketKey, hllKey, metaField, metaKey } from '../dedup/layout.js';
 import { isCluster } from '../redis/client.js';
 import { RawCommand, RespWriter } from '../redis/resp.js';
-import { LuaScript, runScriptWire } from '../redis/scripts.js';
+import { LuaScript, luaPfaddRest, runScriptWire } from '../redis/scripts.js';
 import { viewOf } from './buffers.js';
 
 /** One batch of one (window, bucket): key i = keys[keyOffsets[i] .. keyOffsets[i+1]). */
@@ -103,14 +103,7 @@ for k = 1, g do
 end
 if ARGV[2] == '1' then
   local hk = KEYS[g + 1]
-  local last = #ARGV
-  local s = g + 3
-  while s <= last do
-    local e = s + 3999
-    if e > last then e = last end
-    redis.call('PFADD', hk, unpack(ARGV, s, e))
-    s = e + 1
-  end
+${luaPfaddRest('hk', 'g + 3')}
 end
 return added
 `);
