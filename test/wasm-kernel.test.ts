@@ -141,13 +141,14 @@ describe('without a usable kernel binary', () => {
   const repo = fileURLToPath(new URL('..', import.meta.url));
   const probe = `
     const hg = await import(process.argv[1]);
+    const { BloomFilter } = await import(process.argv[2]);
     const res = {};
     const tryIt = (name, f) => { try { f(); res[name] = 'ok'; } catch (e) { res[name] = e.code + ' ' + e.name + ': ' + e.message; } };
     tryIt('murmur3_128', () => hg.murmur3_128('a'));
     tryIt('xxh64', () => hg.xxh64('a'));
     tryIt('hashBatch', () => hg.hashBatch(['a', 'b'], { algorithm: 'xxh64' }));
-    tryIt('bloom', () => hg.BloomFilter.create({ expectedItems: 1000, fpp: 0.01 }));
-    tryIt('bloomJs', () => hg.BloomFilter.create({ expectedItems: 1000, fpp: 0.01, engine: 'js' }).add('a'));
+    tryIt('bloom', () => BloomFilter.create({ expectedItems: 1000, fpp: 0.01 }));
+    tryIt('bloomJs', () => BloomFilter.create({ expectedItems: 1000, fpp: 0.01, engine: 'js' }).add('a'));
     tryIt('again', () => hg.murmur3_32('a'));
     console.log(JSON.stringify(res));`;
 
@@ -165,7 +166,8 @@ describe('without a usable kernel binary', () => {
         writeFileSync(join(dir, 'wasm/hashgate.wasm'), wasm);
       }
       const entry = pathToFileURL(join(dir, 'dist/src/index.js')).href;
-      const r = spawnSync(process.execPath, ['--input-type=module', '-e', probe, entry], { encoding: 'utf8', timeout: 60_000 });
+      const bloomEntry = pathToFileURL(join(dir, 'dist/src/entries/bloom.js')).href;
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', probe, entry, bloomEntry], { encoding: 'utf8', timeout: 60_000 });
       expect(r.stderr).toBe('');
       expect(r.status).toBe(0);
       return JSON.parse(r.stdout) as Record<string, string>;
