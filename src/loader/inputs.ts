@@ -62,7 +62,8 @@ async function listDir(dir: string, input: string): Promise<Entry[]> {
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
         const why = code === 'ENOENT' ? 'does not exist' : `cannot be read (${code ?? 'error'})`;
-        const broken = new HashGateError(ErrorCodes.INVALID_ARG, `input ${JSON.stringify(input)}: ${link} is a symbolic link whose target ${why}`, {
+        const pattern = input; // a file path or glob the operator typed, not row data
+        const broken = new HashGateError(ErrorCodes.INVALID_ARG, `input ${JSON.stringify(pattern)}: ${link} is a symbolic link whose target ${why}`, {
           cause: err,
           details: { input, path: link, errno: code },
         });
