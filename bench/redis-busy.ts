@@ -1,6 +1,9 @@
 // How long one firstSeen call keeps a shared Redis busy: the longest PING another connection waits
 // while a fail-closed firstSeen of N new keys runs (N = 1k, 10k, 100k, 200k), with the default
 // dedup.maxKeysPerCommand and with the whole batch as one command (the old behaviour).
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createRequire } from 'node:module';
 import { Redis } from 'ioredis';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,18 +14,47 @@ import { DEFAULTS } from '../src/dedup/options.js';
 
 const SIZES = [1_000, 10_000, 100_000, 200_000];
 
-/** PINGs back to back on `r` until `stop` resolves; the wait of each, in ms, sorted. */
-async function pingWhile(r: Redis, stop: Promise<unknown>): Promise<number[]> {
-  let done = false;
-  void stop.finally(() => (done = true));
-  const waits: number[] = [];
-  while (!done) {
-    const t = performance.now();
-    // a script past lua-time-limit makes Redis answer BUSY: the PING still waits for it
-    while (await r.ping().then(() => false, (e: Error) => /^BUSY/.test(e.message))) await new Promise((res) => setTimeout(res, 1));
-    waits.push(performance.now() - t);
-  }
-  return waits.sort((a, b) => a - b);
+/**
+ * Another client of the same Redis, in a process of its own: it PINGs back to back from "ready"
+ * until told to stop, then reports every wait (ms, sorted). A pinger inside this process would
+ * also measure this process's own event loop (hashing and encoding the call's keys), not Redis.
+ */
+const PINGER = `
+const m = await import(process.argv[1]);
+const Redis = m.Redis ?? m.default?.Redis ?? m.default;
+const r = new Redis(process.argv[2]);
+await r.ping();
+let run = true;
+process.stdin.on('data', () => { run = false; });
+process.stdout.write('ready\\n');
+const waits = [];
+while (run) {
+  const t = performance.now();
+  // a script past lua-time-limit makes Redis answer BUSY: the PING still waits for it
+  while (await r.ping().then(() => false, (e) => /^BUSY/.test(e.message))) await new Promise((res) => setTimeout(res, 1));
+  waits.push(performance.now() - t);
+}
+process.stdout.write(JSON.stringify(waits.sort((a, b) => a - b)) + '\\n');
+r.disconnect();
+process.stdin.destroy();
+`;
+
+async function pingWhile(url: string, start: () => Promise<unknown>): Promise<{ waits: number[]; result: unknown }> {
+  const child = spawn(process.execPath, ['--input-type=module', '-e', PINGER, createRequire(import.meta.url).resolve('ioredis'), url], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.setEncoding('utf8');
+  const ready = new Promise<void>((res, rej) => {
+    child.stdout.on('data', (d: string) => {
+      out += d;
+      if (out.startsWith('ready\n')) res();
+    });
+    child.once('exit', (code) => rej(new Error(`pinger exited ${code}`)));
+  });
+  await ready;
+  const result = await start().finally(() => child.stdin.write('stop\n'));
+  await once(child, 'exit');
+  const waits = JSON.parse(out.slice('ready\n'.length).trim()) as number[];
+  return { waits, result };
 }
 
 export async function run(opts: SuiteOptions): Promise<SuiteResult> {
@@ -34,7 +66,6 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     return s.finish();
   }
   const admin = new Redis(srv.url);
-  const pinger = new Redis(srv.url);
   let round = 0;
   try {
     const variants = [
@@ -52,12 +83,14 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         await admin.config('SET', 'slowlog-log-slower-than', '0');
         await admin.config('SET', 'slowlog-max-len', '10000');
         await admin.slowlog('RESET');
-        await pinger.ping();
-        const t = performance.now();
-        const call = svc.firstSeen(keys);
-        const waits = await pingWhile(pinger, call);
-        const answers = await call;
-        const ms = performance.now() - t;
+        let ms = 0;
+        const { waits, result } = await pingWhile(srv.url, async () => {
+          const t = performance.now();
+          const a = await svc.firstSeen(keys);
+          ms = performance.now() - t;
+          return a;
+        });
+        const answers = result as Uint8Array;
         let first = 0;
         for (const a of answers) first += a;
         const longest = waits[waits.length - 1] ?? 0;
@@ -80,9 +113,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     }
     s.notes.push(`load average at the end of the run: ${loadavg()[0]!.toFixed(1)} on ${cpus().length} cores`);
     s.notes.push('longestCommandMs: the longest EVALSHA of the call by SLOWLOG (Redis time only).');
-    s.notes.push('A PING on a second connection, sent back to back during the call: its longest wait is the longest a command of the call kept Redis busy (plus one round trip). Private redis-server, no AOF; shared 2-core box, numbers are noisy.');
+    s.notes.push('A PING from another process, sent back to back during the call: its longest wait is the longest a command of the call kept Redis busy (plus one round trip and the scheduling of that process). Private redis-server, no AOF; shared 2-core box, numbers are noisy.');
   } finally {
-    pinger.disconnect();
     admin.disconnect();
     await srv.stop();
   }

@@ -58,6 +58,9 @@ export const FIRST_SEEN = new LuaScript(FIRST_SEEN_LUA);
  * the record holds it (this request added it), else 0; an absent key is added to both. The answers
  * therefore do not depend on how the request was split into commands, and a retry of any subset
  * of its keys (another chunking, one caller of a merged batch) gets the original answers.
+ * A group of one member (the usual case: a command's keys spread over many buckets) is one SADD
+ * whose reply is the answer, and the record is asked once per command, so the cost per key stays
+ * close to FIRST_SEEN's.
  */
 const FIRST_SEEN_ONCE_LUA = `#!lua
 local g = tonumber(ARGV[1])
@@ -71,50 +74,72 @@ local n = 0
 local p = g + 4
 local rec = {}
 local nr = 0
+local ask = {}
+local at = {}
+local nq = 0
 for k = 1, g do
   local c = tonumber(ARGV[k + 3])
   local key = KEYS[k]
   local tag = '@' .. string.match(key, '[^:]*$')
-  while c > 0 do
-    local m = c
-    if m > 4000 then m = 4000 end
-    local e = p + m - 1
-    local r = redis.call('SMISMEMBER', key, unpack(ARGV, p, e))
-    local add = {}
-    local na = 0
-    local ask = {}
-    local at = {}
-    local nq = 0
-    for j = 1, m do
-      n = n + 1
-      local mem = ARGV[p + j - 1]
-      if r[j] == 0 then
-        na = na + 1
-        add[na] = mem
-        nr = nr + 1
-        rec[nr] = mem .. tag
-        out[n] = 1
-      else
-        out[n] = 0
-        if known then
-          nq = nq + 1
-          ask[nq] = mem .. tag
-          at[nq] = n
+  if c == 1 then
+    n = n + 1
+    local mem = ARGV[p]
+    if redis.call('SADD', key, mem) == 1 then
+      nr = nr + 1
+      rec[nr] = mem .. tag
+      out[n] = 1
+    else
+      out[n] = 0
+      if known then
+        nq = nq + 1
+        ask[nq] = mem .. tag
+        at[nq] = n
+      end
+    end
+    p = p + 1
+  else
+    while c > 0 do
+      local m = c
+      if m > 4000 then m = 4000 end
+      local e = p + m - 1
+      local r = redis.call('SMISMEMBER', key, unpack(ARGV, p, e))
+      local add = {}
+      local na = 0
+      for j = 1, m do
+        n = n + 1
+        local mem = ARGV[p + j - 1]
+        if r[j] == 0 then
+          na = na + 1
+          add[na] = mem
+          nr = nr + 1
+          rec[nr] = mem .. tag
+          out[n] = 1
+        else
+          out[n] = 0
+          if known then
+            nq = nq + 1
+            ask[nq] = mem .. tag
+            at[nq] = n
+          end
         end
       end
+      if na > 0 then redis.call('SADD', key, unpack(add, 1, na)) end
+      p = e + 1
+      c = c - m
     end
-    if na > 0 then redis.call('SADD', key, unpack(add, 1, na)) end
-    if nq > 0 then
-      local q = redis.call('SMISMEMBER', rk, unpack(ask, 1, nq))
-      for j = 1, nq do
-        if q[j] == 1 then out[at[j]] = 1 end
-      end
-    end
-    p = e + 1
-    c = c - m
   end
 end
 local s = 1
+while s <= nq do
+  local e = s + 3999
+  if e > nq then e = nq end
+  local q = redis.call('SMISMEMBER', rk, unpack(ask, s, e))
+  for j = s, e do
+    if q[j - s + 1] == 1 then out[at[j]] = 1 end
+  end
+  s = e + 1
+end
+s = 1
 while s <= nr do
   local e = s + 3999
   if e > nr then e = nr end
