@@ -77,25 +77,28 @@ local nr = 0
 local ask = {}
 local at = {}
 local nq = 0
+-- answers the next key: new keys go to the record, present ones are asked of it (when it exists)
+local function answer(mem, tag, new)
+  n = n + 1
+  if new then
+    nr = nr + 1
+    rec[nr] = mem .. tag
+    out[n] = 1
+  else
+    out[n] = 0
+    if known then
+      nq = nq + 1
+      ask[nq] = mem .. tag
+      at[nq] = n
+    end
+  end
+end
 for k = 1, g do
   local c = tonumber(ARGV[k + 3])
   local key = KEYS[k]
   local tag = '@' .. string.match(key, '[^:]*$')
   if c == 1 then
-    n = n + 1
-    local mem = ARGV[p]
-    if redis.call('SADD', key, mem) == 1 then
-      nr = nr + 1
-      rec[nr] = mem .. tag
-      out[n] = 1
-    else
-      out[n] = 0
-      if known then
-        nq = nq + 1
-        ask[nq] = mem .. tag
-        at[nq] = n
-      end
-    end
+    answer(ARGV[p], tag, redis.call('SADD', key, ARGV[p]) == 1)
     p = p + 1
   else
     while c > 0 do
@@ -106,22 +109,12 @@ for k = 1, g do
       local add = {}
       local na = 0
       for j = 1, m do
-        n = n + 1
         local mem = ARGV[p + j - 1]
         if r[j] == 0 then
           na = na + 1
           add[na] = mem
-          nr = nr + 1
-          rec[nr] = mem .. tag
-          out[n] = 1
-        else
-          out[n] = 0
-          if known then
-            nq = nq + 1
-            ask[nq] = mem .. tag
-            at[nq] = n
-          end
         end
+        answer(mem, tag, r[j] == 0)
       end
       if na > 0 then redis.call('SADD', key, unpack(add, 1, na)) end
       p = e + 1
