@@ -11,6 +11,7 @@ import { once } from 'node:events';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
 import { guavaHarness } from './helpers/java.js';
 import { startProxy } from './helpers/tcp-proxy.js';
+import { HashGate } from 'hashgate';
 
 const repo = resolve(import.meta.dirname, '..');
 const has = requireRedisOrSkip('examples');
@@ -97,6 +98,22 @@ describe.skipIf(!has)('examples/', () => {
     const empty = spawnSync('java', ['-cp', `${java.jar}:${classes}`, 'CompactReader', '127.0.0.1', String(srv.port), 'hg:dedup', '1999'],
       { input: `${seen[0]}\n`, encoding: 'utf8' });
     expect(empty.stdout.trim()).toBe(`${seen[0]}\t0`);
+
+    // a window whose buckets split into sub-buckets: 2 buckets, 40k keys (about 120 sub-buckets each)
+    const gate = await HashGate.open({ threads: 0, redis: srv.url, dedup: { buckets: 2, window: () => '2041', journalDir: join(dir, 'grown-journal'), replayIntervalMs: 0 } });
+    const grown = Array.from({ length: 40_000 }, (_, i) => `成长${i}|${310101199001010000 + i}`);
+    try {
+      for (let o = 0; o < grown.length; o += 5000) await gate.firstSeen(grown.slice(o, o + 5000));
+      expect((await gate.dedupStats('2041')).subBuckets).toBeGreaterThan(100);
+    } finally {
+      await gate.close();
+    }
+    const sample = grown.filter((_, i) => i % 97 === 0);
+    const absent = Array.from({ length: 200 }, (_, i) => `未见${i}|${410101199001010000 + i}`);
+    const g = spawnSync('java', ['-cp', `${java.jar}:${classes}`, 'CompactReader', '127.0.0.1', String(srv.port), 'hg:dedup', '2041'],
+      { input: `${[...sample, ...absent].join('\n')}\n`, encoding: 'utf8', timeout: 60_000 });
+    expect(g.stderr).toBe('');
+    expect(g.stdout.trim().split('\n')).toEqual([...sample.map((k) => `${k}\t1`), ...absent.map((k) => `${k}\t0`)]);
   }, 300_000);
 
   it('http-service.mjs answers concurrent first-seen and risk requests, reports ready, and stops on SIGTERM', async () => {

@@ -60,6 +60,38 @@ public final class CompactReader {
     return sb.toString();
   }
 
+  /** Sub-bucket count of the bucket whose key prefix is `pre` (its state key holds k * 2^21 + n). */
+  private long subBuckets(String pre) throws IOException {
+    String state = call("GET", pre + "n");
+    return state == null ? 1 : Long.parseLong(state) % (1L << 21);
+  }
+
+  /**
+   * Whether bucket `base` holds `member`. A bucket splits into sub-buckets as it fills (linear
+   * hashing on the member's low 20 bits). A split between reading the count and asking the
+   * sub-bucket changes the count (it only grows), so an absent answer is trusted only when the
+   * count is still the same afterwards.
+   */
+  private boolean contains(String base, long member) throws IOException {
+    int o = base.indexOf('{');
+    int c = o < 0 ? -1 : base.indexOf('}', o + 1);
+    String pre = c > o + 1 ? base + ":" : base + ":{" + base + "}:";
+    long n = subBuckets(pre);
+    while (true) {
+      long s = 0;
+      if (n > 1) {
+        long l2 = Long.highestOneBit(n);
+        long r = member & 0xFFFFF;
+        s = r % (2 * l2);
+        if (s >= n) s = r % l2;
+      }
+      if ("1".equals(call("SISMEMBER", s == 0 ? base : pre + s, Long.toString(member)))) return true;
+      long again = subBuckets(pre);
+      if (again == n) return false;
+      n = again;
+    }
+  }
+
   public static void main(String[] argv) throws IOException {
     String host = argv[0];
     int port = Integer.parseInt(argv[1]);
@@ -76,10 +108,10 @@ public final class CompactReader {
         if (buckets > 0) {
           HashCode h = Hashing.murmur3_128().hashString(key, StandardCharsets.UTF_8);
           byte[] b = h.asBytes();
-          String member = Long.toString(h.asLong()); // bytes 0..7 little-endian, signed decimal
+          long member = h.asLong(); // bytes 0..7 little-endian; Redis holds its signed decimal
           long hi = ByteBuffer.wrap(b, 8, 8).order(ByteOrder.LITTLE_ENDIAN).getLong();
           long bucket = Long.remainderUnsigned(hi, buckets); // bytes 8..15 pick the bucket
-          seen = "1".equals(redis.call("SISMEMBER", prefix + ":" + window + ":c:" + bucket, member));
+          seen = redis.contains(prefix + ":" + window + ":c:" + bucket, member);
         }
         System.out.println(key + "\t" + (seen ? 1 : 0));
       }

@@ -112,7 +112,14 @@ export interface DedupOptions {
 export const DEFAULTS = {
   layout: 'compact' as Layout,
   setsBuckets: 1000,
-  compactBuckets: 65_536,
+  /**
+   * Compact buckets of a Redis window: each splits into sub-buckets as it fills (see
+   * src/dedup/growth.ts), so a small count serves 1e5 to 1e10 keys; few buckets keep a small
+   * window from paying a Redis key per handful of members.
+   */
+  compactBuckets: 1024,
+  /** Compact buckets of an LMDB window (blocks of sorted members; they do not split). */
+  lmdbCompactBuckets: 65_536,
   prefix: 'hg:dedup',
   window: 'year' as WindowSpec,
   timeZone: 'Asia/Shanghai',
@@ -202,7 +209,9 @@ export function parseDedupOptions(input: unknown, name = 'options.dedup'): Resol
       ? DEFAULTS.setsBuckets
       : expectedKeys > 0
         ? Math.min(2 ** 30, nextPow2(expectedKeys / DEFAULTS.compactTargetLoad))
-        : DEFAULTS.compactBuckets;
+        : o.path !== undefined
+          ? DEFAULTS.lmdbCompactBuckets
+          : DEFAULTS.compactBuckets;
   const buckets = opt('buckets', (n, v) => checkInt(n, v, 1, 2 ** 30), dfltBuckets);
   const prefix = opt(
     'prefix',

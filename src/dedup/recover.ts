@@ -23,7 +23,8 @@ import { bucketKey, bucketsOfDigests, hllKey, metaField, metaKey, type Member } 
 import { FIRST_SEEN } from './scripts.js';
 import { int64Decimal } from '../redis/int64.js';
 import { RespWriter } from '../redis/resp.js';
-import { runScriptWire } from '../redis/scripts.js';
+import { runScript, runScriptWire } from '../redis/scripts.js';
+import { intsetLimitOf, splitLoad } from './growth.js';
 
 export interface RecoverReport {
   /** True when another instance held the recover lock; nothing was replayed. */
@@ -127,12 +128,15 @@ class Batch {
     private readonly pace: (ms: number) => Promise<void>,
   ) {}
 
-  /** Sends what the slice holds when its members belong to another HyperLogLog key than `hk`. */
-  async use(hk: string): Promise<void> {
-    if (hk === this.hk) return;
+  /** Sends what the slice holds when its members belong to another HyperLogLog key than `hk`, or to the other layout. */
+  async use(hk: string, compact: boolean): Promise<void> {
+    if (hk === this.hk && compact === this.compact) return;
     await this.flush();
     this.hk = hk;
+    this.compact = compact;
   }
+  /** Whether the slice's buckets are compact ones, which split as they fill (growth.ts). */
+  private compact = false;
 
   /**
    * Adds one member (`dv`/`off`: its 16-byte digest when the record has one; `raw`: the member
@@ -199,12 +203,13 @@ class Batch {
     this.size = 0;
     this.repeats = 0;
     const hll = this.hk !== '';
+    const alpha = this.compact ? String(splitLoad(await intsetLimitOf(this.redis))) : '0';
     let added = 0;
     if (!isCluster(this.redis)) {
       const G = groups.length;
       const numKeys = G + (hll ? 1 : 0);
       const w = new RespWriter(64 + G * 56 + n * 32);
-      w.array(3 + numKeys + 2 + G + n);
+      w.array(3 + numKeys + 3 + G + n);
       w.str('EVALSHA');
       w.str(FIRST_SEEN.sha);
       w.uintStr(numKeys);
@@ -212,6 +217,7 @@ class Batch {
       if (hll) w.str(this.hk);
       w.uintStr(G);
       w.str(hll ? '1' : '0');
+      w.str(alpha);
       for (const [, ix] of groups) w.uintStr(ix.length);
       for (const [, ix] of groups) {
         for (const i of ix) {
@@ -228,7 +234,12 @@ class Batch {
       const adds = groups.map(([k, ix]) => {
         const ms = ix.map((i) => this.memberString(i));
         if (hll) for (const m of ms) all.push(m);
-        return this.redis.sadd(k, ...ms);
+        if (!this.compact) return this.redis.sadd(k, ...ms);
+        return (runScript(this.redis, FIRST_SEEN, 1, [k, '1', '0', alpha, String(ms.length), ...ms]) as Promise<string>).then((r) => {
+          let a = 0;
+          for (let j = 0; j < r.length; j++) a += r.charCodeAt(j) - 48;
+          return a;
+        });
       });
       const ps = hll ? this.redis.pfadd(this.hk, ...all) : undefined;
       const [counts] = await Promise.all([Promise.all(adds), ps]);
@@ -280,7 +291,7 @@ class BucketKeys {
 
 async function replayV2(redis: RedisClient, batch: Batch, metas: Map<string, number>, names: BucketKeys, rec: JournalRecordV2, slice: number): Promise<void> {
   const B = await windowBuckets(redis, metas, rec.p, rec.w, rec.l, rec.b);
-  await batch.use(rec.h === 1 ? hllKey(rec.p, rec.w, rec.l) : '');
+  await batch.use(rec.h === 1 ? hllKey(rec.p, rec.w, rec.l) : '', rec.l === 'compact');
   const d = rec.d;
   const n = d.length >>> 4;
   const keyOf = names.of(rec, B);
@@ -302,7 +313,7 @@ async function replayV2(redis: RedisClient, batch: Batch, metas: Map<string, num
 /** Format 1 records carry bucket keys computed by the writer; they are replayed as written. */
 async function replayV1(redis: RedisClient, batch: Batch, rec: JournalRecordV1): Promise<void> {
   await redis.hsetnx(rec.mk, rec.mf, String(rec.b));
-  await batch.use(rec.hk);
+  await batch.use(rec.hk, rec.mf.startsWith('compact'));
   for (const [key, members] of rec.g) {
     for (const m of members) {
       const sent = batch.add(key, undefined, 0, m);

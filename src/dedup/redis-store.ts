@@ -12,6 +12,7 @@ import { runScript, runScriptWire } from '../redis/scripts.js';
 import type { Layout } from './options.js';
 import { hllKey, metaField, metaKey, windowPattern, bucketKey, type Member } from './layout.js';
 import { FIRST_SEEN, FIRST_SEEN_ONCE } from './scripts.js';
+import { decodeTableState, intsetLimitOf, splitLoad, subBucketKey, tableStateKey } from './growth.js';
 import { InFlightLimit, NotSentError } from '../redis/inflight.js';
 import { StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
 
@@ -186,6 +187,7 @@ export class RedisStore implements DedupStore {
       throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `Redis connection is ${why}`, { cause: this.lastError });
     }
     const mk = metaKey(this.prefix, window);
+    if (layout === 'compact') this.alpha = String(splitLoad(await this.intsetLimit()));
     if (record) await this.redis.hsetnx(mk, metaField(layout), String(configured));
     const v = Number(await this.redis.hget(mk, metaField(layout)));
     return Number.isInteger(v) && v > 0 ? v : configured;
@@ -325,35 +327,60 @@ export class RedisStore implements DedupStore {
     const key = b.groupKeys[g]!;
     if (this.hll) this.redis.pfadd(hk, ...(members as string[])).catch(() => undefined);
     if (b.requestId === undefined) {
-      return this.lane.run(() => runScript(this.redis, FIRST_SEEN, 1, [key, '1', '0', String(e - s), ...members])) as Promise<string>;
+      return this.lane.run(() => runScript(this.redis, FIRST_SEEN, 1, [key, '1', '0', this.alphaOf(b), String(e - s), ...members])) as Promise<string>;
     }
     const rk = clusterRecordKey(key, b.requestId);
-    return this.lane.run(() => runScript(this.redis, FIRST_SEEN_ONCE, 2, [key, rk, '1', '0', String(b.requestTtlMs ?? this.pacing.requestTtlMs), String(e - s), ...members])) as Promise<string>;
+    return this.lane.run(() => runScript(this.redis, FIRST_SEEN_ONCE, 2, [key, rk, '1', '0', this.alphaOf(b), String(b.requestTtlMs ?? this.pacing.requestTtlMs), String(e - s), ...members])) as Promise<string>;
   }
 
   /**
-   * A batch of one key (the sequential service call): a plain SADD, whose reply is the answer and
-   * which is atomic on its own, plus the PFADD in the same write. Redis spends about half the CPU
-   * of a script call on it. The HyperLogLog only feeds stats().approximate, so a failed PFADD
-   * after an acknowledged SADD does not fail the call.
+   * A batch of one key (the sequential service call). 'sets': a plain SADD, whose reply is the
+   * answer and which is atomic on its own. 'compact': FIRST_SEEN for one member, because only the
+   * script knows which sub-bucket of a grown bucket holds it (see growth.ts). The HyperLogLog
+   * member goes out with others later (see hllPending): it only feeds stats().approximate, so a
+   * failed PFADD after an acknowledged add does not fail the call.
    */
   private async addOne(b: StoreBatch, hk: string, answers: Uint8Array): Promise<void> {
     const key = b.groupKeys[0]!;
-    const w = new RespWriter(96 + key.length * 3);
-    w.array(3);
-    w.str('SADD');
-    w.str(key);
+    const w = new RespWriter(128 + key.length * 3);
     let member: Member;
     if (b.compact !== undefined) {
       const o = b.compact.idx[0]! << 4;
+      w.array(9);
+      w.str('EVALSHA');
+      w.str(FIRST_SEEN.sha);
+      w.str('1');
+      w.str(key);
+      w.str('1');
+      w.str('0');
+      w.str(this.alphaOf(b));
+      w.str('1');
       w.int64(b.compact.dv, o);
       member = this.hll ? int64Decimal(b.compact.dv, o) : '';
-    } else {
-      member = b.member(0);
-      w.member(member);
+      const bytes = w.bytes();
+      // SCRIPT LOAD goes out ahead of the first call on each connection (runScriptWire)
+      const sent = this.lane.run(() => this.writable(() => runScriptWire(this.redis as Redis, FIRST_SEEN, bytes, true)));
+      if (this.hll) this.queueHll(hk, member);
+      let reply: Buffer;
+      try {
+        reply = await sent;
+      } catch (cause) {
+        throw new StoreBatchError(`Redis rejected or did not acknowledge the batch: ${(cause as Error).message}`, new Uint8Array(1), answers, cause, !isNotApplied(cause));
+      }
+      if (reply.length !== 1 || (reply[0] !== 48 && reply[0] !== 49)) {
+        throw new StoreBatchError('Redis answered the first-seen script with something other than 0 or 1', new Uint8Array(1), answers, new Error(reply.toString('latin1')));
+      }
+      answers[0] = reply[0]! - 48;
+      return;
     }
+    w.array(3);
+    w.str('SADD');
+    w.str(key);
+    member = b.member(0);
+    w.member(member);
     const bytes = w.bytes();
-    const sadd = this.lane.run(() => this.writable(() => (this.redis as Redis).sendCommand(new UntimedRawCommand('sadd', [], bytes)) as Promise<unknown>));
+    const cmd = new UntimedRawCommand('sadd', [], bytes);
+    const sadd = this.lane.run(() => this.writable(() => (this.redis as Redis).sendCommand(cmd) as Promise<unknown>));
     if (this.hll) this.queueHll(hk, member);
     let reply: unknown;
     try {
@@ -366,6 +393,13 @@ export class RedisStore implements DedupStore {
     }
     answers[0] = reply;
   }
+
+  /** The script's alpha for a batch: members per sub-bucket before a compact bucket splits; '0' for 'sets'. */
+  private alphaOf(b: StoreBatch): string {
+    return b.layout === 'compact' ? this.alpha : '0';
+  }
+  /** splitLoad of the server's intset limit, read with the first window's bucket count (512 until then). */
+  private alpha = String(splitLoad(512));
 
   private queueHll(hk: string, member: Member): void {
     const list = this.hllPending.get(hk);
@@ -397,7 +431,7 @@ export class RedisStore implements DedupStore {
     const once = b.requestId !== undefined;
     const numKeys = G + (this.hll ? 1 : 0) + (once ? 1 : 0);
     const w = new RespWriter(128 + G * 48 + ch.count * (b.compact ? 26 : 40));
-    w.array(3 + numKeys + 2 + (once ? 1 : 0) + G + ch.count);
+    w.array(3 + numKeys + 3 + (once ? 1 : 0) + G + ch.count);
     w.str('EVALSHA');
     w.str(once ? FIRST_SEEN_ONCE.sha : FIRST_SEEN.sha);
     w.uintStr(numKeys);
@@ -406,6 +440,7 @@ export class RedisStore implements DedupStore {
     if (once) w.str(recordKey(this.prefix, b.window, b.requestId!));
     w.uintStr(G);
     w.str(this.hll ? '1' : '0');
+    w.str(this.alphaOf(b));
     if (once) w.uintStr(b.requestTtlMs ?? this.pacing.requestTtlMs);
     for (let i = 0; i < ch.segs.length; i += 3) w.uintStr(ch.segs[i + 2]! - ch.segs[i + 1]!);
     for (let i = 0; i < ch.segs.length; i += 3) {
@@ -420,33 +455,53 @@ export class RedisStore implements DedupStore {
     return w.bytes();
   }
 
-  async count(window: string, layout: Layout, buckets: number): Promise<{ exact: number; approximate: number; largestBucket: number }> {
+  /**
+   * Exact member count (SCARD of every bucket, and of every sub-bucket of a compact bucket that
+   * split), the largest (sub-)bucket and the sub-bucket total, 5000 buckets per round trip.
+   */
+  async count(window: string, layout: Layout, buckets: number): Promise<{ exact: number; approximate: number; largestBucket: number; subBuckets: number }> {
     let exact = 0;
     let largestBucket = 0;
+    let subBuckets = 0;
     const spec = { layout, prefix: this.prefix };
     const step = 5000;
-    for (let s = 0; s < buckets; s += step) {
-      const e = Math.min(buckets, s + step);
+    // standalone: one pipeline per round; Cluster: commands routed one by one, written together
+    const each = async <T>(cmds: Array<[string, string]>): Promise<T[]> => {
       if (!this.cluster) {
         const pl = (this.redis as Redis).pipeline();
-        for (let b = s; b < e; b++) pl.scard(bucketKey(spec, window, b));
-        for (const [err, v] of (await pl.exec()) ?? []) {
+        for (const [c, k] of cmds) (pl as unknown as Record<string, (k: string) => unknown>)[c]!.call(pl, k);
+        const res = (await pl.exec()) ?? [];
+        return res.map(([err, v]) => {
           if (err) throw err;
-          exact += v as number;
-          if ((v as number) > largestBucket) largestBucket = v as number;
+          return v as T;
+        });
+      }
+      const r = this.redis as unknown as Record<string, (k: string) => Promise<T>>;
+      return Promise.all(cmds.map(([c, k]) => r[c]!.call(this.redis, k)));
+    };
+    for (let s = 0; s < buckets; s += step) {
+      const e = Math.min(buckets, s + step);
+      const bases: string[] = [];
+      for (let b = s; b < e; b++) bases.push(bucketKey(spec, window, b));
+      const subs: string[] = [];
+      if (layout === 'compact') {
+        const states = await each<string | null>(bases.map((k) => ['get', tableStateKey(k)]));
+        for (let i = 0; i < bases.length; i++) {
+          const n = decodeTableState(states[i]!)?.subBuckets ?? 1;
+          for (let j = 0; j < n; j++) subs.push(subBucketKey(bases[i]!, j));
         }
-      } else {
-        const ps: Promise<number>[] = [];
-        for (let b = s; b < e; b++) ps.push(this.redis.scard(bucketKey(spec, window, b)));
-        for (const v of await Promise.all(ps)) {
+      } else subs.push(...bases);
+      for (let i = 0; i < subs.length; i += step) {
+        for (const v of await each<number>(subs.slice(i, i + step).map((k) => ['scard', k]))) {
           exact += v;
           if (v > largestBucket) largestBucket = v;
         }
       }
+      subBuckets += subs.length;
     }
     this.flushHll(); // same connection: the PFCOUNT below runs after these PFADDs
     const approximate = await this.redis.pfcount(hllKey(this.prefix, window, layout));
-    return { exact, approximate, largestBucket };
+    return { exact, approximate, largestBucket, subBuckets };
   }
 
   /** HyperLogLog estimate of the window's members alone: one PFCOUNT, cheap enough for health checks. */
@@ -456,23 +511,12 @@ export class RedisStore implements DedupStore {
   }
 
   /**
-   * Redis's `set-max-intset-entries`: a compact bucket holding more members turns from an intset
-   * (8 B a member) into a hashtable (about 8x that). 512, Redis's default, when CONFIG is refused
-   * (managed Redis services often rename or disable it).
+   * Redis's `set-max-intset-entries`: a compact sub-bucket holding more members turns from an
+   * intset (8 B a member) into a hashtable (about 8x that); buckets split well before (growth.ts).
    */
-  async intsetLimit(): Promise<number> {
-    if (this.intsetEntries !== undefined) return this.intsetEntries;
-    try {
-      const node = this.cluster ? (this.redis as Cluster).nodes('master')[0] : (this.redis as Redis);
-      const r = (await node?.config('GET', 'set-max-intset-entries')) as string[] | undefined;
-      const v = Number(r?.[1]);
-      this.intsetEntries = Number.isInteger(v) && v > 0 ? v : 512;
-    } catch {
-      this.intsetEntries = 512;
-    }
-    return this.intsetEntries;
+  intsetLimit(): Promise<number> {
+    return intsetLimitOf(this.redis);
   }
-  private intsetEntries: number | undefined;
 
   /**
    * used_memory and used_memory_rss summed over the masters (what a purge gives back). With

@@ -2,45 +2,66 @@
 // makes Redis refuse the whole script before it runs when it is out of memory, so a script call
 // is all-or-nothing.
 import { LuaScript, luaPfaddRest } from '../redis/scripts.js';
+import { TABLE_LUA } from './growth.js';
 
 /**
  * KEYS = bucket keys of G groups [+ the HyperLogLog key when ARGV[2] == '1'];
- * ARGV = G, hll flag, count of group 1..G, then the members of every group back to back.
+ * ARGV = G, hll flag, alpha (members per sub-bucket before a compact bucket splits, see
+ * growth.ts; 0 for 'sets' buckets, which never split), count of group 1..G, then the members of
+ * every group back to back.
  * Returns one character per member: '1' = was not in its bucket (first seen), '0' = was.
- * SMISMEMBER + SADD per group (chunks of 4000 to stay under Lua's unpack limit); a group of one
- * member is a single SADD, whose reply is already the answer.
+ * A bucket of one sub-bucket: SMISMEMBER + SADD per group (chunks of 4000 to stay under Lua's
+ * unpack limit), a group of one member a single SADD, whose reply is already the answer. A bucket
+ * that has split: one SADD per member into its sub-bucket.
  */
 const FIRST_SEEN_LUA = `#!lua
 local g = tonumber(ARGV[1])
 local hll = ARGV[2] == '1'
+local alpha = tonumber(ARGV[3])
+${TABLE_LUA}
 local hk = KEYS[g + 1]
 local out = {}
 local n = 0
-local p = g + 3
+local p = g + 4
 for k = 1, g do
-  local c = tonumber(ARGV[k + 2])
+  local c = tonumber(ARGV[k + 3])
   local key = KEYS[k]
-  while c > 0 do
-    local m = c
-    if m > 4000 then m = 4000 end
-    local e = p + m - 1
-    if m == 1 then
-      n = n + 1
-      out[n] = redis.call('SADD', key, ARGV[p])
-    else
-      local r = redis.call('SMISMEMBER', key, unpack(ARGV, p, e))
-      redis.call('SADD', key, unpack(ARGV, p, e))
-      for j = 1, m do
+  local pre, tn, tk, l2, n0
+  if alpha > 0 then pre, tn, tk, l2, n0 = open(key, c) else tn = 1 end
+  local added = 0
+  if tn == 1 then
+    while c > 0 do
+      local m = c
+      if m > 4000 then m = 4000 end
+      local e = p + m - 1
+      if m == 1 then
         n = n + 1
-        out[n] = 1 - r[j]
+        out[n] = redis.call('SADD', key, ARGV[p])
+        added = added + out[n]
+      else
+        local r = redis.call('SMISMEMBER', key, unpack(ARGV, p, e))
+        added = added + redis.call('SADD', key, unpack(ARGV, p, e))
+        for j = 1, m do
+          n = n + 1
+          out[n] = 1 - r[j]
+        end
       end
+      p = e + 1
+      c = c - m
     end
-    p = e + 1
-    c = c - m
+  else
+    for j = p, p + c - 1 do
+      local r = redis.call('SADD', where(key, pre, tn, l2, ARGV[j]), ARGV[j])
+      n = n + 1
+      out[n] = r
+      added = added + r
+    end
+    p = p + c
   end
+  if alpha > 0 then close(pre, tn, tk, n0, added) end
 end
 if hll then
-${luaPfaddRest('hk', 'g + 3')}
+${luaPfaddRest('hk', 'g + 4')}
 end
 return table.concat(out)
 `;
@@ -52,9 +73,11 @@ export const FIRST_SEEN = new LuaScript(FIRST_SEEN_LUA);
  * reply was lost must return the answers of the run that did happen, or first-seen events are
  * lost (the retry would find every key present and answer 0).
  * KEYS = bucket keys of G groups [+ the HyperLogLog key when ARGV[2] == '1'] + the record key;
- * ARGV = G, hll flag, record TTL in ms, count of group 1..G, then the members.
+ * ARGV = G, hll flag, alpha (as for FIRST_SEEN), record TTL in ms, count of group 1..G, then the
+ * members.
  * The record is a set of "member@bucket" for every key this request answered 1 (the bucket tells
- * equal compact members of different buckets apart). A key present in its bucket answers 1 when
+ * equal compact members of different buckets apart; it names the bucket, not the sub-bucket, so a
+ * split between a call and its retry changes nothing). A key present in its bucket answers 1 when
  * the record holds it (this request added it), else 0; an absent key is added to both. The answers
  * therefore do not depend on how the request was split into commands, and a retry of any subset
  * of its keys (another chunking, one caller of a merged batch) gets the original answers.
@@ -65,13 +88,15 @@ export const FIRST_SEEN = new LuaScript(FIRST_SEEN_LUA);
 const FIRST_SEEN_ONCE_LUA = `#!lua
 local g = tonumber(ARGV[1])
 local hll = ARGV[2] == '1'
-local ttl = ARGV[3]
+local alpha = tonumber(ARGV[3])
+local ttl = ARGV[4]
+${TABLE_LUA}
 local rk = KEYS[#KEYS]
 local hk = KEYS[g + 1]
 local known = redis.call('EXISTS', rk) == 1
 local out = {}
 local n = 0
-local p = g + 4
+local p = g + 5
 local rec = {}
 local nr = 0
 local ask = {}
@@ -94,11 +119,23 @@ local function answer(mem, tag, new)
   end
 end
 for k = 1, g do
-  local c = tonumber(ARGV[k + 3])
+  local c = tonumber(ARGV[k + 4])
   local key = KEYS[k]
   local tag = '@' .. string.match(key, '[^:]*$')
-  if c == 1 then
-    answer(ARGV[p], tag, redis.call('SADD', key, ARGV[p]) == 1)
+  local pre, tn, tk, l2, n0
+  if alpha > 0 then pre, tn, tk, l2, n0 = open(key, c) else tn = 1 end
+  local added = 0
+  if tn > 1 then
+    for j = p, p + c - 1 do
+      local r = redis.call('SADD', where(key, pre, tn, l2, ARGV[j]), ARGV[j])
+      added = added + r
+      answer(ARGV[j], tag, r == 1)
+    end
+    p = p + c
+  elseif c == 1 then
+    local r = redis.call('SADD', key, ARGV[p])
+    added = r
+    answer(ARGV[p], tag, r == 1)
     p = p + 1
   else
     while c > 0 do
@@ -116,11 +153,12 @@ for k = 1, g do
         end
         answer(mem, tag, r[j] == 0)
       end
-      if na > 0 then redis.call('SADD', key, unpack(add, 1, na)) end
+      if na > 0 then added = added + redis.call('SADD', key, unpack(add, 1, na)) end
       p = e + 1
       c = c - m
     end
   end
+  if alpha > 0 then close(pre, tn, tk, n0, added) end
 end
 local s = 1
 while s <= nq do
@@ -141,7 +179,7 @@ while s <= nr do
 end
 if nr > 0 then redis.call('PEXPIRE', rk, ttl) end
 if hll then
-${luaPfaddRest('hk', 'g + 4')}
+${luaPfaddRest('hk', 'g + 5')}
 end
 return table.concat(out)
 `;

@@ -43,6 +43,7 @@ import {
 import { parseDedupOptions, type DedupOptions, type RedisConfig, type ResolvedDedupOptions } from './options.js';
 import { emptyReport, replayJournal, type RecoverReport } from './recover.js';
 import { createRedisClient, isRedisClient, type RedisClient } from '../redis/client.js';
+import { MAX_SUB_BUCKETS, splitLoad } from './growth.js';
 import { RedisStore } from './redis-store.js';
 import { LmdbStore } from './lmdb-store.js';
 import { MemoryStore, StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
@@ -101,19 +102,31 @@ export interface DedupStats {
   cacheEntries: number;
   journalBytes: number;
   counters: DedupCounters;
-  /** Members of the fullest bucket (exact; Redis store only). */
+  /** Members of the fullest bucket, or sub-bucket of a compact bucket that split (exact; Redis store only). */
   largestBucket?: number;
-  /** Redis's set-max-intset-entries: a compact bucket past it becomes a hashtable (about 8x the memory). */
+  /** Compact layout on Redis: the sub-buckets the window's buckets have split into in all (>= buckets). */
+  subBuckets?: number;
+  /** Redis's set-max-intset-entries: a compact sub-bucket past it becomes a hashtable (about 8x the memory). */
   bucketLimit?: number;
 }
 
-/** How full a compact window's buckets are, from one PFCOUNT (cheap enough for every health check). */
+/**
+ * How full a compact window's buckets are, from one PFCOUNT (cheap enough for every health check).
+ * Buckets split as they fill, so the ratio stays below 1 by design; it rises past 0.9 only when
+ * splitting cannot keep up (a Redis whose set-max-intset-entries was lowered after the window
+ * was written, or a table at its most sub-buckets).
+ */
 export interface BucketFill {
   window: string;
   buckets: number;
   /** HyperLogLog estimate of the window's members. */
   approximateKeys: number;
-  /** Expected largest bucket, mean + sqrt(2 mean ln buckets): the maximum of `buckets` Poisson counts. */
+  /** Sub-buckets the buckets have split into, as the split rule gives for approximateKeys. */
+  subBuckets: number;
+  /**
+   * Expected largest sub-bucket: the sub-buckets not yet split at the current level hold the most
+   * (mean m), and the largest of `subBuckets` Poisson counts is about m + sqrt(2 m ln subBuckets).
+   */
   predictedLargest: number;
   /** Redis's set-max-intset-entries. */
   limit: number;
@@ -748,15 +761,8 @@ export class DedupService {
     } catch {
       return undefined; // store down: resolve on a later call
     }
-    if (b < o.buckets && o.layout === 'compact') {
-      // The first writer's count wins (every process must bucket a key the same way), so a gate
-      // sized for more keys than the window was recorded for would otherwise overfill it silently.
-      process.emitWarning(
-        `dedup window ${window} is recorded with ${b} buckets, fewer than the ${o.buckets} this process is sized for; ` +
-          'the recorded count is used, and buckets past set-max-intset-entries take about 8x the memory (see bucketFill() and the dedup_bucket_fill_ratio metric)',
-        { code: 'HG_WARN_UNDERSIZED_WINDOW' },
-      );
-    }
+    // The first writer's count wins (every process must bucket a key the same way). A window
+    // recorded with fewer buckets than this process is sized for is fine: its buckets split.
     if (this.bucketsByWindow.size >= 64) this.bucketsByWindow.clear();
     this.bucketsByWindow.set(window, b);
     return b;
@@ -802,7 +808,7 @@ export class DedupService {
     if (typeof w !== 'string' || w === '') throw invalidType('window', 'a window id such as "2026"', w);
     // read-only: a window nobody wrote yet keeps no bucket count, so a later writer still decides it
     const buckets = this.bucketsByWindow.get(w) ?? await this.store.resolveBuckets(w, this.options.layout, this.options.buckets, false);
-    const { exact, approximate, largestBucket } = await this.store.count(w, this.options.layout, buckets);
+    const { exact, approximate, largestBucket, subBuckets } = await this.store.count(w, this.options.layout, buckets);
     const compactRedis = this.store instanceof RedisStore && this.options.layout === 'compact';
     return {
       window: w,
@@ -815,6 +821,7 @@ export class DedupService {
       journalBytes: this.journal?.pendingBytes() ?? 0,
       counters: { ...this.counters },
       ...(largestBucket === undefined ? {} : { largestBucket }),
+      ...(compactRedis && subBuckets !== undefined ? { subBuckets } : {}),
       ...(compactRedis ? { bucketLimit: await (this.store as RedisStore).intsetLimit() } : {}),
     };
   }
@@ -828,9 +835,14 @@ export class DedupService {
     if (!(store instanceof RedisStore) || this.options.layout !== 'compact' || !this.options.hll) return undefined;
     const buckets = this.bucketsByWindow.get(window) ?? await store.resolveBuckets(window, 'compact', this.options.buckets, false);
     const [approximateKeys, limit] = await Promise.all([store.approximateCount(window, 'compact'), store.intsetLimit()]);
-    const mean = approximateKeys / buckets;
-    const predictedLargest = Math.ceil(mean + Math.sqrt(2 * mean * Math.log(Math.max(2, buckets))));
-    const fill: BucketFill = { window, buckets, approximateKeys, predictedLargest, limit, ratio: predictedLargest / limit };
+    // per bucket: n sub-buckets (the split rule), l2 of them at the level not yet split hold 1/l2 each
+    const alpha = splitLoad(limit);
+    const n = Math.min(MAX_SUB_BUCKETS, Math.max(1, Math.ceil(approximateKeys / buckets / alpha)));
+    const l2 = 2 ** Math.floor(Math.log2(n));
+    const mean = approximateKeys / buckets / l2;
+    const subBuckets = n * buckets;
+    const predictedLargest = Math.ceil(mean + Math.sqrt(2 * mean * Math.log(Math.max(2, subBuckets))));
+    const fill: BucketFill = { window, buckets, approximateKeys, subBuckets, predictedLargest, limit, ratio: predictedLargest / limit };
     if (window === this.windowOf()) this.counters.bucketFillRatio = fill.ratio;
     return fill;
   }

@@ -60,7 +60,7 @@ export interface DedupStore {
   /** Atomically add every member; answers[j] = 1 when member j was not in its bucket before. */
   addBatch(batch: StoreBatch, answers: Uint8Array): Promise<void>;
   /** Exact and approximate members of a window; `largestBucket` where the store keeps buckets as separate sets (Redis). */
-  count(window: string, layout: Layout, buckets: number): Promise<{ exact: number; approximate: number; largestBucket?: number }>;
+  count(window: string, layout: Layout, buckets: number): Promise<{ exact: number; approximate: number; largestBucket?: number; subBuckets?: number }>;
   purge(window: string): Promise<number>;
   close(): Promise<void>;
 }

@@ -6,8 +6,10 @@ import { ErrorCodes, HashGateError } from '../errors.js';
 import { bucketKey, hllKey, metaField, metaKey } from '../dedup/layout.js';
 import { isCluster } from '../redis/client.js';
 import { RawCommand, RespWriter } from '../redis/resp.js';
-import { LuaScript, luaPfaddRest, runScriptWire } from '../redis/scripts.js';
+import { LuaScript, luaPfaddRest, runScript, runScriptWire } from '../redis/scripts.js';
+import { intsetLimitOf, splitLoad, TABLE_LUA } from '../dedup/growth.js';
 import { viewOf } from './buffers.js';
+import { int64Decimal } from '../redis/int64.js';
 
 /** One batch of one (window, bucket): key i = keys[keyOffsets[i] .. keyOffsets[i+1]). */
 export interface SinkBatch {
@@ -73,8 +75,44 @@ function command(cmd: string, key: string, count: number, members: Buffer, s: nu
 }
 
 /**
+ * Adds group after group (each group's members to its bucket) and counts what was new: the body
+ * of GROUP_ADD and NODE_GROUP_ADD. `alpha` > 0: compact buckets that split as they fill
+ * (growth.ts); 0: plain sets.
+ */
+const GROUPS_LUA = `local added = 0
+for k = 1, g do
+  local c = tonumber(ARGV[cs + k])
+  local key = keyOf(k)
+  local pre, tn, tk, l2, n0
+  if alpha > 0 then pre, tn, tk, l2, n0 = open(key, c) else tn = 1 end
+  local a = 0
+  if tn == 1 then
+    while c > 0 do
+      local m = c
+      if m > 4000 then m = 4000 end
+      local e = p + m - 1
+      if m == 1 then
+        a = a + redis.call('SADD', key, ARGV[p])
+      else
+        a = a + redis.call('SADD', key, unpack(ARGV, p, e))
+      end
+      p = e + 1
+      c = c - m
+    end
+  else
+    for j = p, p + c - 1 do
+      a = a + redis.call('SADD', where(key, pre, tn, l2, ARGV[j]), ARGV[j])
+    end
+    p = p + c
+  end
+  if alpha > 0 then close(pre, tn, tk, n0, a) end
+  added = added + a
+end`;
+
+/**
  * KEYS = bucket keys of G buckets [+ the HyperLogLog key when ARGV[2] == '1'];
- * ARGV = G, hll flag, member count of bucket 1..G, then every bucket's members back to back.
+ * ARGV = G, hll flag, alpha (see GROUPS_LUA), member count of bucket 1..G, then every bucket's
+ * members back to back.
  * Returns how many members were new. One call carries many buckets' SADDs: with many buckets a
  * batch holds about one row per bucket, and a command per row is what limits the load. The
  * `#!lua` shebang (Redis 7) makes Redis refuse the whole script before it runs when it is out of
@@ -83,58 +121,35 @@ function command(cmd: string, key: string, count: number, members: Buffer, s: nu
  */
 const GROUP_ADD = new LuaScript(`#!lua
 local g = tonumber(ARGV[1])
-local p = g + 3
-local added = 0
-for k = 1, g do
-  local c = tonumber(ARGV[k + 2])
-  local key = KEYS[k]
-  while c > 0 do
-    local m = c
-    if m > 4000 then m = 4000 end
-    local e = p + m - 1
-    if m == 1 then
-      added = added + redis.call('SADD', key, ARGV[p])
-    else
-      added = added + redis.call('SADD', key, unpack(ARGV, p, e))
-    end
-    p = e + 1
-    c = c - m
-  end
-end
+local alpha = tonumber(ARGV[3])
+${TABLE_LUA}
+local cs = 3
+local p = g + 4
+local function keyOf(k) return KEYS[k] end
+${GROUPS_LUA}
 if ARGV[2] == '1' then
   local hk = KEYS[g + 1]
-${luaPfaddRest('hk', 'g + 3')}
+${luaPfaddRest('hk', 'g + 4')}
 end
 return added
 `);
 
 /**
- * GROUP_ADD for one Cluster master: no declared keys; ARGV = G, member count of bucket 1..G, the
- * G bucket keys, then the members. `allow-cross-slot-keys` lets one call touch buckets of many
- * slots; Redis still refuses (with an error, before writing that key) any key whose slot the node
- * does not serve right now (moved, or migrating), so a stale slot map never puts a member on the
- * wrong node: the caller re-sends that part as plain SADDs, which follow the redirections.
+ * GROUP_ADD for one Cluster master: no declared keys; ARGV = G, alpha, member count of bucket
+ * 1..G, the G bucket keys, then the members. `allow-cross-slot-keys` lets one call touch buckets
+ * of many slots; Redis still refuses (with an error, before writing that key) any key whose slot
+ * the node does not serve right now (moved, or migrating), so a stale slot map never puts a member
+ * on the wrong node: the caller re-sends that part bucket by bucket, routed by the Cluster client,
+ * which follows the redirections.
  */
 const NODE_GROUP_ADD = new LuaScript(`#!lua flags=allow-cross-slot-keys
 local g = tonumber(ARGV[1])
-local p = 2 * g + 2
-local added = 0
-for k = 1, g do
-  local c = tonumber(ARGV[k + 1])
-  local key = ARGV[g + k + 1]
-  while c > 0 do
-    local m = c
-    if m > 4000 then m = 4000 end
-    local e = p + m - 1
-    if m == 1 then
-      added = added + redis.call('SADD', key, ARGV[p])
-    else
-      added = added + redis.call('SADD', key, unpack(ARGV, p, e))
-    end
-    p = e + 1
-    c = c - m
-  end
-end
+local alpha = tonumber(ARGV[2])
+${TABLE_LUA}
+local cs = 2
+local p = 2 * g + 3
+local function keyOf(k) return ARGV[g + k + 2] end
+${GROUPS_LUA}
 return added
 `);
 
@@ -172,6 +187,8 @@ export class RedisLayoutSink implements LoadSink {
   readonly layout: LoaderLayout;
   private readonly hll: boolean;
   private readonly prepared = new Map<string, Promise<void>>();
+  /** Members per sub-bucket before a compact bucket splits (growth.ts); read in prepareWindow. */
+  private alpha = String(splitLoad(512));
 
   constructor(readonly redis: Redis | Cluster, readonly opts: RedisLayoutSinkOptions) {
     this.layout = opts.layout;
@@ -192,6 +209,7 @@ export class RedisLayoutSink implements LoadSink {
       p = (async () => {
         const mk = layoutKeys.meta(this.opts.prefix, window);
         const field = layoutKeys.metaField(this.layout);
+        if (this.layout === 'compact') this.alpha = String(splitLoad(await intsetLimitOf(this.redis)));
         await this.redis.hsetnx(mk, field, String(this.opts.buckets));
         const v = Number(await this.redis.hget(mk, field));
         if (v !== this.opts.buckets) {
@@ -257,15 +275,26 @@ export class RedisLayoutSink implements LoadSink {
     return out;
   }
 
-  /** One SADD per run (bucket) through the Cluster client, which follows MOVED/ASK. */
+  /**
+   * One command per run (bucket) through the Cluster client, which follows MOVED/ASK: a SADD, or
+   * for compact buckets (which may have split) GROUP_ADD with that one bucket.
+   */
   private saddRuns(batch: SinkBatch, all: Buffer, allView: DataView, offs: Uint32Array, order: Float64Array, runs: number[]): Promise<number> {
     const { layout, prefix } = this.opts;
     const r = this.redis as Cluster;
     const adds: Promise<unknown>[] = [];
+    const dv = viewOf(batch.keys);
     for (let k = 0; k < runs.length; k += 2) {
       const a = runs[k]!;
       const b = runs[k + 1]!;
       const bucket = Math.floor(order[a]! / 1048576);
+      if (layout === 'compact') {
+        const key = layoutKeys.bucket(layout, prefix, batch.window, bucket);
+        const members: string[] = [];
+        for (let j = a; j < b; j++) members.push(int64Decimal(dv, batch.keyOffsets[order[j]! % 1048576]!));
+        adds.push(runScript(r, GROUP_ADD, 1, [key, '1', '0', this.alpha, String(b - a), ...members]));
+        continue;
+      }
       let bytes = 0;
       for (let j = a; j < b; j++) {
         const row = order[j]! % 1048576;
@@ -333,11 +362,12 @@ export class RedisLayoutSink implements LoadSink {
             e++;
           }
           const w = new RespWriter(96 + bytes + (e - s) * 16);
-          w.array(3 + 1 + 2 * (e - s) + rows);
+          w.array(3 + 2 + 2 * (e - s) + rows);
           w.str('EVALSHA');
           w.str(NODE_GROUP_ADD.sha);
           w.uintStr(0);
           w.uintStr(e - s);
+          w.str(this.alpha);
           for (let k = s; k < e; k++) w.uintStr(g.runs[2 * k + 1]! - g.runs[2 * k]!);
           for (let k = s; k < e; k++) w.str(g.keys[k]!);
           for (let k = s; k < e; k++) {
@@ -408,7 +438,7 @@ export class RedisLayoutSink implements LoadSink {
         const g = keys.length;
         const numKeys = g + (hk === undefined ? 0 : 1);
         const w = new RespWriter(96 + keyBytes + (hk?.length ?? 0) + g * 16 + bytes);
-        w.array(3 + numKeys + 2 + g + (e - s));
+        w.array(3 + numKeys + 3 + g + (e - s));
         w.str('EVALSHA');
         w.str(GROUP_ADD.sha);
         w.uintStr(numKeys);
@@ -416,6 +446,7 @@ export class RedisLayoutSink implements LoadSink {
         if (hk !== undefined) w.str(hk);
         w.uintStr(g);
         w.str(hk === undefined ? '0' : '1');
+        w.str(this.alpha);
         for (const c of counts) w.uintStr(c);
         for (let j = s; j < e; j++) {
           const row = order[j]! % 1048576;
@@ -439,6 +470,8 @@ export class RedisLayoutSink implements LoadSink {
     const st = this.redis.status;
     if (st === 'reconnecting' || st === 'close' || st === 'end') throw new Error(`Connection is closed (client ${st})`);
     if (batch.rowBuckets) return this.addGrouped(batch, batch.rowBuckets);
+    // a compact bucket may have split: only the script knows which sub-bucket a member goes to
+    if (this.layout === 'compact') return this.addGrouped(batch, new Uint32Array(batch.count).fill(batch.bucket));
     const { layout, prefix } = this.opts;
     const key = layoutKeys.bucket(layout, prefix, batch.window, batch.bucket);
     // members are encoded once, right after the SADD header; PFADD copies them

@@ -128,12 +128,15 @@ export async function startRedis(opts: RedisServerOptions = {}): Promise<RedisSe
   return server;
 }
 
-/** Total members over every set whose key matches `pattern` (SCAN, never KEYS). */
+/**
+ * Total members over every set whose key matches `pattern` (SCAN with TYPE set, never KEYS): the
+ * sub-buckets of compact buckets that split match too, their state strings do not count.
+ */
 export async function scardSum(redis: import('ioredis').Redis, pattern: string): Promise<number> {
   let total = 0;
   let cursor = '0';
   do {
-    const [c, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    const [c, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000, 'TYPE', 'set');
     cursor = c;
     if (keys.length) {
       const p = redis.pipeline();

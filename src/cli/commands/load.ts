@@ -22,6 +22,7 @@ export const STORE_DEFAULTS = {
   layout: DEDUP_DEFAULTS.layout as LoaderLayout,
   setsBuckets: DEDUP_DEFAULTS.setsBuckets,
   compactBuckets: DEDUP_DEFAULTS.compactBuckets,
+  lmdbCompactBuckets: DEDUP_DEFAULTS.lmdbCompactBuckets,
 };
 
 export const HELP = `usage: hashgate load <file|dir|glob>... [flags]
@@ -37,7 +38,8 @@ ${CONNECT_TIMEOUT_HELP}
                             {prefix}:{window}:{bucket} sets, readable by plain SISMEMBER)
   --prefix P                key prefix (default ${STORE_DEFAULTS.prefix})
   --buckets N               buckets (default: the count recorded for the window, else
-                            ${STORE_DEFAULTS.setsBuckets} for sets / ${STORE_DEFAULTS.compactBuckets} for compact)
+                            ${STORE_DEFAULTS.setsBuckets} for sets / ${STORE_DEFAULTS.compactBuckets} for compact,
+                            whose buckets split as they fill; ${STORE_DEFAULTS.lmdbCompactBuckets} with --store)
   --no-hll                  do not PFADD members to the window's HyperLogLog
   --secret-env NAME         compact layout: HMAC secret (the store's dedup.secret) from env var NAME
 Windows
@@ -253,8 +255,8 @@ export async function run(argv: string[]): Promise<number> {
   process.on('SIGTERM', onSigint);
   let sink: RedisLayoutSink | LmdbLoadSink | undefined;
   try {
-    let buckets = bucketsFlag ?? (layout === 'sets' ? STORE_DEFAULTS.setsBuckets : STORE_DEFAULTS.compactBuckets);
     const storePath = str('store');
+    let buckets = bucketsFlag ?? (layout === 'sets' ? STORE_DEFAULTS.setsBuckets : storePath !== undefined && !opts.dryRun ? STORE_DEFAULTS.lmdbCompactBuckets : STORE_DEFAULTS.compactBuckets);
     if (!opts.dryRun && storePath !== undefined) {
       sink = new LmdbLoadSink({ path: storePath, layout, buckets });
       if (opts.window !== undefined && bucketsFlag === undefined) {

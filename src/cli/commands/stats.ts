@@ -69,9 +69,11 @@ export async function run(argv: string[]): Promise<number> {
     }
     const st = await svc.stats(window);
     if (values.json) {
-      console.log(JSON.stringify({ window: st.window, store: st.store, layout: st.layout, buckets: st.buckets, exact: st.exact, approximate: st.approximate, journalBytes: st.journalBytes }));
+      const grown = st.subBuckets === undefined ? {} : { subBuckets: st.subBuckets, largestBucket: st.largestBucket, bucketLimit: st.bucketLimit };
+      console.log(JSON.stringify({ window: st.window, store: st.store, layout: st.layout, buckets: st.buckets, ...grown, exact: st.exact, approximate: st.approximate, journalBytes: st.journalBytes }));
     } else {
-      console.log(`window ${st.window} (${st.layout}, ${st.buckets} buckets): exact ${st.exact}, approximate ${st.approximate}; journal ${st.journalBytes} B pending`);
+      const grown = st.subBuckets === undefined ? '' : ` split into ${st.subBuckets} sub-buckets, the largest ${st.largestBucket} of ${st.bucketLimit} intset entries`;
+      console.log(`window ${st.window} (${st.layout}, ${st.buckets} buckets${grown}): exact ${st.exact}, approximate ${st.approximate}; journal ${st.journalBytes} B pending`);
     }
     return 0;
   } catch (err) {

@@ -1,0 +1,209 @@
+// How a compact Redis bucket grows: each bucket is a small linear-hash table of sub-buckets that
+// splits itself, inside the scripts that write it, before any sub-bucket leaves Redis's intset.
+//
+// Why: a bucket count fixed when a window is first written is either too big for a small window
+// (a Redis key per handful of members: about 90 B of key overhead each) or too small for a big
+// one (past set-max-intset-entries, 512 by default, a set turns from an intset, 8 B a member,
+// into a hashtable, about 8x that). Growing in place keeps every window at 8-10 B a key from
+// 1e5 to 1e10 keys with no sizing, and needs no migration, lock or second write path.
+//
+// Layout of one bucket ("base" key `${prefix}:${window}:c:${bucket}`, bucket = digest bytes 8..15
+// mod the window's recorded bucket count, as always):
+//   sub-bucket 0        the base key itself (so a window written before buckets grew is a
+//                       valid table of one sub-bucket and keeps working);
+//   sub-bucket s > 0    `${base}:{${base}}:${s}` (the hash tag puts it in the base key's Cluster
+//                       slot, so one script updates a whole table atomically);
+//   state               `${base}:{${base}}:n`, the integer k * 2^21 + n (n sub-buckets, k members
+//                       counted as they were added). Missing: n = 1 and k = SCARD(base).
+//   A base key that already has a hash tag uses `${base}:${s}` / `${base}:n` instead.
+// Sub-bucket of a member: r = the member's low 20 bits (digest byte 0..2 bits, i.e. the low bits
+// of the signed 64-bit integer), L2 = the largest power of two <= n, s = r mod 2*L2, and if s >= n
+// then s = r mod L2 (linear hashing). The bucket id carries independent digest bits (bytes 8..15),
+// so a key is still identified by 64 + log2(buckets) bits: splitting only uses bits the member
+// already holds.
+// Splits: before adding c members to a table with k members, while k + c > alpha * n the
+// sub-bucket n - L2 is split (its members with bit log2(L2) set move to sub-bucket n). alpha is
+// a third of the intset limit (168 at 512): sub-buckets not yet split at the current level hold about
+// 2 * alpha members on average, and the Poisson tail over millions of them stays below the limit
+// (simulated: the largest sub-bucket of a table fed 3M keys held 403). A call splits at most
+// SPLIT_BUDGET times plus twice what its own members need (each split moves about alpha members,
+// so the work stays proportional to the call's size): a window written with far too few buckets
+// catches up over several calls instead of in one long one.
+import type { RedisClient } from '../redis/client.js';
+import { isCluster } from '../redis/client.js';
+import type { Cluster, Redis } from 'ioredis';
+
+/** Share of set-max-intset-entries a table's sub-buckets average before the next split. */
+export const SPLIT_SHARE = 0.33;
+/** Most sub-buckets of one table (the member's low 20 bits address them). */
+export const MAX_SUB_BUCKETS = 2 ** 20;
+/** Splits one script call may make beyond what its own members need. */
+export const SPLIT_BUDGET = 32;
+const TWO21 = 2 ** 21;
+
+/** Members per sub-bucket before a table splits, for a Redis whose intset limit is `intsetLimit`. */
+export const splitLoad = (intsetLimit: number): number => Math.max(1, Math.floor(intsetLimit * SPLIT_SHARE));
+
+/** Prefix of a table's sub-bucket and state keys: in the base key's Cluster slot. */
+export function tablePrefix(base: string): string {
+  const o = base.indexOf('{');
+  const c = o < 0 ? -1 : base.indexOf('}', o + 1);
+  return c > o + 1 ? `${base}:` : `${base}:{${base}}:`;
+}
+export const subBucketKey = (base: string, s: number): string => (s === 0 ? base : `${tablePrefix(base)}${s}`);
+export const tableStateKey = (base: string): string => `${tablePrefix(base)}n`;
+
+/** Decodes a table state value (null: a table that never split). */
+export function decodeTableState(v: string | null): { subBuckets: number; counted: number } | undefined {
+  if (v === null) return undefined;
+  const x = Number(v);
+  const n = x % TWO21;
+  return { subBuckets: n, counted: (x - n) / TWO21 };
+}
+
+/** Sub-bucket of a member whose low 20 bits are `r`, in a table of `n` sub-buckets. */
+export function subBucketOf(r: number, n: number): number {
+  if (n <= 1) return 0;
+  let l2 = 1;
+  while (l2 * 2 <= n) l2 *= 2;
+  let s = r % (2 * l2);
+  if (s >= n) s = r % l2;
+  return s;
+}
+
+/** Low 20 bits of the compact member of the digest at byte offset `o` (bytes 0..7, little endian). */
+export const memberLow20 = (dv: DataView, o: number): number => dv.getUint32(o, true) & 0xfffff;
+
+const limits = new WeakMap<object, Promise<number>>();
+
+/**
+ * Redis's `set-max-intset-entries` (on a Cluster, of its first master), read once per client.
+ * 512, Redis's default, when CONFIG is refused (managed Redis services often rename it).
+ */
+export function intsetLimitOf(redis: RedisClient): Promise<number> {
+  let p = limits.get(redis);
+  if (p === undefined) {
+    p = (async () => {
+      try {
+        const node = isCluster(redis) ? (redis as Cluster).nodes('master')[0] : (redis as Redis);
+        const r = (await node?.config('GET', 'set-max-intset-entries')) as string[] | undefined;
+        const v = Number(r?.[1]);
+        return Number.isInteger(v) && v > 0 ? v : 512;
+      } catch {
+        return 512;
+      }
+    })();
+    limits.set(redis, p);
+  }
+  return p;
+}
+
+/**
+ * Lua shared by every script that writes compact buckets. Expects a local `alpha` (members per
+ * sub-bucket before a split; 0 = a fixed bucket that never grows, the 'sets' layout). Gives:
+ *   open(base, c)      -> pre, n, k, L2, n0   (splits first so c more members fit)
+ *   where(base, pre, n, L2, member) -> the sub-bucket key of member
+ *   close(pre, n, k, n0, added)              (records the table's new state)
+ * low20 reads the low 20 bits of a signed 64-bit decimal exactly: 2^20 divides 10^20, so they
+ * depend only on the last 20 digits, taken as two 10-digit halves (exact in a Lua double).
+ */
+export const TABLE_LUA = `local TWO20 = ${2 ** 20}
+local TWO21 = ${TWO21}
+local budget = ${SPLIT_BUDGET}
+local function low20(m)
+  local neg = string.byte(m, 1) == 45
+  local s0 = 1
+  if neg then s0 = 2 end
+  local e = #m
+  local r
+  if e - s0 >= 10 then
+    local hs = e - 19
+    if hs < s0 then hs = s0 end
+    r = ((tonumber(string.sub(m, hs, e - 10)) % TWO20) * ${10 ** 10 % 2 ** 20} + tonumber(string.sub(m, e - 9, e))) % TWO20
+  else
+    r = tonumber(string.sub(m, s0, e)) % TWO20
+  end
+  if neg then r = (TWO20 - r) % TWO20 end
+  return r
+end
+local function prefix_of(base)
+  local o = string.find(base, '{', 1, true)
+  if o then
+    local c = string.find(base, '}', o + 1, true)
+    if c and c > o + 1 then return base .. ':' end
+  end
+  return base .. ':{' .. base .. '}:'
+end
+local function pow2le(n)
+  local l2 = 1
+  while l2 * 2 <= n do l2 = l2 * 2 end
+  return l2
+end
+local function addall(key, list, cnt)
+  local s = 1
+  while s <= cnt do
+    local e = s + 3999
+    if e > cnt then e = cnt end
+    redis.call('SADD', key, unpack(list, s, e))
+    s = e + 1
+  end
+end
+local function split(base, pre, n)
+  local l2 = pow2le(n)
+  local p = n - l2
+  local src = base
+  if p > 0 then src = pre .. p end
+  local ms = redis.call('SMEMBERS', src)
+  local stay, go, ns, ng = {}, {}, 0, 0
+  for i = 1, #ms do
+    local m = ms[i]
+    if math.floor(low20(m) / l2) % 2 == 1 then
+      ng = ng + 1
+      go[ng] = m
+    else
+      ns = ns + 1
+      stay[ns] = m
+    end
+  end
+  if ng > 0 then
+    -- rewritten rather than SREMed: a set that had turned into a hashtable becomes an intset again
+    redis.call('DEL', src)
+    addall(src, stay, ns)
+    addall(pre .. (p + l2), go, ng)
+  end
+end
+local function open(base, c)
+  budget = budget + 2 * math.ceil(c / alpha)
+  local pre = prefix_of(base)
+  local v = redis.call('GET', pre .. 'n')
+  local n, k, n0
+  if v then
+    v = tonumber(v)
+    n = v % TWO21
+    k = (v - n) / TWO21
+    n0 = n
+  else
+    n = 1
+    k = redis.call('SCARD', base)
+    n0 = 0
+  end
+  while k + c > alpha * n and n < TWO20 and budget > 0 do
+    split(base, pre, n)
+    n = n + 1
+    budget = budget - 1
+  end
+  return pre, n, k, pow2le(n), n0
+end
+local function where(base, pre, n, l2, m)
+  local r = low20(m)
+  local s = r % (2 * l2)
+  if s >= n then s = r % l2 end
+  if s == 0 then return base end
+  return pre .. s
+end
+local function close(pre, n, k, n0, added)
+  if added > 0 or n ~= n0 then
+    redis.call('SET', pre .. 'n', string.format('%.0f', (k + added) * TWO21 + n))
+  end
+end
+`;
