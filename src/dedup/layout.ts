@@ -17,25 +17,25 @@
 //          kept while the set has <= set-max-intset-entries (512 by default) members. The bucket
 //          id carries log2(buckets) further independent digest bits, so a key is identified by
 //          64 + log2(buckets) bits.
-//   Sizing: aim at ~256 keys per bucket on average (buckets = nextPow2(expectedKeys / 256));
-//          the Poisson tail then stays far below 512 so no bucket converts to a hashtable. With
-//          `set-max-intset-entries 4096` in redis.conf, 8x fewer buckets work (inserts memmove at
-//          most 32 KiB). Memory ~ 8 B/key * jemalloc rounding + ~80 B per bucket key; measured
-//          (bench/dedup.ts, INFO used_memory delta, Redis 7.0.15 defaults): 9.24 B/key at 1M keys
-//          (4096 buckets), 9.35 B/key at 10M (65_536 buckets); the 'sets' layout took 76 B/key.
-//   Collisions: two different keys collide only if all 64 + log2(buckets) bits match. Expected
+//   Growth: each compact bucket is a small linear-hash table of sub-buckets that splits itself
+//          as it fills, so no sub-bucket leaves the intset encoding (growth.ts: key names, state,
+//          split rule). With no sizing options a window starts at 1024 buckets: 13.6 B/key at
+//          1e5 keys and 9.8 B/key at 1e6 keys of used_memory (test/integration/bucket-growth.test.ts).
+//          `expectedKeys` picks a larger start, buckets = nextPow2(expectedKeys / 256).
+//   Collisions: two different keys collide only if all 64 + log2(buckets) bits match (the
+//          sub-bucket is chosen by bits of the member itself, so it adds none). Expected
 //          colliding pairs ~ n^2 / 2^(65 + log2(buckets)):
-//            n = 1e9,  buckets = 2^22 (the 1e9 sizing):   1e18 / 2^87 ~ 6.5e-9
-//            n = 1e10, buckets = 2^26 (the 1e10 sizing):  1e20 / 2^91 ~ 4.0e-8
-//            with the default 65_536 buckets: 1e9 -> 4.1e-7, 1e10 -> 4.1e-5 (size your buckets!)
+//            n = 1e9,  buckets = 2^22 (expectedKeys 1e9):  1e18 / 2^87 ~ 6.5e-9
+//            n = 1e10, buckets = 2^26:                       1e20 / 2^91 ~ 4.0e-8
+//            with the default 1024 buckets: 1e9 -> 2.6e-5, 1e10 -> 2.6e-3
 //          (a collision would answer a new key as a duplicate; the probabilities above are per
 //          window, i.e. per year).
 //
 // Bucket counts are fixed per window: the first writer records them in the hash
 // `${prefix}:${window}:meta` (field `${layout}.buckets`, HSETNX) and every later writer uses the
 // recorded value, so changing `buckets` in the config takes effect at the next window (year) and
-// cannot silently split a window's keys over two bucketings. To resize inside a window, run the
-// bulk loader into a new prefix and switch prefixes.
+// cannot silently split a window's keys over two bucketings. Compact buckets then grow on their
+// own.
 //
 // Other keys: `${prefix}:${window}:hll` / `${prefix}:${window}:c:hll` (HyperLogLog of members per
 // layout, stats().approximate).

@@ -19,7 +19,7 @@ export type RedisConfig = string | RedisOptions | { cluster: Array<ClusterNode |
 export interface DedupOptions {
   /** 'compact' (default): 64-bit digest suffixes in intset buckets; 'sets': raw keys in `{prefix}:{window}:{bucket}` sets (readable by plain SISMEMBER). */
   layout?: Layout;
-  /** Buckets per window. Default: 1000 for 'sets' (seed), derived from expectedKeys for 'compact'. */
+  /** Buckets per window. Default: 1000 for 'sets'; for 'compact' 1024 on Redis (each bucket splits into sub-buckets as it fills), 65,536 with `path`, or derived from expectedKeys. */
   buckets?: number;
   /** Compact layout sizing hint when `buckets` is not given: buckets = nextPow2(expectedKeys / 256). */
   expectedKeys?: number;

@@ -100,8 +100,22 @@ for k = 1, g do
       c = c - m
     end
   else
+    -- members grouped by sub-bucket first: one SADD per sub-bucket, not one per member
+    local by = {}
     for j = p, p + c - 1 do
-      a = a + redis.call('SADD', where(key, pre, tn, l2, ARGV[j]), ARGV[j])
+      local m = ARGV[j]
+      local sk = where(key, pre, tn, l2, m)
+      local t = by[sk]
+      if t then t[#t + 1] = m else by[sk] = { m } end
+    end
+    for sk, t in pairs(by) do
+      local s = 1
+      while s <= #t do
+        local e = s + 3999
+        if e > #t then e = #t end
+        a = a + redis.call('SADD', sk, unpack(t, s, e))
+        s = e + 1
+      end
     end
     p = p + c
   end
