@@ -9,7 +9,6 @@ import { AppendFile } from './append-file.js';
 import { Batcher } from './batcher.js';
 import { BufferPool } from './buffers.js';
 import { Checkpointer, loadFingerprint } from './checkpointer.js';
-import { Dispatcher } from './dispatcher.js';
 import { LoadFailure } from './failure.js';
 import { expandInputs } from './inputs.js';
 import { inspectInputs } from './inspect.js';
@@ -60,9 +59,10 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   const batcher = new Batcher(new BufferPool(o.batch, 128, o.concurrency + 64), groups, compact, bucketRows, 1);
   const coder = o.windowField >= 0 ? makeWindowCoder({ format: o.dateFormat, unit: o.windowUnit, timeZone: o.timeZone }) : undefined;
   const windows = new WindowTable(coder, fixedWindow, o.windowUnit, o.maxWindows, (n) => batcher.ensureWindows(n));
+  // imported only to send: the dispatcher pulls in the Redis sink code a dry run does not need
   const dispatcher =
     !o.dryRun && deps.sink
-      ? new Dispatcher({ ...o, sink: deps.sink, batcher, windows: windows.ids, maxLiveSegments: DEFAULTS.maxLiveSegments, failedOut, checkpointer, failure })
+      ? new (await import('./dispatcher.js')).Dispatcher({ ...o, sink: deps.sink, batcher, windows: windows.ids, maxLiveSegments: DEFAULTS.maxLiveSegments, failedOut, checkpointer, failure })
       : undefined;
   const scan = new InputScan({
     o,

@@ -4,7 +4,6 @@
 import { existsSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { Piscina } from 'piscina';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { ParseSpec } from './parse.js';
 import type { RegionResult, RegionTask } from './region-worker.js';
@@ -75,6 +74,8 @@ export async function runRegions(
   p: ParallelSpec,
   onRegion: (fileIndex: number, r: RegionResult, lastOfFile: boolean) => void,
 ): Promise<void> {
+  // loaded here, not at start-up: a dry run on the main thread never needs the pool
+  const { Piscina } = await import('piscina');
   const pool = new Piscina({ filename: regionWorkerFile(), minThreads: p.threads, maxThreads: p.threads, idleTimeout: 1000 });
   pool.on('error', () => undefined);
   try {

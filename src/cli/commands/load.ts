@@ -1,17 +1,14 @@
 // `hashgate load <file|dir|glob>...`: bulk-load pipe-delimited export files into the dedup store.
-import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { connectCliRedis } from '../../redis/client.js';
-import { BloomFilter } from '../../bloom/index.js';
 import { DEFAULTS as DEDUP_DEFAULTS } from '../../dedup/options.js';
 import { ErrorCodes, HashGateError, HashGateTypeError, HashGateRangeError } from '../../errors.js';
 import { DEFAULTS, load, type LoadOptions, type LoadSummary } from '../../loader/loader.js';
 import { createProgress } from '../../loader/progress.js';
-import { RedisLayoutSink, type LoaderLayout } from '../../loader/sink.js';
-import { LmdbLoadSink } from '../../loader/lmdb-sink.js';
+import type { LoaderLayout, RedisLayoutSink } from '../../loader/sink.js';
+import type { LmdbLoadSink } from '../../loader/lmdb-sink.js';
+import type { BloomFilter } from '../../bloom/index.js';
 import type { WindowKind } from '../../dedup/window.js';
 import { redact } from '../../util/redact.js';
-import { CONNECT_TIMEOUT_FLAG, CONNECT_TIMEOUT_HELP, REDIS_HELP, connectTimeoutMs, defaultRedisUrl } from '../redis-url.js';
 import { flagError } from '../flags.js';
 import { fail, wantsJson } from '../output.js';
 import { delimiterByte, fieldList, intFlag as int, usage } from '../line-flags.js';
@@ -24,7 +21,8 @@ export const STORE_DEFAULTS = {
   compactBuckets: DEDUP_DEFAULTS.compactBuckets,
 };
 
-export const HELP = `usage: hashgate load <file|dir|glob>... [flags]
+/** The help text; takes ../redis-url.js, which a dry run never loads (it pulls in the Redis client). */
+export const helpText = ({ REDIS_HELP, CONNECT_TIMEOUT_HELP }: typeof import('../redis-url.js')): string => `usage: hashgate load <file|dir|glob>... [flags]
 
 Loads pipe-delimited export files (e.g. Hive's 000000_0, 000001_0, ...) into the dedup store.
 
@@ -107,7 +105,8 @@ const FLAGS = {
   store: { type: 'string' },
   redis: { type: 'string' },
   cluster: { type: 'string' },
-  ...CONNECT_TIMEOUT_FLAG,
+  // CONNECT_TIMEOUT_FLAG of ../redis-url.js, spelled out so a dry run starts without the Redis client
+  'connect-timeout-ms': { type: 'string' },
   layout: { type: 'string' },
   prefix: { type: 'string' },
   buckets: { type: 'string' },
@@ -155,8 +154,10 @@ export async function run(argv: string[]): Promise<number> {
   } catch (err) {
     return fail('load', flagError(err, FLAGS), 2, { json });
   }
+  // a dry run loads neither the Redis client nor the sinks: process start is part of its speed
+  const redisUrl = (): Promise<typeof import('../redis-url.js')> => import('../redis-url.js');
   if (values.help) {
-    console.log(HELP);
+    console.log(helpText(await redisUrl()));
     return 0;
   }
   const str = (k: string): string | undefined => values[k] as string | undefined;
@@ -166,7 +167,8 @@ export async function run(argv: string[]): Promise<number> {
   let bloomFpp = 0.01;
   let connectMs: number;
   try {
-    connectMs = connectTimeoutMs(values['connect-timeout-ms']);
+    const dry = values['dry-run'] === true;
+    connectMs = dry && values['connect-timeout-ms'] === undefined ? 0 : (await redisUrl()).connectTimeoutMs(values['connect-timeout-ms']);
     if (positionals.length === 0) throw usage('no input: give files, directories or globs (hashgate load --help)');
     layout = (str('layout') ?? STORE_DEFAULTS.layout) as LoaderLayout;
     if (layout !== 'sets' && layout !== 'compact') throw usage(`--layout must be 'sets' or 'compact', got ${JSON.stringify(layout)}`);
@@ -234,7 +236,7 @@ export async function run(argv: string[]): Promise<number> {
       opts.secret = new TextEncoder().encode(v);
     }
     // checked last, so a bad flag is reported as itself even without a target
-    if (!opts.dryRun && str('redis') === undefined && str('cluster') === undefined && str('store') === undefined) defaultRedisUrl();
+    if (!opts.dryRun && str('redis') === undefined && str('cluster') === undefined && str('store') === undefined) (await redisUrl()).defaultRedisUrl();
   } catch (err) {
     return fail('load', err, 2, { json });
   }
@@ -256,6 +258,7 @@ export async function run(argv: string[]): Promise<number> {
     let buckets = bucketsFlag ?? (layout === 'sets' ? STORE_DEFAULTS.setsBuckets : STORE_DEFAULTS.compactBuckets);
     const storePath = str('store');
     if (!opts.dryRun && storePath !== undefined) {
+      const { LmdbLoadSink } = await import('../../loader/lmdb-sink.js');
       sink = new LmdbLoadSink({ path: storePath, layout, buckets });
       if (opts.window !== undefined && bucketsFlag === undefined) {
         const rec = sink.recordedBuckets(opts.window);
@@ -266,6 +269,7 @@ export async function run(argv: string[]): Promise<number> {
         }
       }
     } else if (!opts.dryRun) {
+      const [{ connectCliRedis }, { RedisLayoutSink }, { defaultRedisUrl }] = await Promise.all([import('../../redis/client.js'), import('../../loader/sink.js'), redisUrl()]);
       const cl = str('cluster');
       const redis = await connectCliRedis({
         ...(cl ? { cluster: cl } : { url: str('redis') ?? defaultRedisUrl() }),
@@ -290,13 +294,14 @@ export async function run(argv: string[]): Promise<number> {
 
     let bloom: BloomFilter | undefined;
     const bloomOut = str('bloom');
+    const BloomFilter = bloomOut ? (await import('../../bloom/bloom-filter.js')).BloomFilter : undefined;
     let bloomExpected = int('--bloom-expected', str('bloom-expected'), 1, 2 ** 40);
     const onKeys = bloomOut
       ? (bytes: Uint8Array, offsets: Uint32Array, count: number): void => {
           if (count === 0) return;
           if (!bloom) {
             bloomExpected ??= 1_000_000;
-            bloom = BloomFilter.create({ expectedItems: bloomExpected, fpp: bloomFpp });
+            bloom = BloomFilter!.create({ expectedItems: bloomExpected, fpp: bloomFpp });
           }
           bloom.addAll({ bytes, offsets, count });
         }
@@ -311,7 +316,8 @@ export async function run(argv: string[]): Promise<number> {
     }
     const summary = await load(opts, { sink, progress, signal: ac.signal, ...(onKeys ? { onKeys } : {}) });
     if (bloomOut) {
-      bloom ??= BloomFilter.create({ expectedItems: bloomExpected ?? 1000, fpp: bloomFpp });
+      bloom ??= BloomFilter!.create({ expectedItems: bloomExpected ?? 1000, fpp: bloomFpp });
+      const { writeFileSync } = await import('node:fs');
       writeFileSync(bloomOut, bloom.writeTo());
     }
     const out = { ...summary, layout, prefix, ...(bloomOut ? { bloom: bloomOut, bloomExpectedItems: bloomExpected, bloomFpp } : {}) };
