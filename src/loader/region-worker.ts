@@ -1,6 +1,7 @@
 // Worker side of a parallel dry run: reads one line-aligned byte region of a file itself, parses,
 // hashes and buckets it with the same parser and kernel as the main thread, and returns only
 // counts and the region's rejects, so nothing per row crosses threads.
+import { parentPort, workerData } from 'node:worker_threads';
 import { RegionHasher } from './hasher.js';
 import { ChunkParser, R_TOO_LONG, type ParseSpec } from './parse.js';
 import { FileChunkReader, isOversize } from './reader.js';
@@ -26,6 +27,12 @@ export interface RegionResult {
   rejReason: number[];
   rejContent: Uint8Array[];
 }
+
+/** workerData key that makes this module serve tasks (importing it elsewhere starts nothing). */
+export const REGION_WORKER = 'hashgateRegionWorker';
+
+/** What a worker posts back for each task, in task order. */
+export type RegionReply = { ok: true; result: RegionResult } | { ok: false; message: string };
 
 // one parser and kernel per worker, rebuilt only when the buffer size or the spec changes
 let cached: { key: string; hasher: RegionHasher; parser: ChunkParser } | undefined;
@@ -77,4 +84,20 @@ export default async function run(task: RegionTask): Promise<RegionResult> {
     await reader.close();
   }
   return out;
+}
+
+// Tasks run one after another (they share the parser and kernel), in the order they came.
+if (parentPort !== null && (workerData as Record<string, unknown> | null)?.[REGION_WORKER] === true) {
+  const port = parentPort;
+  let chain = Promise.resolve();
+  port.on('message', (task: RegionTask) => {
+    chain = chain.then(async () => {
+      try {
+        const result = await run(task);
+        port.postMessage({ ok: true, result } satisfies RegionReply, [result.bucketRows.buffer as ArrayBuffer]);
+      } catch (err) {
+        port.postMessage({ ok: false, message: err instanceof Error ? err.message : String(err) } satisfies RegionReply);
+      }
+    });
+  });
 }

@@ -1,13 +1,14 @@
 // Reads the inputs region by region and hands each row on (or, on a dry run, only counts it).
 // Per region: parse lines, list rejects, hash and bucket the keys in kernel memory, find each
 // row's window, record a checkpoint segment. A dry run may do this on worker threads.
+import { availableParallelism } from 'node:os';
 import { digestKeys, bucketsOfDigests } from '../dedup/layout.js';
 import type { Batcher } from './batcher.js';
 import type { Checkpointer } from './checkpointer.js';
 import type { Dispatcher } from './dispatcher.js';
 import type { LoadFailure } from './failure.js';
 import { RegionHasher } from './hasher.js';
-import type { ResolvedOptions } from './options.js';
+import { dryRunThreads, type ResolvedOptions } from './options.js';
 import { REGION_BYTES, runRegions } from './parallel.js';
 import { ChunkParser, R_TOO_LONG, R_WINDOW, R_WINDOWS_CAP } from './parse.js';
 import { FileChunkReader, isOversize, type Region } from './reader.js';
@@ -65,11 +66,12 @@ export class InputScan implements ReadCounts {
     this.digestOffsets = new Uint32Array(compact ? maxRows + 1 : 0);
     if (compact) for (let i = 0; i < maxRows; i++) this.digestOffsets[i] = i * 16;
     this.winIdx = init.windows.coder ? new Int32Array(maxRows) : null;
-    // workers only when rows need not reach this thread; below two regions a pool's start-up
-    // (workers, WASM compile) costs more than it saves
+    // workers only when rows need not reach this thread; below two regions their start-up costs
+    // more than they save
+    const want = o.threads ?? dryRunThreads(init.bytesTotal, availableParallelism());
     const parallel =
-      o.dryRun && o.threads > 0 && !init.windows.coder && init.onKeys === undefined && o.fieldCount > 0 && init.bytesTotal >= 2 * (o.regionBytes ?? REGION_BYTES);
-    this.threads = parallel ? o.threads : 0;
+      o.dryRun && want > 0 && !init.windows.coder && init.onKeys === undefined && o.fieldCount > 0 && init.bytesTotal >= 2 * (o.regionBytes ?? REGION_BYTES);
+    this.threads = parallel ? want : 0;
   }
 
   /** Interrupted, or a part of the load failed: stop reading. */

@@ -74,8 +74,11 @@ Failures and resume
                             The loader's own files (checkpoint, failed, rejects) are never inputs.
 Other
   --dry-run                 parse, hash, bucket and count; no Redis
-  --threads N               dry run: worker threads parsing, hashing and bucketing file regions
-                            (default 0 = main thread; not with --window-from-field or --bloom)
+  --threads N|auto          dry run: worker threads parsing, hashing and bucketing file regions;
+                            0 = the main thread alone. Default auto: none under
+                            ${DEFAULTS.autoThreadsMinBytes / 2 ** 30} GiB of input or on one core, else one per ${DEFAULTS.autoBytesPerThread >> 20} MiB of input,
+                            at most the cores (the summary's 'threads' says what ran). Not with
+                            --window-from-field or --bloom (those run on the main thread).
   --bloom OUT               also write a Bloom filter (Guava writeTo format) of every key
   --bloom-fpp P             its false-positive rate (default 0.01)
   --bloom-expected N        its expected keys (default: estimated from the input size)
@@ -225,7 +228,7 @@ export async function run(argv: string[]): Promise<number> {
       checkpointFile: str('checkpoint'),
       resume: values.resume === true,
       dryRun: values['dry-run'] === true,
-      threads: int('--threads', str('threads'), 0, 256),
+      threads: str('threads') === 'auto' ? undefined : int('--threads', str('threads'), 0, 256),
     };
     if (opts.dryRun && opts.resume) throw usage('--resume has no meaning with --dry-run');
     const se = str('secret-env');
