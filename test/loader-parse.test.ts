@@ -1,7 +1,8 @@
 import { describe, it, expect } from 'vitest';
 import { isUtf8 } from 'node:buffer';
 import { ChunkParser, REJECT_NAMES } from '../src/loader/parse.js';
-import { RegionHasher } from '../src/loader/hasher.js';
+import { RegionHasher, compactBuckets } from '../src/loader/hasher.js';
+import { bucketsOfDigests } from '../src/dedup/layout.js';
 import { bucketOf } from '../src/hash/index.js';
 
 const mk = (fields: number[] | null = null, windowField = -1, fieldCount = 0) => {
@@ -132,6 +133,25 @@ describe('ChunkParser', () => {
         expect(p.rejLine.map((l, j) => [l, REJECT_NAMES[p.rejReason[j]!]])).toEqual(wantRejects);
         expect(wantRejects.some(([, r]) => r === 'invalid-utf8')).toBe(true);
       }
+    }
+  });
+
+  it('compact buckets equal bucketsOfDigests for every kind of bucket count', () => {
+    let seed = 99;
+    const rnd = (): number => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return seed;
+    };
+    const n = 20_000;
+    const digests = new Uint8Array(n * 16);
+    for (let i = 0; i < digests.length; i++) digests[i] = rnd() >>> 24;
+    // digests near the 64-bit edges, where an inexact remainder would show first
+    digests.fill(0xff, 0, 32);
+    digests.fill(0x00, 32, 64);
+    for (const buckets of [1, 2, 7, 1000, 65_535, 65_536, 65_537, 999_983, 2 ** 21 - 1, 2 ** 21, 2 ** 21 + 1, 4_194_304, 1_000_000_007 % 2 ** 30, 2 ** 30]) {
+      const got = compactBuckets(digests, n, buckets, new Uint32Array(n));
+      const want = bucketsOfDigests(digests, 'compact', buckets);
+      expect(Array.from(got), String(buckets)).toEqual(Array.from(want));
     }
   });
 });

@@ -405,5 +405,19 @@ describe('parallel dry run (worker threads per file region)', () => {
     expect(c0.rejected).toBeGreaterThan(0);
     expect(readFileSync(join(dir, 'par3.rej'), 'utf8')).toBe(readFileSync(join(dir, 'par4.rej'), 'utf8'));
     expect((await cli('auto', 'par5.rej')).threads).toBe(0);
+
+    // a dry run counts the buckets of the layout it is given: compact buckets come from digest
+    // bytes 8..15, as in a load into a compact store, on the main thread and on workers alike
+    const compactSink = new (class extends MemorySink {
+      readonly layout = 'compact' as const;
+    })();
+    const loaded = await load({ ...common, rejectsFile: join(dir, 'par6.rej') }, { sink: compactSink });
+    const dryCompact = await load({ ...common, layout: 'compact', rejectsFile: join(dir, 'par7.rej') });
+    const dryCompactMany = await load({ ...common, layout: 'compact', threads: 2, regionBytes: 100_000, rejectsFile: join(dir, 'par8.rej') });
+    expect(dryCompactMany.threads).toBe(2);
+    expect(loaded.rows).toBe(one.rows);
+    expect(dryCompact.bucketRows).toEqual(loaded.bucketRows);
+    expect(dryCompactMany.bucketRows).toEqual(loaded.bucketRows);
+    expect(dryCompact.bucketRows).not.toEqual(one.bucketRows);
   });
 });

@@ -51,7 +51,8 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   if (failedOut && !o.dryRun) await rm(failedOut.path, { force: true });
   const rejects = new RejectWriter(rejectsOut, checkpointer, files, failure);
 
-  const compact = deps.sink?.layout === 'compact';
+  // a dry run has no sink: it counts the buckets of the layout it was given
+  const compact = (deps.sink?.layout ?? (o.dryRun ? options.layout : undefined)) === 'compact';
   const bucketRows = new Float64Array(o.buckets);
   // Many buckets (compact: 65_536) would mean tiny per-bucket batches: buffer per group of
   // buckets instead and let the sink write one SADD per bucket of the group in one go.

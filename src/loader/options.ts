@@ -96,6 +96,9 @@ export interface LoadOptions {
   threads?: number;
   /** Bytes per region handed to a worker (default 8 MiB). */
   regionBytes?: number;
+  /** Layout whose buckets a dry run counts (default 'sets'); with a sink, the sink's layout.
+   *  'compact' buckets by digest bytes 8..15 (HMAC digests with `secret`), as the store does. */
+  layout?: 'sets' | 'compact';
   /** Compact layout: HMAC-SHA-256 key, as the store's `dedup.secret` (digests = HMAC(secret, key)). */
   secret?: Uint8Array;
   /** Recorded in the checkpoint fingerprint (layout, prefix, redis target). */

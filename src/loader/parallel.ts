@@ -61,6 +61,8 @@ export interface ParallelSpec {
   readBufferBytes: number;
   spec: ParseSpec;
   buckets: number;
+  compact: boolean;
+  secret?: Uint8Array;
   regionBytes?: number;
   signal?: AbortSignal;
 }
@@ -107,7 +109,7 @@ export async function runRegions(
         tasks.push({
           fi,
           last: k + 2 === cuts.length,
-          task: { path: files[fi]!, start: cuts[k]!, end: cuts[k + 1]!, readBufferBytes: p.readBufferBytes, spec: p.spec, buckets: p.buckets },
+          task: { path: files[fi]!, start: cuts[k]!, end: cuts[k + 1]!, readBufferBytes: p.readBufferBytes, spec: p.spec, buckets: p.buckets, compact: p.compact, ...(p.secret ? { secret: p.secret } : {}) },
         });
       }
     }

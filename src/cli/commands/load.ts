@@ -228,6 +228,7 @@ export async function run(argv: string[]): Promise<number> {
       checkpointFile: str('checkpoint'),
       resume: values.resume === true,
       dryRun: values['dry-run'] === true,
+      layout,
       threads: str('threads') === 'auto' ? undefined : int('--threads', str('threads'), 0, 256),
     };
     if (opts.dryRun && opts.resume) throw usage('--resume has no meaning with --dry-run');
