@@ -39,14 +39,28 @@ export const REGION_WORKER = 'hashgateRegionWorker';
 export type RegionReply = { ok: true; result: RegionResult } | { ok: false; message: string };
 
 // one parser and kernel per worker, rebuilt only when the buffer size or the spec changes
-let cached: { key: string; hasher: RegionHasher; parser: ChunkParser; compactOut: Uint32Array } | undefined;
+interface Engine {
+  key: string;
+  hasher: RegionHasher;
+  parser: ChunkParser;
+  compactOut: Uint32Array;
+  /** The reader's two buffers, reused by every region (tasks run one at a time). */
+  readBuffers: [Buffer, Buffer];
+}
+let cached: Engine | undefined;
 
-function engine(task: RegionTask): { hasher: RegionHasher; parser: ChunkParser; compactOut: Uint32Array } {
+function engine(task: RegionTask): Engine {
   const key = JSON.stringify([task.readBufferBytes, task.spec]);
   if (cached?.key !== key) {
     const maxRows = Math.ceil(task.readBufferBytes / 2) + 1;
     const hasher = new RegionHasher(task.readBufferBytes, maxRows);
-    cached = { key, hasher, parser: new ChunkParser(task.spec, hasher, maxRows), compactOut: new Uint32Array(maxRows) };
+    cached = {
+      key,
+      hasher,
+      parser: new ChunkParser(task.spec, hasher, maxRows),
+      compactOut: new Uint32Array(maxRows),
+      readBuffers: [Buffer.allocUnsafe(task.readBufferBytes), Buffer.allocUnsafe(task.readBufferBytes)],
+    };
   }
   cached.parser.fieldCount = task.spec.fieldCount;
   return cached;
@@ -58,10 +72,10 @@ function addCounts(counts: Uint32Array, b: Uint32Array, n: number): void {
 }
 
 export default async function run(task: RegionTask): Promise<RegionResult> {
-  const { hasher, parser, compactOut } = engine(task);
+  const { hasher, parser, compactOut, readBuffers } = engine(task);
   const out: RegionResult = { lines: 0, rows: 0, bytes: 0, bucketRows: new Uint32Array(task.buckets), rejLine: [], rejReason: [], rejContent: [] };
   const counts = out.bucketRows;
-  const reader = new FileChunkReader(task.path, task.readBufferBytes, task.start, task.end);
+  const reader = new FileChunkReader(task.path, task.readBufferBytes, task.start, task.end, readBuffers);
   await reader.open();
   try {
     for (;;) {

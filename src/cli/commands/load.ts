@@ -1,4 +1,5 @@
 // `hashgate load <file|dir|glob>...`: bulk-load pipe-delimited export files into the dedup store.
+import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { DEFAULTS as DEDUP_DEFAULTS } from '../../dedup/options.js';
 import { ErrorCodes, HashGateError, HashGateTypeError, HashGateRangeError } from '../../errors.js';
@@ -170,6 +171,7 @@ export async function run(argv: string[]): Promise<number> {
   let bloomFpp = 0.01;
   let connectMs: number;
   try {
+    // a dry run connects nowhere: the flag is only checked when given
     const dry = values['dry-run'] === true;
     connectMs = dry && values['connect-timeout-ms'] === undefined ? 0 : (await redisUrl()).connectTimeoutMs(values['connect-timeout-ms']);
     if (positionals.length === 0) throw usage('no input: give files, directories or globs (hashgate load --help)');
@@ -298,6 +300,7 @@ export async function run(argv: string[]): Promise<number> {
 
     let bloom: BloomFilter | undefined;
     const bloomOut = str('bloom');
+    // imported only when a filter is asked for (set exactly when bloomOut is)
     const BloomFilter = bloomOut ? (await import('../../bloom/bloom-filter.js')).BloomFilter : undefined;
     let bloomExpected = int('--bloom-expected', str('bloom-expected'), 1, 2 ** 40);
     const onKeys = bloomOut
@@ -321,7 +324,6 @@ export async function run(argv: string[]): Promise<number> {
     const summary = await load(opts, { sink, progress, signal: ac.signal, ...(onKeys ? { onKeys } : {}) });
     if (bloomOut) {
       bloom ??= BloomFilter!.create({ expectedItems: bloomExpected ?? 1000, fpp: bloomFpp });
-      const { writeFileSync } = await import('node:fs');
       writeFileSync(bloomOut, bloom.writeTo());
     }
     const out = { ...summary, layout, prefix, ...(bloomOut ? { bloom: bloomOut, bloomExpectedItems: bloomExpected, bloomFpp } : {}) };
