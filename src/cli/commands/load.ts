@@ -149,6 +149,13 @@ const FLAGS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
+/** --threads: a count, or 'auto' (the same as leaving it out: chosen from input size and cores). */
+function threadsFlag(v: string | undefined): number | undefined {
+  if (v === undefined || v === 'auto') return undefined;
+  if (!/^\d+$/.test(v.trim())) throw usage(`--threads must be a thread count or 'auto', got ${JSON.stringify(v)}`);
+  return int('--threads', v, 0, 256);
+}
+
 export async function run(argv: string[]): Promise<number> {
   const json = wantsJson(argv);
   let values: Record<string, string | boolean | undefined>;
@@ -231,7 +238,7 @@ export async function run(argv: string[]): Promise<number> {
       resume: values.resume === true,
       dryRun: values['dry-run'] === true,
       layout,
-      threads: str('threads') === 'auto' ? undefined : int('--threads', str('threads'), 0, 256),
+      threads: threadsFlag(str('threads')),
     };
     if (opts.dryRun && opts.resume) throw usage('--resume has no meaning with --dry-run');
     const se = str('secret-env');
