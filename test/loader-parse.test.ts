@@ -1,6 +1,8 @@
 import { describe, it, expect } from 'vitest';
+import { isUtf8 } from 'node:buffer';
 import { ChunkParser, REJECT_NAMES } from '../src/loader/parse.js';
-import { RegionHasher } from '../src/loader/hasher.js';
+import { RegionHasher, compactBuckets } from '../src/loader/hasher.js';
+import { bucketsOfDigests } from '../src/dedup/layout.js';
 import { bucketOf } from '../src/hash/index.js';
 
 const mk = (fields: number[] | null = null, windowField = -1, fieldCount = 0) => {
@@ -51,5 +53,105 @@ describe('ChunkParser', () => {
     const b = h.buckets(p.count, 1000);
     const keys = keysOf(h, p.count);
     for (let i = 0; i < p.count; i++) expect(b[i]).toBe(bucketOf(keys[i]!, 1000));
+  });
+
+  // Word-at-a-time scanning and the search for bad UTF-8 lines against a line-by-line reading of
+  // the rules: random lines of ASCII, CJK, delimiters, CR, broken UTF-8 and empty lines, each
+  // ending anywhere relative to a 4-byte word and to the end of the region.
+  it('equals a line-by-line reading of random dirty lines, all fields and selected fields', () => {
+    let seed = 12345;
+    const rnd = (n: number): number => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return (seed >>> 8) % n;
+    };
+    const PIECES = [[0x61], [0x62], [0x31], [0xe5, 0xbc, 0xa0], [0x7c], [0x7c], [0x0d], [0xff], [0xe5, 0xbc]];
+    const maxLen = 40;
+    const maxKey = 24;
+    for (let trial = 0; trial < 60; trial++) {
+      const fieldCount = 2 + (trial % 2);
+      const lines: number[][] = [];
+      for (let l = 0, n = 200 + rnd(600); l < n; l++) {
+        const line: number[] = [];
+        const kind = rnd(10);
+        // mostly well-formed lines (so rows are accepted), some random ones, some empty
+        if (kind < 6) {
+          for (let f = 0; f < fieldCount; f++) {
+            if (f > 0) line.push(0x7c);
+            for (let k = 0, m = rnd(12); k < m; k++) line.push(...(rnd(3) === 0 ? [0xe5, 0xbc, 0xa0] : [0x61 + rnd(26)]));
+          }
+          if (rnd(8) === 0) line.push(0x0d);
+        } else if (kind < 9) {
+          for (let k = 0, m = rnd(45); k < m; k++) line.push(...PIECES[rnd(PIECES.length)]!);
+        }
+        lines.push(line);
+      }
+      const final = rnd(2) === 0;
+      const bytes: number[] = [];
+      lines.forEach((l, i) => {
+        bytes.push(...l);
+        if (i < lines.length - 1 || !final) bytes.push(0x0a);
+      });
+      const text = Buffer.from(bytes);
+      for (const fields of [null, [1, 0]] as const) {
+        const h = new RegionHasher(1 << 16, 1 << 14);
+        const p = new ChunkParser({ delimiter: 124, fields, fieldCount, maxLineBytes: maxLen, maxKeyBytes: maxKey, windowField: -1 }, h, 1 << 14);
+        p.parse(text, 0, text.length, final);
+        const wantKeys: string[] = [];
+        const wantRowLines: number[] = [];
+        const wantRejects: [number, string][] = [];
+        lines.forEach((l, i) => {
+          if (final && i === lines.length - 1 && l.length === 0) return; // no line there
+          let le = l.length;
+          if (le > 0 && l[le - 1] === 0x0d) le--;
+          const body = Buffer.from(l.slice(0, le));
+          const parts: Buffer[] = [];
+          for (let s = 0; ; ) {
+            const e = body.indexOf(0x7c, s);
+            parts.push(body.subarray(s, e < 0 ? body.length : e));
+            if (e < 0) break;
+            s = e + 1;
+          }
+          const key = Buffer.concat(fields === null ? parts : fields.map((f) => parts[f] ?? Buffer.alloc(0)));
+          let reason = '';
+          if (le === 0) reason = 'empty';
+          else if (le > maxLen) reason = 'too-long';
+          else if (fields !== null && parts.length <= 1) reason = 'field-count';
+          else if (!isUtf8(body)) reason = 'invalid-utf8';
+          else if (parts.length !== fieldCount) reason = 'field-count';
+          else if (key.length === 0) reason = 'empty';
+          else if (key.length > maxKey) reason = 'key-too-long';
+          if (reason) wantRejects.push([i, reason]);
+          else {
+            wantKeys.push(key.toString('latin1'));
+            wantRowLines.push(i);
+          }
+        });
+        const gotKeys = Array.from({ length: p.count }, (_, i) => Buffer.from(h.keyBytes.slice(h.keyOffsets[i], h.keyOffsets[i + 1])).toString('latin1'));
+        expect(p.lines).toBe(lines.length - (final && lines.at(-1)!.length === 0 ? 1 : 0));
+        expect(gotKeys).toEqual(wantKeys);
+        expect(Array.from(p.rowLine.slice(0, p.count))).toEqual(wantRowLines);
+        expect(p.rejLine.map((l, j) => [l, REJECT_NAMES[p.rejReason[j]!]])).toEqual(wantRejects);
+        expect(wantRejects.some(([, r]) => r === 'invalid-utf8')).toBe(true);
+      }
+    }
+  });
+
+  it('compact buckets equal bucketsOfDigests for every kind of bucket count', () => {
+    let seed = 99;
+    const rnd = (): number => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return seed;
+    };
+    const n = 20_000;
+    const digests = new Uint8Array(n * 16);
+    for (let i = 0; i < digests.length; i++) digests[i] = rnd() >>> 24;
+    // digests near the 64-bit edges, where an inexact remainder would show first
+    digests.fill(0xff, 0, 32);
+    digests.fill(0x00, 32, 64);
+    for (const buckets of [1, 2, 7, 1000, 65_535, 65_536, 65_537, 999_983, 2 ** 21 - 1, 2 ** 21, 2 ** 21 + 1, 4_194_304, 1_000_000_007 % 2 ** 30, 2 ** 30]) {
+      const got = compactBuckets(digests, n, buckets, new Uint32Array(n));
+      const want = bucketsOfDigests(digests, 'compact', buckets);
+      expect(Array.from(got), String(buckets)).toEqual(Array.from(want));
+    }
   });
 });

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { load } from '../src/loader/loader.js';
+import { dryRunThreads } from '../src/loader/options.js';
 import { expandInputs } from '../src/loader/inputs.js';
 import { sampleFieldCount, notTextReason } from '../src/loader/inspect.js';
 import { run } from '../src/cli/commands/load.js';
@@ -347,6 +348,20 @@ describe('credentials never reach printed URLs', () => {
 });
 
 describe('parallel dry run (worker threads per file region)', () => {
+  it('picks its thread count from the input size and the cores', () => {
+    const MiB = 2 ** 20;
+    expect(dryRunThreads(0, 2)).toBe(0);
+    // the 10.5M-line export (270 MiB): the main thread alone
+    expect(dryRunThreads(270 * MiB, 2)).toBe(0);
+    expect(dryRunThreads(1024 * MiB - 1, 64)).toBe(0);
+    expect(dryRunThreads(100 * 1024 * MiB, 1)).toBe(0);
+    expect(dryRunThreads(1024 * MiB, 2)).toBe(2);
+    expect(dryRunThreads(1024 * MiB, 8)).toBe(2);
+    expect(dryRunThreads(1536 * MiB, 8)).toBe(3);
+    expect(dryRunThreads(100 * 1024 * MiB, 8)).toBe(8);
+    expect(dryRunThreads(100 * 1024 * MiB, 2)).toBe(2);
+  });
+
   it('gives the single-threaded answer: rows, lines, rejects with file:line, bucket histogram', async () => {
     const { generateExport } = await import('../src/loader/generate.js');
     const d = join(dir, 'par');
@@ -358,18 +373,51 @@ describe('parallel dry run (worker threads per file region)', () => {
     for (let i = 0; i < 5000; i++) at = raw.indexOf(10, at) + 1;
     writeFileSync(f0, Buffer.concat([raw.subarray(0, at), Buffer.from('x'.repeat(70_000) + '|1\n'), raw.subarray(at)]));
     const common = { inputs: [d], dryRun: true, window: '2026', buckets: 997, readBufferBytes: 64 * 1024, maxRejectRatio: 1 };
+    // threads unset: a small input runs on the main thread
     const one = await load({ ...common, rejectsFile: join(dir, 'par1.rej') });
     const many = await load({ ...common, threads: 2, regionBytes: 100_000, rejectsFile: join(dir, 'par2.rej') });
     expect(one.rejected).toBe(gen.rejects.length + 1);
     expect(one.threads).toBe(0);
     expect(many.threads).toBe(2);
-    for (const k of ['rows', 'lines', 'rejected', 'bytes', 'files', 'fieldCount'] as const) expect(many[k], k).toBe(one[k]);
-    expect(many.rejectedByReason).toEqual(one.rejectedByReason);
-    expect(many.bucketRows).toEqual(one.bucketRows);
+    // the whole summary but what measures the run (time, CPU, memory), the thread count and the
+    // rejects file's name
+    const answer = (s: Record<string, unknown>): Record<string, unknown> => {
+      const { elapsedMs, rowsPerSec, cpuMs, rowsPerCpuSec, peakRssBytes, threads, rejectsFile, ...rest } = s;
+      return rest;
+    };
+    expect(answer({ ...many })).toEqual(answer({ ...one }));
+    expect(one.bucketRows.max).toBeGreaterThan(one.bucketRows.min);
     expect(readFileSync(join(dir, 'par2.rej'), 'utf8')).toBe(readFileSync(join(dir, 'par1.rej'), 'utf8'));
-    // the CLI flag reaches it
-    const r = await quietRun([d, '--dry-run', '--quiet', '--json', '--threads', '2', '--buckets', '997', '--window', '2026', '--max-reject-ratio', '1', '--rejects-file', join(dir, 'par3.rej')]);
-    expect(r.code).toBe(0);
-    expect(JSON.parse(r.out)).toMatchObject({ rows: one.rows, rejected: one.rejected, bucketRows: one.bucketRows });
+    // the CLI flag reaches it, and the CLI's summary is the same with and without workers (on
+    // more than two 8 MiB regions: below that the CLI never starts workers)
+    const d2 = join(dir, 'par-cli');
+    generateExport({ dir: d2, files: 2, rowsPerFile: 350_000, dupRatio: 0.2, crlfRatio: 0.1, malformedEvery: 9973, invalidUtf8Every: 14_983, emptyEvery: 20_011, seed: 78 });
+    const cli = async (threads: string, rej: string): Promise<Record<string, unknown>> => {
+      const r = await quietRun([d2, '--dry-run', '--quiet', '--json', '--threads', threads, '--buckets', '997', '--window', '2026', '--max-reject-ratio', '1', '--rejects-file', join(dir, rej)]);
+      expect(r.code).toBe(0);
+      return JSON.parse(r.out) as Record<string, unknown>;
+    };
+    const c2 = await cli('2', 'par3.rej');
+    const c0 = await cli('0', 'par4.rej');
+    expect(c2.threads).toBe(2);
+    expect(c0.threads).toBe(0);
+    expect(answer(c2)).toEqual(answer(c0));
+    expect(c0.rejected).toBeGreaterThan(0);
+    expect(readFileSync(join(dir, 'par3.rej'), 'utf8')).toBe(readFileSync(join(dir, 'par4.rej'), 'utf8'));
+    expect((await cli('auto', 'par5.rej')).threads).toBe(0);
+
+    // a dry run counts the buckets of the layout it is given: compact buckets come from digest
+    // bytes 8..15, as in a load into a compact store, on the main thread and on workers alike
+    const compactSink = new (class extends MemorySink {
+      readonly layout = 'compact' as const;
+    })();
+    const loaded = await load({ ...common, rejectsFile: join(dir, 'par6.rej') }, { sink: compactSink });
+    const dryCompact = await load({ ...common, layout: 'compact', rejectsFile: join(dir, 'par7.rej') });
+    const dryCompactMany = await load({ ...common, layout: 'compact', threads: 2, regionBytes: 100_000, rejectsFile: join(dir, 'par8.rej') });
+    expect(dryCompactMany.threads).toBe(2);
+    expect(loaded.rows).toBe(one.rows);
+    expect(dryCompact.bucketRows).toEqual(loaded.bucketRows);
+    expect(dryCompactMany.bucketRows).toEqual(loaded.bucketRows);
+    expect(dryCompact.bucketRows).not.toEqual(one.bucketRows);
   });
 });

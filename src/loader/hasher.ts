@@ -53,3 +53,38 @@ export class RegionHasher {
     return this.digestOut;
   }
 }
+
+const TWO32 = 4294967296;
+
+/**
+ * The compact layout's bucket of each of the first `count` 16-byte digests: digest bytes 8..15
+ * as an unsigned 64-bit integer mod `buckets`, the same answer as bucketsOfDigests(d, 'compact')
+ * (src/dedup/layout.ts; checked in test/loader-parse.test.ts) without a floating-point remainder
+ * per row: a power of two is a mask of the low word (2^32 is a multiple of it); up to 2^21
+ * buckets, t = (hi mod n) * (2^32 mod n) + (lo mod n) is below n * (n + 1), so t / n is below
+ * n + 1 <= 2^21 + 1, where a double's rounding error (< 2^-31) is far below the 1/n >= 2^-21 by
+ * which a non-integer quotient misses an integer: floor(t / n) is exact, and so is the rest.
+ */
+export function compactBuckets(digests: Uint8Array, count: number, buckets: number, out: Uint32Array): Uint32Array {
+  const dv = new DataView(digests.buffer, digests.byteOffset, digests.byteLength);
+  const n = buckets;
+  if (n <= 2 ** 30 && (n & (n - 1)) === 0) {
+    const mask = n - 1;
+    for (let i = 0; i < count; i++) out[i] = dv.getInt32((i << 4) + 8, true) & mask;
+    return out;
+  }
+  if (n > 2 ** 21) {
+    const b = BigInt(n);
+    for (let i = 0; i < count; i++) out[i] = Number(dv.getBigUint64((i << 4) + 8, true) % b);
+    return out;
+  }
+  const m = TWO32 % n;
+  for (let i = 0; i < count; i++) {
+    const o = (i << 4) + 8;
+    const lo = dv.getUint32(o, true);
+    const hi = dv.getUint32(o + 4, true);
+    const t = (hi % n) * m + (lo % n);
+    out[i] = t - Math.floor(t / n) * n;
+  }
+  return out;
+}

@@ -9,7 +9,6 @@ import { AppendFile } from './append-file.js';
 import { Batcher } from './batcher.js';
 import { BufferPool } from './buffers.js';
 import { Checkpointer, loadFingerprint } from './checkpointer.js';
-import { Dispatcher } from './dispatcher.js';
 import { LoadFailure } from './failure.js';
 import { expandInputs } from './inputs.js';
 import { inspectInputs } from './inspect.js';
@@ -52,7 +51,8 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   if (failedOut && !o.dryRun) await rm(failedOut.path, { force: true });
   const rejects = new RejectWriter(rejectsOut, checkpointer, files, failure);
 
-  const compact = deps.sink?.layout === 'compact';
+  // a dry run has no sink: it counts the buckets of the layout it was given
+  const compact = (deps.sink?.layout ?? (o.dryRun ? options.layout : undefined)) === 'compact';
   const bucketRows = new Float64Array(o.buckets);
   // Many buckets (compact: 65_536) would mean tiny per-bucket batches: buffer per group of
   // buckets instead and let the sink write one SADD per bucket of the group in one go.
@@ -60,9 +60,10 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   const batcher = new Batcher(new BufferPool(o.batch, 128, o.concurrency + 64), groups, compact, bucketRows, 1);
   const coder = o.windowField >= 0 ? makeWindowCoder({ format: o.dateFormat, unit: o.windowUnit, timeZone: o.timeZone }) : undefined;
   const windows = new WindowTable(coder, fixedWindow, o.windowUnit, o.maxWindows, (n) => batcher.ensureWindows(n));
+  // imported only to send: the dispatcher pulls in the Redis sink code a dry run does not need
   const dispatcher =
     !o.dryRun && deps.sink
-      ? new Dispatcher({ ...o, sink: deps.sink, batcher, windows: windows.ids, maxLiveSegments: DEFAULTS.maxLiveSegments, failedOut, checkpointer, failure })
+      ? new (await import('./dispatcher.js')).Dispatcher({ ...o, sink: deps.sink, batcher, windows: windows.ids, maxLiveSegments: DEFAULTS.maxLiveSegments, failedOut, checkpointer, failure })
       : undefined;
   const scan = new InputScan({
     o,

@@ -1,13 +1,13 @@
-// Parallel dry run: cuts every file into line-aligned regions and has a piscina pool parse, hash
+// Parallel dry run: cuts every file into line-aligned regions and has worker threads parse, hash
 // and bucket them (src/loader/region-worker.ts); the main thread only merges counts and writes
 // rejects in file order, so line numbers and totals equal the single-threaded run's.
 import { existsSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { Piscina } from 'piscina';
+import { Worker } from 'node:worker_threads';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { ParseSpec } from './parse.js';
-import type { RegionResult, RegionTask } from './region-worker.js';
+import { REGION_WORKER, type RegionReply, type RegionResult, type RegionTask } from './region-worker.js';
 
 // dist/src/loader/parallel.js -> its sibling; src/loader/parallel.ts (vitest) -> the built one.
 const WORKER_CANDIDATES = ['./region-worker.js', '../../dist/src/loader/region-worker.js'];
@@ -61,13 +61,23 @@ export interface ParallelSpec {
   readBufferBytes: number;
   spec: ParseSpec;
   buckets: number;
+  compact: boolean;
+  secret?: Uint8Array;
   regionBytes?: number;
   signal?: AbortSignal;
 }
 
+/** One worker thread running region-worker.js and the tasks it has been given, oldest first. */
+interface RegionThread {
+  worker: Worker;
+  pending: { resolve: (r: RegionResult) => void; reject: (e: unknown) => void }[];
+}
+
 /**
- * Runs every region of `files` on the pool, at most 2 tasks per thread in flight, and hands the
- * results to `onRegion` in file and region order (so the caller can number lines).
+ * Runs every region of `files` on `p.threads` worker threads, at most 2 tasks per thread in
+ * flight, and hands the results to `onRegion` in file and region order (so the caller can number
+ * lines). Plain worker_threads rather than a pool library: a dry run's start-up is part of its
+ * speed, and a thread here only ever runs one task after another.
  */
 export async function runRegions(
   files: readonly string[],
@@ -75,8 +85,22 @@ export async function runRegions(
   p: ParallelSpec,
   onRegion: (fileIndex: number, r: RegionResult, lastOfFile: boolean) => void,
 ): Promise<void> {
-  const pool = new Piscina({ filename: regionWorkerFile(), minThreads: p.threads, maxThreads: p.threads, idleTimeout: 1000 });
-  pool.on('error', () => undefined);
+  const file = regionWorkerFile();
+  // threads start (and load their code) while this thread looks for the cuts
+  const threads: RegionThread[] = Array.from({ length: p.threads }, () => {
+    const t: RegionThread = { worker: new Worker(file, { workerData: { [REGION_WORKER]: true } }), pending: [] };
+    t.worker.on('message', (m: RegionReply) => {
+      const w = t.pending.shift();
+      if (m.ok) w?.resolve(m.result);
+      else w?.reject(new HashGateError(ErrorCodes.WORKER, `dry-run worker failed: ${m.message}`, { details: { error: m.message } }));
+    });
+    const fail = (err: unknown): void => {
+      for (const w of t.pending.splice(0)) w.reject(new HashGateError(ErrorCodes.WORKER, `dry-run worker stopped: ${String(err)}`, { cause: err }));
+    };
+    t.worker.on('error', fail);
+    t.worker.on('exit', (code) => fail(`exit code ${code}`));
+    return t;
+  });
   try {
     const tasks: { fi: number; last: boolean; task: RegionTask }[] = [];
     for (let fi = 0; fi < files.length; fi++) {
@@ -85,7 +109,7 @@ export async function runRegions(
         tasks.push({
           fi,
           last: k + 2 === cuts.length,
-          task: { path: files[fi]!, start: cuts[k]!, end: cuts[k + 1]!, readBufferBytes: p.readBufferBytes, spec: p.spec, buckets: p.buckets },
+          task: { path: files[fi]!, start: cuts[k]!, end: cuts[k + 1]!, readBufferBytes: p.readBufferBytes, spec: p.spec, buckets: p.buckets, compact: p.compact, ...(p.secret ? { secret: p.secret } : {}) },
         });
       }
     }
@@ -94,7 +118,12 @@ export async function runRegions(
     let next = 0;
     const launch = (): void => {
       while (next < tasks.length && inFlight.length < window) {
-        const pr = pool.run(tasks[next]!.task) as Promise<RegionResult>;
+        // the thread with the fewest tasks: a thread slowed by a busy core gets fewer
+        let t = threads[0]!;
+        for (const u of threads) if (u.pending.length < t.pending.length) t = u;
+        const task = tasks[next]!.task;
+        const pr = new Promise<RegionResult>((resolve, reject) => t.pending.push({ resolve, reject }));
+        t.worker.postMessage(task);
         pr.catch(() => undefined); // awaited in order below
         inFlight.push(pr);
         next++;
@@ -109,6 +138,7 @@ export async function runRegions(
     }
     await Promise.allSettled(inFlight);
   } finally {
-    await pool.destroy();
+    for (const t of threads) t.worker.removeAllListeners('exit');
+    await Promise.all(threads.map((t) => t.worker.terminate()));
   }
 }

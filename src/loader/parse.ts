@@ -47,6 +47,26 @@ export interface ParseOutput {
 }
 
 /**
+ * Appends to `out` the start of every line in buf[start, end) that is not valid UTF-8, in order.
+ * A run of whole lines is valid exactly when each of its lines is (LF never occurs inside a
+ * multi-byte sequence), so runs are halved at a line start until each bad line stands alone:
+ * a few native checks per bad line instead of one per line.
+ */
+export function invalidUtf8Lines(buf: Uint8Array, start: number, end: number, out: number[]): void {
+  if (isUtf8(buf.subarray(start, end))) return;
+  const mid = start + ((end - start) >> 1);
+  // cut after the first LF at or past the middle, else after the last LF before it
+  let nl = buf.indexOf(NL, mid);
+  if (nl < 0 || nl + 1 >= end) nl = mid > start ? buf.lastIndexOf(NL, mid - 1) : -1;
+  if (nl < start || nl + 1 >= end) {
+    out.push(start);
+    return;
+  }
+  invalidUtf8Lines(buf, start, nl + 1, out);
+  invalidUtf8Lines(buf, nl + 1, end, out);
+}
+
+/**
  * Parses one buffer region at a time. Outputs are overwritten by every `parse` call; the caller
  * consumes them (hash, bucket, copy) before parsing the next region.
  */
@@ -70,6 +90,8 @@ export class ChunkParser {
   rejStart: number[] = [];
   rejEnd: number[] = [];
   rejReason: number[] = [];
+  /** Starts of the last region's lines that are not valid UTF-8, ascending, then -1. */
+  private readonly badStarts: number[] = [];
 
   private readonly spec: ParseSpec;
   private readonly keyView: DataView;
@@ -111,10 +133,14 @@ export class ChunkParser {
     this.rejReason.length = 0;
     this.keyOffsets[0] = 0;
     if (end <= start) return;
-    // One native validation of the whole region; per-line checks only when it has bad bytes.
-    const checkLines = !isUtf8(buf.subarray(start, end));
-    if (this.spec.fields === null && this.spec.windowField < 0) this.parseAll(buf, start, end, final, checkLines);
-    else this.parseSelected(buf, start, end, final, checkLines);
+    // One native validation of the whole region; when it has bad bytes, native checks of ever
+    // smaller runs of whole lines find the bad lines, so the others keep the fast path.
+    const bad = this.badStarts;
+    bad.length = 0;
+    if (!isUtf8(buf.subarray(start, end))) invalidUtf8Lines(buf, start, end, bad);
+    bad.push(-1);
+    if (this.spec.fields === null && this.spec.windowField < 0) this.parseAll(buf, start, end, final);
+    else this.parseSelected(buf, start, end, final);
   }
 
   private reject(line: number, s: number, e: number, reason: number): void {
@@ -126,14 +152,18 @@ export class ChunkParser {
 
   /**
    * Fast path: key = the line without its delimiters (all fields concatenated, in order). Scans
-   * 4 bytes at a time (SWAR): a word with neither LF nor the delimiter is copied as one store.
+   * 4 bytes at a time (SWAR): every word is stored to the key as is, and when it holds an LF or
+   * the delimiter the key and the scan advance only up to the first such byte, found from the
+   * word's mask, so no plain byte is ever handled one at a time (but in a region's last 3 bytes).
+   * The store may run up to 3 bytes past the key: they are overwritten by the next bytes, and
+   * stay inside keyBytes because a key never holds more bytes than the scan has read.
    */
-  private parseAll(buf: Uint8Array, start: number, end: number, final: boolean, checkLines: boolean): void {
+  private parseAll(buf: Uint8Array, start: number, end: number, final: boolean): void {
     const delim = this.spec.delimiter;
     const kb = this.keyBytes;
     const kdv = this.keyView;
     const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-    const dmask = (delim * 0x01010101) >>> 0;
+    const dmask = (delim * 0x01010101) | 0;
     const end4 = end - 4;
     const maxLen = this.spec.maxLineBytes;
     const maxKey = this.maxKey;
@@ -142,6 +172,10 @@ export class ChunkParser {
     const rowEnd = this.rowEnd;
     const rowLine = this.rowLine;
     let fc = this.fieldCount;
+    // start of the next line that is not valid UTF-8 (-1: none left)
+    const bad = this.badStarts;
+    let nextBad = bad[0]!;
+    let badIdx = 0;
     let rows = 0;
     let line = 0;
     let kp = 0;
@@ -149,22 +183,34 @@ export class ChunkParser {
     let nd = 0;
     let i = start;
     while (i < end) {
+      let b: number;
       if (i <= end4) {
-        const v = dv.getUint32(i, true);
+        const v = dv.getInt32(i, true);
         const x = v ^ 0x0a0a0a0a;
         const y = v ^ dmask;
-        // classic "word has a zero byte" test on v^LF and v^delimiter
-        if (((((x - 0x01010101) & ~x) | ((y - 0x01010101) & ~y)) & 0x80808080) === 0) {
-          kdv.setUint32(kp, v, true);
+        // classic "word has a zero byte" test on v^LF and v^delimiter; its lowest set bit marks
+        // the first such byte exactly (borrows only flag bytes above a real zero byte)
+        const m = (((x - 0x01010101) & ~x) | ((y - 0x01010101) & ~y)) & 0x80808080;
+        kdv.setInt32(kp, v, true);
+        if (m === 0) {
           kp += 4;
           i += 4;
           continue;
         }
+        const t = (31 - Math.clz32(m & -m)) >> 3;
+        kp += t;
+        i += t;
+        b = buf[i]!;
+      } else {
+        b = buf[i]!;
+        if (b !== NL && b !== delim) {
+          kb[kp++] = b;
+          i++;
+          continue;
+        }
       }
-      const b = buf[i]!;
       if (b !== NL) {
-        if (b === delim) nd++;
-        else kb[kp++] = b;
+        nd++;
         i++;
         continue;
       }
@@ -172,7 +218,7 @@ export class ChunkParser {
       const cr = i > ls && buf[i - 1] === CR && delim !== CR ? 1 : 0;
       const le = i - cr;
       const kEnd = kp - cr;
-      if (le > ls && le - ls <= maxLen && nd + 1 === fc && kEnd > ko[rows]! && kEnd - ko[rows]! <= maxKey && !checkLines) {
+      if (le > ls && le - ls <= maxLen && nd + 1 === fc && kEnd > ko[rows]! && kEnd - ko[rows]! <= maxKey && ls !== nextBad) {
         rowStart[rows] = ls;
         rowEnd[rows] = le;
         rowLine[rows] = line++;
@@ -181,7 +227,9 @@ export class ChunkParser {
       } else {
         this.rowsN = rows;
         this.lineN = line;
-        kp = this.endLineAll(buf, ls, i, nd, kp, checkLines);
+        const isBad = ls === nextBad;
+        if (isBad) nextBad = bad[++badIdx]!;
+        kp = this.endLineAll(buf, ls, i, nd, kp, isBad);
         rows = this.rowsN;
         line = this.lineN;
         fc = this.fieldCount;
@@ -191,13 +239,13 @@ export class ChunkParser {
     }
     this.rowsN = rows;
     this.lineN = line;
-    if (final && ls < end) this.endLineAll(buf, ls, end, nd, kp, checkLines);
+    if (final && ls < end) this.endLineAll(buf, ls, end, nd, kp, ls === nextBad);
     this.count = this.rowsN;
     this.lines = this.lineN;
   }
 
   /** Validates one line of the fast path; returns the key write position after it. */
-  private endLineAll(buf: Uint8Array, ls: number, lineEnd: number, nd: number, kp: number, checkLines: boolean): number {
+  private endLineAll(buf: Uint8Array, ls: number, lineEnd: number, nd: number, kp: number, badUtf8: boolean): number {
     const ko = this.keyOffsets;
     const rows = this.rowsN;
     const kStart = ko[rows]!;
@@ -209,7 +257,7 @@ export class ChunkParser {
     let reason = 0;
     if (le === ls) reason = R_EMPTY;
     else if (le - ls > this.spec.maxLineBytes) reason = R_TOO_LONG;
-    else if (checkLines && !isUtf8(buf.subarray(ls, le))) reason = R_UTF8;
+    else if (badUtf8) reason = R_UTF8;
     else if (this.fieldCount === 0) this.fieldCount = nd + 1;
     if (reason === 0 && nd + 1 !== this.fieldCount) reason = R_FIELDS;
     if (reason === 0 && kp === kStart) reason = R_EMPTY;
@@ -228,7 +276,7 @@ export class ChunkParser {
   }
 
   /** General path: record field boundaries, then copy the selected fields in the given order. */
-  private parseSelected(buf: Uint8Array, start: number, end: number, final: boolean, checkLines: boolean): void {
+  private parseSelected(buf: Uint8Array, start: number, end: number, final: boolean): void {
     const delim = this.spec.delimiter;
     const maxLen = this.spec.maxLineBytes;
     const fields = this.spec.fields;
@@ -241,6 +289,9 @@ export class ChunkParser {
     let nd = 0;
     let line = 0;
     let rows = 0;
+    const bad = this.badStarts;
+    let nextBad = bad[0]!;
+    let badIdx = 0;
     fs[0] = start;
     const stop = final && buf[end - 1] !== NL ? end + 1 : end;
     for (let i = start; i < stop; i++) {
@@ -255,11 +306,13 @@ export class ChunkParser {
       let le = i;
       if (le > ls && buf[le - 1] === CR) le--;
       const nf = nd + 1;
+      const isBad = ls === nextBad;
+      if (isBad) nextBad = bad[++badIdx]!;
       let reason = 0;
       if (le === ls) reason = R_EMPTY;
       else if (le - ls > maxLen) reason = R_TOO_LONG;
       else if (nf > MAX_FIELDS || nf <= this.maxField) reason = R_FIELDS;
-      else if (checkLines && !isUtf8(buf.subarray(ls, le))) reason = R_UTF8;
+      else if (isBad) reason = R_UTF8;
       else if (this.fieldCount === 0) this.fieldCount = nf;
       if (reason === 0 && nf !== this.fieldCount) reason = R_FIELDS;
       const kStart = kp;

@@ -1,6 +1,9 @@
 // Progress for long loads: a cli-progress bar on a TTY, plain periodic lines otherwise (logs,
 // CI, `nohup`), always on stderr so `--json` output on stdout stays machine-readable.
-import cliProgress from 'cli-progress';
+import { createRequire } from 'node:module';
+
+// loaded only for a bar on a TTY: a --quiet or logged run starts without it
+const requireCjs = createRequire(import.meta.url);
 
 export interface ProgressSnapshot {
   elapsedMs: number;
@@ -48,6 +51,7 @@ export function createProgress(opts: { tty: boolean; intervalMs: number; stream?
   const stream = opts.stream ?? process.stderr;
   if (opts.quiet) return { update() {}, stop() {} };
   if (opts.tty) {
+    const cliProgress = requireCjs('cli-progress') as typeof import('cli-progress');
     const bar = new cliProgress.SingleBar(
       {
         stream,

@@ -41,11 +41,13 @@ export class FileChunkReader {
   private cur = 0;
   private pending: Promise<void> | undefined;
 
-  /** `endOffset`: stop there as if the file ended (a region that ends on a line boundary). */
-  constructor(private readonly path: string, bufferSize: number, startOffset = 0, private readonly endOffset = Infinity) {
+  /** `endOffset`: stop there as if the file ended (a region that ends on a line boundary).
+   *  `buffers`: two buffers of `bufferSize` bytes to read into instead of new ones (a worker
+   *  reading region after region reuses its pair; one reader at a time may use them). */
+  constructor(private readonly path: string, bufferSize: number, startOffset = 0, private readonly endOffset = Infinity, buffers?: readonly [Buffer, Buffer]) {
     this.halves = [
-      { buf: Buffer.allocUnsafe(bufferSize), base: startOffset, fill: 0, eof: false },
-      { buf: Buffer.allocUnsafe(bufferSize), base: startOffset, fill: 0, eof: false },
+      { buf: buffers?.[0] ?? Buffer.allocUnsafe(bufferSize), base: startOffset, fill: 0, eof: false },
+      { buf: buffers?.[1] ?? Buffer.allocUnsafe(bufferSize), base: startOffset, fill: 0, eof: false },
     ];
   }
 

@@ -1,7 +1,9 @@
 // Worker side of a parallel dry run: reads one line-aligned byte region of a file itself, parses,
 // hashes and buckets it with the same parser and kernel as the main thread, and returns only
 // counts and the region's rejects, so nothing per row crosses threads.
-import { RegionHasher } from './hasher.js';
+import { parentPort, workerData } from 'node:worker_threads';
+import { digestKeys } from '../dedup/layout.js';
+import { RegionHasher, compactBuckets } from './hasher.js';
 import { ChunkParser, R_TOO_LONG, type ParseSpec } from './parse.js';
 import { FileChunkReader, isOversize } from './reader.js';
 
@@ -13,6 +15,9 @@ export interface RegionTask {
   readBufferBytes: number;
   spec: ParseSpec;
   buckets: number;
+  /** Compact layout: buckets from digest bytes 8..15 (of HMAC digests with `secret`). */
+  compact: boolean;
+  secret?: Uint8Array;
 }
 
 export interface RegionResult {
@@ -27,25 +32,50 @@ export interface RegionResult {
   rejContent: Uint8Array[];
 }
 
-// one parser and kernel per worker, rebuilt only when the buffer size or the spec changes
-let cached: { key: string; hasher: RegionHasher; parser: ChunkParser } | undefined;
+/** workerData key that makes this module serve tasks (importing it elsewhere starts nothing). */
+export const REGION_WORKER = 'hashgateRegionWorker';
 
-function engine(task: RegionTask): { hasher: RegionHasher; parser: ChunkParser } {
+/** What a worker posts back for each task, in task order. */
+export type RegionReply = { ok: true; result: RegionResult } | { ok: false; message: string };
+
+// one parser and kernel per worker, rebuilt only when the buffer size or the spec changes
+interface Engine {
+  key: string;
+  hasher: RegionHasher;
+  parser: ChunkParser;
+  compactOut: Uint32Array;
+  /** The reader's two buffers, reused by every region (tasks run one at a time). */
+  readBuffers: [Buffer, Buffer];
+}
+let cached: Engine | undefined;
+
+function engine(task: RegionTask): Engine {
   const key = JSON.stringify([task.readBufferBytes, task.spec]);
   if (cached?.key !== key) {
     const maxRows = Math.ceil(task.readBufferBytes / 2) + 1;
     const hasher = new RegionHasher(task.readBufferBytes, maxRows);
-    cached = { key, hasher, parser: new ChunkParser(task.spec, hasher, maxRows) };
+    cached = {
+      key,
+      hasher,
+      parser: new ChunkParser(task.spec, hasher, maxRows),
+      compactOut: new Uint32Array(maxRows),
+      readBuffers: [Buffer.allocUnsafe(task.readBufferBytes), Buffer.allocUnsafe(task.readBufferBytes)],
+    };
   }
   cached.parser.fieldCount = task.spec.fieldCount;
   return cached;
 }
 
+/** Out of the async run() so it is a plain loop V8 optimises alone. */
+function addCounts(counts: Uint32Array, b: Uint32Array, n: number): void {
+  for (let i = 0; i < n; i++) counts[b[i]!]!++;
+}
+
 export default async function run(task: RegionTask): Promise<RegionResult> {
-  const { hasher, parser } = engine(task);
+  const { hasher, parser, compactOut, readBuffers } = engine(task);
   const out: RegionResult = { lines: 0, rows: 0, bytes: 0, bucketRows: new Uint32Array(task.buckets), rejLine: [], rejReason: [], rejContent: [] };
   const counts = out.bucketRows;
-  const reader = new FileChunkReader(task.path, task.readBufferBytes, task.start, task.end);
+  const reader = new FileChunkReader(task.path, task.readBufferBytes, task.start, task.end, readBuffers);
   await reader.open();
   try {
     for (;;) {
@@ -67,8 +97,13 @@ export default async function run(task: RegionTask): Promise<RegionResult> {
         const s = parser.rejStart[j]!;
         out.rejContent.push(Uint8Array.from(r.buf.subarray(s, Math.min(parser.rejEnd[j]!, s + 256))));
       }
-      const b = hasher.buckets(n, task.buckets);
-      for (let i = 0; i < n; i++) counts[b[i]!]!++;
+      // the same bucket function as InputScan.region
+      let b: Uint32Array;
+      if (task.compact) {
+        const d = task.secret ? digestKeys({ bytes: hasher.keyBytes, offsets: hasher.keyOffsets, count: n }, task.secret) : hasher.digests(n);
+        b = compactBuckets(d, n, task.buckets, compactOut);
+      } else b = hasher.buckets(n, task.buckets);
+      addCounts(counts, b, n);
       out.rows += n;
       out.lines += parser.lines;
       out.bytes += r.end - r.start;
@@ -77,4 +112,20 @@ export default async function run(task: RegionTask): Promise<RegionResult> {
     await reader.close();
   }
   return out;
+}
+
+// Tasks run one after another (they share the parser and kernel), in the order they came.
+if (parentPort !== null && (workerData as Record<string, unknown> | null)?.[REGION_WORKER] === true) {
+  const port = parentPort;
+  let chain = Promise.resolve();
+  port.on('message', (task: RegionTask) => {
+    chain = chain.then(async () => {
+      try {
+        const result = await run(task);
+        port.postMessage({ ok: true, result } satisfies RegionReply, [result.bucketRows.buffer as ArrayBuffer]);
+      } catch (err) {
+        port.postMessage({ ok: false, message: err instanceof Error ? err.message : String(err) } satisfies RegionReply);
+      }
+    });
+  });
 }

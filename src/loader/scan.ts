@@ -1,13 +1,14 @@
 // Reads the inputs region by region and hands each row on (or, on a dry run, only counts it).
 // Per region: parse lines, list rejects, hash and bucket the keys in kernel memory, find each
 // row's window, record a checkpoint segment. A dry run may do this on worker threads.
-import { digestKeys, bucketsOfDigests } from '../dedup/layout.js';
+import { availableParallelism } from 'node:os';
+import { digestKeys } from '../dedup/layout.js';
 import type { Batcher } from './batcher.js';
 import type { Checkpointer } from './checkpointer.js';
 import type { Dispatcher } from './dispatcher.js';
 import type { LoadFailure } from './failure.js';
-import { RegionHasher } from './hasher.js';
-import type { ResolvedOptions } from './options.js';
+import { RegionHasher, compactBuckets } from './hasher.js';
+import { dryRunThreads, type ResolvedOptions } from './options.js';
 import { REGION_BYTES, runRegions } from './parallel.js';
 import { ChunkParser, R_TOO_LONG, R_WINDOW, R_WINDOWS_CAP } from './parse.js';
 import { FileChunkReader, isOversize, type Region } from './reader.js';
@@ -34,6 +35,22 @@ export interface ScanInit {
   signal: AbortSignal | undefined;
   onProgress: () => void;
   failure: LoadFailure;
+}
+
+/** Adds the region's rows to their buckets' counts (rows with window -1 were rejected); returns
+ *  how many it counted. Out of the async region() so it is a plain loop V8 optimises alone. */
+export function countRows(bucketRows: Float64Array, buckets: Uint32Array, n: number, win: Int32Array | null): number {
+  if (win === null) {
+    for (let i = 0; i < n; i++) bucketRows[buckets[i]!]!++;
+    return n;
+  }
+  let accepted = 0;
+  for (let i = 0; i < n; i++) {
+    if (win[i]! < 0) continue;
+    bucketRows[buckets[i]!]!++;
+    accepted++;
+  }
+  return accepted;
 }
 
 export class InputScan implements ReadCounts {
@@ -65,11 +82,12 @@ export class InputScan implements ReadCounts {
     this.digestOffsets = new Uint32Array(compact ? maxRows + 1 : 0);
     if (compact) for (let i = 0; i < maxRows; i++) this.digestOffsets[i] = i * 16;
     this.winIdx = init.windows.coder ? new Int32Array(maxRows) : null;
-    // workers only when rows need not reach this thread; below two regions a pool's start-up
-    // (workers, WASM compile) costs more than it saves
+    // workers only when rows need not reach this thread; below two regions their start-up costs
+    // more than they save
+    const want = o.threads ?? dryRunThreads(init.bytesTotal, availableParallelism());
     const parallel =
-      o.dryRun && o.threads > 0 && !init.windows.coder && init.onKeys === undefined && o.fieldCount > 0 && init.bytesTotal >= 2 * (o.regionBytes ?? REGION_BYTES);
-    this.threads = parallel ? o.threads : 0;
+      o.dryRun && want > 0 && !init.windows.coder && init.onKeys === undefined && o.fieldCount > 0 && init.bytesTotal >= 2 * (o.regionBytes ?? REGION_BYTES);
+    this.threads = parallel ? want : 0;
   }
 
   /** Interrupted, or a part of the load failed: stop reading. */
@@ -143,7 +161,7 @@ export class InputScan implements ReadCounts {
     if (this.init.compact) {
       // compact layout: members are digest bytes 0..7, buckets come from bytes 8..15
       kb = this.init.secret ? digestKeys({ bytes: hasher.keyBytes, offsets: hasher.keyOffsets, count: n }, this.init.secret) : hasher.digests(n);
-      buckets = bucketsOfDigests(kb.subarray(0, n << 4), 'compact', o.buckets, this.compactBucketOut);
+      buckets = compactBuckets(kb, n, o.buckets, this.compactBucketOut);
       ko = this.digestOffsets;
     } else buckets = hasher.buckets(n, o.buckets);
     const outOfWindow = this.windowRows(file, r.buf, n, lineNo);
@@ -151,13 +169,8 @@ export class InputScan implements ReadCounts {
     // rows rejected for their window are settled already; the rest settle when acknowledged
     const seg = checkpointer.addSegment(fi, r.offset + r.start, lineNo, r.offset + r.end, lineNo + parser.lines, send ? n - outOfWindow : 0, false);
     let accepted = 0;
-    if (send === undefined) {
-      for (let i = 0; i < n; i++) {
-        if (win !== null && win[i]! < 0) continue;
-        bucketRows[buckets[i]!]!++;
-        accepted++;
-      }
-    } else {
+    if (send === undefined) accepted = countRows(bucketRows, buckets, n, win);
+    else {
       const { batcher, dispatcher } = send;
       batcher.setRegion({ keys: kb, keyOffsets: ko, buckets, lines: r.buf, rowStart: parser.rowStart, rowEnd: parser.rowEnd, windows: win, segment: seg });
       for (let i = 0; i < n; ) {
@@ -203,6 +216,8 @@ export class InputScan implements ReadCounts {
         readBufferBytes: o.readBufferBytes,
         spec: { delimiter: o.delimiter, fields: o.fields, fieldCount: o.fieldCount, maxLineBytes: o.maxLineBytes, maxKeyBytes: o.maxKeyBytes, windowField: -1 },
         buckets: o.buckets,
+        compact: this.init.compact,
+        ...(this.init.secret ? { secret: this.init.secret } : {}),
         ...(o.regionBytes ? { regionBytes: o.regionBytes } : {}),
         ...(signal ? { signal } : {}),
       },

@@ -1,17 +1,15 @@
 // `hashgate load <file|dir|glob>...`: bulk-load pipe-delimited export files into the dedup store.
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { connectCliRedis } from '../../redis/client.js';
-import { BloomFilter } from '../../bloom/index.js';
 import { DEFAULTS as DEDUP_DEFAULTS } from '../../dedup/options.js';
 import { ErrorCodes, HashGateError, HashGateTypeError, HashGateRangeError } from '../../errors.js';
 import { DEFAULTS, load, type LoadOptions, type LoadSummary } from '../../loader/loader.js';
 import { createProgress } from '../../loader/progress.js';
-import { RedisLayoutSink, type LoaderLayout } from '../../loader/sink.js';
-import { LmdbLoadSink } from '../../loader/lmdb-sink.js';
+import type { LoaderLayout, RedisLayoutSink } from '../../loader/sink.js';
+import type { LmdbLoadSink } from '../../loader/lmdb-sink.js';
+import type { BloomFilter } from '../../bloom/index.js';
 import type { WindowKind } from '../../dedup/window.js';
 import { redact } from '../../util/redact.js';
-import { CONNECT_TIMEOUT_FLAG, CONNECT_TIMEOUT_HELP, REDIS_HELP, connectTimeoutMs, defaultRedisUrl } from '../redis-url.js';
 import { flagError } from '../flags.js';
 import { fail, wantsJson } from '../output.js';
 import { delimiterByte, fieldList, intFlag as int, usage } from '../line-flags.js';
@@ -25,7 +23,8 @@ export const STORE_DEFAULTS = {
   lmdbCompactBuckets: DEDUP_DEFAULTS.lmdbCompactBuckets,
 };
 
-export const HELP = `usage: hashgate load <file|dir|glob>... [flags]
+/** The help text; takes ../redis-url.js, which a dry run never loads (it pulls in the Redis client). */
+export const helpText = ({ REDIS_HELP, CONNECT_TIMEOUT_HELP }: typeof import('../redis-url.js')): string => `usage: hashgate load <file|dir|glob>... [flags]
 
 Loads pipe-delimited export files (e.g. Hive's 000000_0, 000001_0, ...) into the dedup store.
 
@@ -78,8 +77,11 @@ Failures and resume
                             The loader's own files (checkpoint, failed, rejects) are never inputs.
 Other
   --dry-run                 parse, hash, bucket and count; no Redis
-  --threads N               dry run: worker threads parsing, hashing and bucketing file regions
-                            (default 0 = main thread; not with --window-from-field or --bloom)
+  --threads N|auto          dry run: worker threads parsing, hashing and bucketing file regions;
+                            0 = the main thread alone. Default auto: none under
+                            ${DEFAULTS.autoThreadsMinBytes / 2 ** 30} GiB of input or on one core, else one per ${DEFAULTS.autoBytesPerThread >> 20} MiB of input,
+                            at most the cores (the summary's 'threads' says what ran). Not with
+                            --window-from-field or --bloom (those run on the main thread).
   --bloom OUT               also write a Bloom filter (Guava writeTo format) of every key
   --bloom-fpp P             its false-positive rate (default 0.01)
   --bloom-expected N        its expected keys (default: estimated from the input size)
@@ -109,7 +111,8 @@ const FLAGS = {
   store: { type: 'string' },
   redis: { type: 'string' },
   cluster: { type: 'string' },
-  ...CONNECT_TIMEOUT_FLAG,
+  // CONNECT_TIMEOUT_FLAG of ../redis-url.js, spelled out so a dry run starts without the Redis client
+  'connect-timeout-ms': { type: 'string' },
   layout: { type: 'string' },
   prefix: { type: 'string' },
   buckets: { type: 'string' },
@@ -148,6 +151,13 @@ const FLAGS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
+/** --threads: a count, or 'auto' (the same as leaving it out: chosen from input size and cores). */
+function threadsFlag(v: string | undefined): number | undefined {
+  if (v === undefined || v === 'auto') return undefined;
+  if (!/^\d+$/.test(v.trim())) throw usage(`--threads must be a thread count or 'auto', got ${JSON.stringify(v)}`);
+  return int('--threads', v, 0, 256);
+}
+
 export async function run(argv: string[]): Promise<number> {
   const json = wantsJson(argv);
   let values: Record<string, string | boolean | undefined>;
@@ -157,8 +167,10 @@ export async function run(argv: string[]): Promise<number> {
   } catch (err) {
     return fail('load', flagError(err, FLAGS), 2, { json });
   }
+  // a dry run loads neither the Redis client nor the sinks: process start is part of its speed
+  const redisUrl = (): Promise<typeof import('../redis-url.js')> => import('../redis-url.js');
   if (values.help) {
-    console.log(HELP);
+    console.log(helpText(await redisUrl()));
     return 0;
   }
   const str = (k: string): string | undefined => values[k] as string | undefined;
@@ -168,7 +180,9 @@ export async function run(argv: string[]): Promise<number> {
   let bloomFpp = 0.01;
   let connectMs: number;
   try {
-    connectMs = connectTimeoutMs(values['connect-timeout-ms']);
+    // a dry run connects nowhere: the flag is only checked when given
+    const dry = values['dry-run'] === true;
+    connectMs = dry && values['connect-timeout-ms'] === undefined ? 0 : (await redisUrl()).connectTimeoutMs(values['connect-timeout-ms']);
     if (positionals.length === 0) throw usage('no input: give files, directories or globs (hashgate load --help)');
     layout = (str('layout') ?? STORE_DEFAULTS.layout) as LoaderLayout;
     if (layout !== 'sets' && layout !== 'compact') throw usage(`--layout must be 'sets' or 'compact', got ${JSON.stringify(layout)}`);
@@ -225,7 +239,8 @@ export async function run(argv: string[]): Promise<number> {
       checkpointFile: str('checkpoint'),
       resume: values.resume === true,
       dryRun: values['dry-run'] === true,
-      threads: int('--threads', str('threads'), 0, 256),
+      layout,
+      threads: threadsFlag(str('threads')),
     };
     if (opts.dryRun && opts.resume) throw usage('--resume has no meaning with --dry-run');
     const se = str('secret-env');
@@ -236,7 +251,7 @@ export async function run(argv: string[]): Promise<number> {
       opts.secret = new TextEncoder().encode(v);
     }
     // checked last, so a bad flag is reported as itself even without a target
-    if (!opts.dryRun && str('redis') === undefined && str('cluster') === undefined && str('store') === undefined) defaultRedisUrl();
+    if (!opts.dryRun && str('redis') === undefined && str('cluster') === undefined && str('store') === undefined) (await redisUrl()).defaultRedisUrl();
   } catch (err) {
     return fail('load', err, 2, { json });
   }
@@ -258,6 +273,7 @@ export async function run(argv: string[]): Promise<number> {
     const storePath = str('store');
     let buckets = bucketsFlag ?? (layout === 'sets' ? STORE_DEFAULTS.setsBuckets : storePath !== undefined && !opts.dryRun ? STORE_DEFAULTS.lmdbCompactBuckets : STORE_DEFAULTS.compactBuckets);
     if (!opts.dryRun && storePath !== undefined) {
+      const { LmdbLoadSink } = await import('../../loader/lmdb-sink.js');
       sink = new LmdbLoadSink({ path: storePath, layout, buckets });
       if (opts.window !== undefined && bucketsFlag === undefined) {
         const rec = sink.recordedBuckets(opts.window);
@@ -268,6 +284,7 @@ export async function run(argv: string[]): Promise<number> {
         }
       }
     } else if (!opts.dryRun) {
+      const [{ connectCliRedis }, { RedisLayoutSink }, { defaultRedisUrl }] = await Promise.all([import('../../redis/client.js'), import('../../loader/sink.js'), redisUrl()]);
       const cl = str('cluster');
       const redis = await connectCliRedis({
         ...(cl ? { cluster: cl } : { url: str('redis') ?? defaultRedisUrl() }),
@@ -292,13 +309,15 @@ export async function run(argv: string[]): Promise<number> {
 
     let bloom: BloomFilter | undefined;
     const bloomOut = str('bloom');
+    // imported only when a filter is asked for (set exactly when bloomOut is)
+    const BloomFilter = bloomOut ? (await import('../../bloom/bloom-filter.js')).BloomFilter : undefined;
     let bloomExpected = int('--bloom-expected', str('bloom-expected'), 1, 2 ** 40);
     const onKeys = bloomOut
       ? (bytes: Uint8Array, offsets: Uint32Array, count: number): void => {
           if (count === 0) return;
           if (!bloom) {
             bloomExpected ??= 1_000_000;
-            bloom = BloomFilter.create({ expectedItems: bloomExpected, fpp: bloomFpp });
+            bloom = BloomFilter!.create({ expectedItems: bloomExpected, fpp: bloomFpp });
           }
           bloom.addAll({ bytes, offsets, count });
         }
@@ -313,7 +332,7 @@ export async function run(argv: string[]): Promise<number> {
     }
     const summary = await load(opts, { sink, progress, signal: ac.signal, ...(onKeys ? { onKeys } : {}) });
     if (bloomOut) {
-      bloom ??= BloomFilter.create({ expectedItems: bloomExpected ?? 1000, fpp: bloomFpp });
+      bloom ??= BloomFilter!.create({ expectedItems: bloomExpected ?? 1000, fpp: bloomFpp });
       writeFileSync(bloomOut, bloom.writeTo());
     }
     const out = { ...summary, layout, prefix, ...(bloomOut ? { bloom: bloomOut, bloomExpectedItems: bloomExpected, bloomFpp } : {}) };
