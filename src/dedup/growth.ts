@@ -195,7 +195,22 @@ local function open(base, c)
   return pre, n, k, pow2le(n), n0
 end
 local function where(base, pre, n, l2, m)
-  local r = low20(m)
+  local r
+  if l2 <= 16384 then
+    -- 2 * l2 divides 10^15: the last 15 digits decide r mod 2 * l2, read in one step
+    local e = #m
+    local neg = string.byte(m, 1) == 45
+    local s0 = e - 14
+    if neg then
+      if s0 < 2 then s0 = 2 end
+      r = (2 * l2 - tonumber(string.sub(m, s0, e)) % (2 * l2)) % (2 * l2)
+    else
+      if s0 < 1 then s0 = 1 end
+      r = tonumber(string.sub(m, s0, e)) % (2 * l2)
+    end
+  else
+    r = low20(m)
+  end
   local s = r % (2 * l2)
   if s >= n then s = r % l2 end
   if s == 0 then return base end

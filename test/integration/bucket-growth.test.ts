@@ -13,6 +13,7 @@ import { HashGate } from 'hashgate';
 import { Registry } from 'prom-client';
 import { requireRedisOrSkip, scardSum, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { encodeKeys } from '../helpers/layout.js';
+import { MAX_SUB_BUCKETS, subBucketOf, TABLE_LUA } from '../../src/dedup/growth.js';
 
 const has = requireRedisOrSkip('bucket growth');
 const CLI = resolve(import.meta.dirname, '../../dist/src/cli/main.js');
@@ -89,6 +90,24 @@ describe.skipIf(!has)('compact buckets split as they fill', () => {
     );
     expect(most).toBeGreaterThan(100); // the runs did split the two buckets many times
   }, 240_000);
+
+  it('the scripts place a member in the sub-bucket the documented rule gives (the Java reader uses it too)', async () => {
+    // where() of the shared Lua, run on members at the edges of the signed 64-bit range and random ones
+    const probe = `local alpha = 1\n${TABLE_LUA}\nlocal out = {}\nfor i = 1, #ARGV, 2 do\n  local n = tonumber(ARGV[i + 1])\n  local k = where('b', 'p', n, pow2le(n), ARGV[i])\n  if k == 'b' then out[#out + 1] = 0 else out[#out + 1] = tonumber(string.sub(k, 2)) end\nend\nreturn out`;
+    const edges = [0n, 1n, -1n, 2n ** 63n - 1n, -(2n ** 63n), 10n ** 15n, -(10n ** 15n), 999_999_999_999_999n, 2n ** 53n + 1n];
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.tuple(fc.oneof(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), fc.constantFrom(...edges)), fc.oneof(fc.integer({ min: 1, max: 40_000 }), fc.integer({ min: 1, max: MAX_SUB_BUCKETS }))), { minLength: 1, maxLength: 200 }),
+        async (cases) => {
+          const args = cases.flatMap(([m, n]) => [m.toString(), String(n)]);
+          const got = (await r.eval(probe, 0, ...args)) as number[];
+          const want = cases.map(([m, n]) => subBucketOf(Number(BigInt.asUintN(64, m) & 0xfffffn), n));
+          expect(got).toEqual(want);
+        },
+      ),
+      { numRuns: 200, seed: 7 },
+    );
+  });
 
   it('a retried requestId call gets its original answers after the buckets split in between', async () => {
     const gate = await open({ buckets: 1, prefix: 'rq', window: () => '2030' });
