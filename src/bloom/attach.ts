@@ -26,15 +26,25 @@ export const BATCH_KEYS = 4096;
 /** Attachments cached per thread; evicted ones just re-find their lease. */
 const CACHE_SIZE = 8;
 
+/**
+ * Bytes the kernel's UTF-16 exports need at `tmp16Ptr` (its UTF16_TMP_BYTES; the Bloom ABI check
+ * refuses a binary whose exports would disagree).
+ */
+export const UTF16_TMP_BYTES = 3 * 1024 + 16 + 64 * 16;
+
 export interface Scratch {
   u8: Uint8Array;
-  /** Same bytes as a Buffer, for the native UTF-8 writer. */
+  /** Same bytes as a Buffer, for the native UTF-8 and UTF-16 writers. */
   buf: Buffer;
+  /** The same memory as u16 code units (keysPtr is even: UTF-16 keys start at keysPtr >>> 1). */
+  u16: Uint16Array;
   offsetsPtr: number;
   offsets: Uint32Array;
   outPtr: number;
   keysPtr: number;
   keysCap: number;
+  /** This thread's UTF16_TMP_BYTES for the kernel's UTF-16 exports, right after the keys region. */
+  tmp16Ptr: number;
 }
 
 export interface Attachment {
@@ -112,11 +122,13 @@ export function attach(memory: WebAssembly.Memory, useKernel: boolean): Attachme
     scratch: {
       u8: new Uint8Array(memory.buffer),
       buf: Buffer.from(memory.buffer as ArrayBuffer),
+      u16: new Uint16Array(memory.buffer, 0, memory.buffer.byteLength >>> 1),
       offsetsPtr,
       offsets: new Uint32Array(memory.buffer, offsetsPtr, BATCH_KEYS + 1),
       outPtr,
       keysPtr,
-      keysCap: base + SCRATCH_PAGES * PAGE - keysPtr,
+      keysCap: base + SCRATCH_PAGES * PAGE - UTF16_TMP_BYTES - keysPtr,
+      tmp16Ptr: base + SCRATCH_PAGES * PAGE - UTF16_TMP_BYTES,
     },
   };
   cache.set(key, a);

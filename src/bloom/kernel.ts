@@ -24,10 +24,27 @@ export interface BloomKernel {
   bloomAddDigests(bits: number, bitSize: number, k: number, digests: number, count: number, bitsSetOut: number): number;
   bloomCheckDigests(bits: number, bitSize: number, k: number, digests: number, count: number, out: number): number;
   bloomPopcount(ptr: number, words: number): number;
+  // The same over UTF-16 keys (a string's code units, `units` code units at `ptr`; batch offsets
+  // in code units): hashed as TextEncoder's UTF-8 of them, so every answer and bit is the same.
+  // `tmp`: UTF16_TMP_BYTES (attach.ts) private to the calling thread.
+  bloomAddOne16(bits: number, bitSize: number, k: number, seed: number, ptr: number, units: number, tmp: number): number;
+  bloomCheckOne16(bits: number, bitSize: number, k: number, seed: number, ptr: number, units: number, tmp: number): number;
+  bloomAddBatch16(
+    bits: number, bitSize: number, k: number, seed: number, units: number, offsets: number, count: number,
+    bitsSetOut: number, tmp: number,
+  ): number;
+  bloomAddFlags16(
+    bits: number, bitSize: number, k: number, seed: number, units: number, offsets: number, count: number,
+    flags: number, tmp: number,
+  ): number;
+  bloomCheckBatch16(
+    bits: number, bitSize: number, k: number, seed: number, units: number, offsets: number, count: number,
+    out: number, tmp: number,
+  ): number;
 }
 
 /** Must equal BLOOM_ABI in wasm/assembly/bloom.ts: a stale binary is refused, never misused. */
-const BLOOM_ABI = 4;
+const BLOOM_ABI = 5;
 
 const instances = new WeakMap<WebAssembly.Memory, BloomKernel>();
 

@@ -10,7 +10,7 @@
 //   offPtr     count+1 little-endian u32 key offsets (relative to bytesPtr)
 //   outPtr     results: up to 16 bytes per key
 //   bytesPtr   key bytes, bytesCap of them
-import { badKey, type Keys } from '../hash/keys.js';
+import { badKey, putUnits, type Keys } from '../hash/keys.js';
 import type { PackedKeys } from '../hash/index.js';
 import { KERNEL_RESERVED_BYTES, WASM_PAGE, createKernelMemory } from '../hash/kernel.js';
 
@@ -31,6 +31,8 @@ export interface LaneViews extends LanePointers {
   out: Uint8Array;
   bytes: Uint8Array;
   packed: PackedKeys;
+  /** The bytes region as code units: string keys of a UTF-16 chunk (offsets then count units). */
+  units: Uint16Array;
 }
 
 export function lanePointers(layout: LaneLayout): LanePointers {
@@ -47,7 +49,8 @@ export function laneViews(memory: WebAssembly.Memory, layout: LaneLayout): LaneV
   const offsets = new Uint32Array(ab, p.offPtr, layout.chunkKeys + 1);
   const out = new Uint8Array(ab, p.outPtr, layout.chunkKeys * 16);
   const bytes = new Uint8Array(ab, p.bytesPtr, layout.bytesCap);
-  return { ...p, offsets, out, bytes, packed: { bytes, offsets, count: 0 } };
+  const units = new Uint16Array(ab, p.bytesPtr, layout.bytesCap >>> 1);
+  return { ...p, offsets, out, bytes, packed: { bytes, offsets, count: 0 }, units };
 }
 
 export const laneByteLength = (layout: LaneLayout): number => lanePointers(layout).bytesPtr + layout.bytesCap;
@@ -67,6 +70,7 @@ type Utf8Buffer = Buffer & { utf8Write(s: string, offset: number, length?: numbe
 interface Lane {
   index: number;
   views: LaneViews;
+  /** The bytes region as a Buffer (byte 2i is code unit i of views.units, as putUnits needs). */
   buf: Utf8Buffer;
 }
 
@@ -118,16 +122,30 @@ export type { Lane };
 /**
  * Encodes keys[from..) into the lane until it is full (chunkKeys keys or bytesCap bytes).
  * Returns the index after the last key written. A single key larger than the lane returns
- * `from` unchanged so the caller can take the inline path for it.
+ * `from` unchanged so the caller can take the inline path for it. With `utf16` (an array of
+ * strings only, for a worker op that reads code units) the lane gets each string's UTF-16 code
+ * units and offsets in code units: a copy, where UTF-8 would cost a native call per CJK key on
+ * this (the calling) thread; the worker's kernel transcodes while it hashes.
  */
-export function fillLane(lane: Lane, keys: Keys, from: number, total: number): number {
+export function fillLane(lane: Lane, keys: Keys, from: number, total: number, utf16 = false): number {
   const { offsets, bytes } = lane.views;
   const cap = bytes.length;
   const max = Math.min(total, from + lane.views.offsets.length - 1);
   let p = 0;
   let i = from;
   offsets[0] = 0;
-  if (Array.isArray(keys)) {
+  if (utf16) {
+    const list = keys as ReadonlyArray<string>;
+    const units = lane.views.units;
+    const capUnits = units.length;
+    const buf = lane.buf;
+    for (; i < max; i++) {
+      const k = list[i]!;
+      if (p + k.length > capUnits) break;
+      p = putUnits(k, units, p, buf);
+      offsets[i - from + 1] = p;
+    }
+  } else if (Array.isArray(keys)) {
     const list = keys as ReadonlyArray<string | Uint8Array>;
     for (; i < max; i++) {
       const k = list[i];

@@ -69,6 +69,11 @@ export interface KernelJob<R> {
    * add whose per-key "changed" answers must equal adding the keys one by one in order.
    */
   ordered?: boolean;
+  /**
+   * The worker op reads string keys as UTF-16 code units too (the Bloom ops): a batch of strings
+   * then goes to the lanes as code units, not UTF-8 (see fillLane).
+   */
+  utf16?: boolean;
 }
 
 export class KernelPool {
@@ -134,6 +139,7 @@ export class KernelPool {
         { details: { pending: this.pendingChunks, chunks, maxQueue: this.options.maxQueue } },
       );
     }
+    const utf16 = job.utf16 === true && batch.strings;
     const offloaded = job.offload(total);
     const op = offloaded.op;
     let acc = offloaded.acc;
@@ -146,7 +152,7 @@ export class KernelPool {
         const lane = await lanes.acquire();
         let to: number;
         try {
-          to = fillLane(lane, keys, from, total);
+          to = fillLane(lane, keys, from, total, utf16);
         } catch (err) {
           lanes.release(lane);
           throw err;
@@ -162,7 +168,7 @@ export class KernelPool {
         const count = to - from;
         from = to;
         this.tasks++;
-        const task = { ...op, lane: lane.index, count } as KernelTask;
+        const task = (utf16 ? { ...op, lane: lane.index, count, utf16 } : { ...op, lane: lane.index, count }) as KernelTask;
         running.push(
           (piscina.run(task) as Promise<number>).then(
             (result) => {

@@ -10,11 +10,12 @@
 // murmur3_128 digests the caller already has (16 bytes each: h1 LE, h2 LE), so a key hashed once
 // for another purpose is not hashed again here.
 import { mm3x64_128, mmH1, mmH2 } from './murmur';
+import { groupDigests, hashGroup16, mm3x64_128u16 } from './utf16';
 
 const MAX63: u64 = 0x7fffffffffffffff;
 
 /** Bumped whenever an export's signature or meaning changes; src/bloom/kernel.ts checks it. */
-export const BLOOM_ABI: i32 = 4;
+export const BLOOM_ABI: i32 = 5;
 
 /** Set the k bits of the digest (h1, h2); returns how many of them were 0 before. */
 // @ts-ignore: decorator
@@ -52,6 +53,18 @@ export const BLOOM_ABI: i32 = 4;
 @inline function addKey(bits: usize, m: u64, k: i32, ptr: usize, len: i32, seed: u64): u32 {
   mm3x64_128(ptr, len, seed);
   return addHashed(bits, m, k, mmH1, mmH2);
+}
+
+// @ts-ignore: decorator
+@inline function addKey16(bits: usize, m: u64, k: i32, ptr: usize, units: u32, seed: u64, tmp: usize): u32 {
+  mm3x64_128u16(ptr, units, seed, tmp);
+  return addHashed(bits, m, k, mmH1, mmH2);
+}
+
+// @ts-ignore: decorator
+@inline function checkKey16(bits: usize, m: u64, k: i32, ptr: usize, units: u32, seed: u64, tmp: usize): i32 {
+  mm3x64_128u16(ptr, units, seed, tmp);
+  return checkHashed(bits, m, k, mmH1, mmH2);
 }
 
 // @ts-ignore: decorator
@@ -184,4 +197,88 @@ export function bloomPopcount(ptr: usize, words: u32): f64 {
     ptr += 8;
   }
   return <f64>n;
+}
+
+// ---- UTF-16 keys (a JS string's code units; see utf16.ts): the same bits and answers as the
+// UTF-8 exports above given TextEncoder's bytes of the same strings. `units` + 2 * offsets[i]
+// is key i's first code unit; offsets count + 1 LE u32, in code units. `tmp`: UTF16_TMP_BYTES
+// of the calling thread's own (the kernel transcodes short keys there).
+
+export function bloomAddOne16(bits: usize, bitSize: f64, k: i32, seed: i32, ptr: usize, units: u32, tmp: usize): i32 {
+  return <i32>addKey16(bits, <u64>bitSize, k, ptr, units, <u64><i64>seed, tmp);
+}
+
+export function bloomCheckOne16(bits: usize, bitSize: f64, k: i32, seed: i32, ptr: usize, units: u32, tmp: usize): i32 {
+  return checkKey16(bits, <u64>bitSize, k, ptr, units, <u64><i64>seed, tmp);
+}
+
+/** addPacked over UTF-16 keys (flags as there: 0 = none), hashed a group at a time. */
+// @ts-ignore: decorator
+@inline function addPacked16(
+  bits: usize, bitSize: f64, k: i32, seed: i32, units: usize, offsets: usize, count: i32, flags: usize, tmp: usize,
+): i32 {
+  const m = <u64>bitSize;
+  const s = <u64><i64>seed;
+  const dig = groupDigests(tmp);
+  let changed = 0;
+  let set: u32 = 0;
+  for (let i = 0; i < count; ) {
+    const g = hashGroup16(units, offsets, count - i, s, tmp, dig);
+    let d = dig;
+    for (let j = 0; j < g; j++) {
+      const n = addHashed(bits, m, k, load<u64>(d), load<u64>(d, 8));
+      set += n;
+      const c = n != 0 ? 1 : 0;
+      changed += c;
+      if (flags != 0) store<u8>(flags + <usize>(i + j), <u8>c);
+      d += 16;
+    }
+    offsets += <usize>g << 2;
+    i += g;
+  }
+  packedBitsSet = set;
+  return changed;
+}
+
+/** bloomAddBatch over UTF-16 keys. */
+export function bloomAddBatch16(
+  bits: usize, bitSize: f64, k: i32, seed: i32, units: usize, offsets: usize, count: i32, bitsSetOut: usize, tmp: usize,
+): i32 {
+  const changed = addPacked16(bits, bitSize, k, seed, units, offsets, count, 0, tmp);
+  store<u32>(bitsSetOut, packedBitsSet);
+  return changed;
+}
+
+/** bloomAddFlags over UTF-16 keys. */
+export function bloomAddFlags16(
+  bits: usize, bitSize: f64, k: i32, seed: i32, units: usize, offsets: usize, count: i32, flags: usize, tmp: usize,
+): i32 {
+  addPacked16(bits, bitSize, k, seed, units, offsets, count, flags, tmp);
+  return <i32>packedBitsSet;
+}
+
+/**
+ * bloomCheckBatch over UTF-16 keys, a group at a time: hashing the group first, then probing,
+ * lets the short probe loop keep several keys' cache misses in flight.
+ */
+export function bloomCheckBatch16(
+  bits: usize, bitSize: f64, k: i32, seed: i32, units: usize, offsets: usize, count: i32, out: usize, tmp: usize,
+): i32 {
+  const m = <u64>bitSize;
+  const s = <u64><i64>seed;
+  const dig = groupDigests(tmp);
+  let hits = 0;
+  for (let i = 0; i < count; ) {
+    const g = hashGroup16(units, offsets, count - i, s, tmp, dig);
+    let d = dig;
+    for (let j = 0; j < g; j++) {
+      const r = checkHashed(bits, m, k, load<u64>(d), load<u64>(d, 8));
+      store<u8>(out + <usize>(i + j), <u8>r);
+      hits += r;
+      d += 16;
+    }
+    offsets += <usize>g << 2;
+    i += g;
+  }
+  return hits;
 }
