@@ -10,7 +10,7 @@
 //   offPtr     count+1 little-endian u32 key offsets (relative to bytesPtr)
 //   outPtr     results: up to 16 bytes per key
 //   bytesPtr   key bytes, bytesCap of them
-import { badKey, putUnits, type Keys } from '../hash/keys.js';
+import { NATIVE_UTF16_FROM, badKey, type Keys } from '../hash/keys.js';
 import type { PackedKeys } from '../hash/index.js';
 import { KERNEL_RESERVED_BYTES, WASM_PAGE, createKernelMemory } from '../hash/kernel.js';
 
@@ -138,11 +138,14 @@ export function fillLane(lane: Lane, keys: Keys, from: number, total: number, ut
     const list = keys as ReadonlyArray<string>;
     const units = lane.views.units;
     const capUnits = units.length;
-    const buf = lane.buf;
+    const buf = lane.buf as Utf8Buffer & { ucs2Write(s: string, offset: number): number };
     for (; i < max; i++) {
       const k = list[i]!;
-      if (p + k.length > capUnits) break;
-      p = putUnits(k, units, p, buf);
+      const len = k.length;
+      if (p + len > capUnits) break;
+      // putUnits, inlined: this loop is the calling thread's share of a pooled string batch.
+      if (len > NATIVE_UTF16_FROM) p += buf.ucs2Write(k, p << 1) >>> 1;
+      else for (let j = 0; j < len; j++) units[p++] = k.charCodeAt(j);
       offsets[i - from + 1] = p;
     }
   } else if (Array.isArray(keys)) {

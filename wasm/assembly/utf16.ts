@@ -50,31 +50,34 @@ const NON_ASCII4: u64 = 0xff80ff80ff80ff80;
   let q = dst;
   const end = src + (<usize>units << 1);
   while (p < end) {
-    if (p + 16 <= end) {
-      // eight ASCII units: narrowed to their low bytes in one step
-      const v = v128.load(p);
-      if (!v128.any_true(v128.and(v, i16x8.splat(<i16>0xff80)))) {
-        store<u64>(q, i64x2.extract_lane(i8x16.narrow_i16x8_u(v, v), 0));
-        p += 16;
-        q += 8;
-        continue;
-      }
-    }
-    if (p + 8 <= end) {
-      const w = load<u64>(p);
-      if ((w & NON_ASCII4) == 0) {
-        store<u32>(q, <u32>((w & 0xff) | ((w >> 8) & 0xff00) | ((w >> 16) & 0xff0000) | ((w >> 24) & 0xff000000)));
-        p += 8;
-        q += 4;
-        continue;
-      }
-    }
     const c = <u32>load<u16>(p);
-    p += 2;
     if (c < 0x80) {
+      // In an ASCII run: take it 8 or 4 units a step while it lasts.
+      if (p + 16 <= end) {
+        const v = v128.load(p);
+        if (!v128.any_true(v128.and(v, i16x8.splat(<i16>0xff80)))) {
+          store<u64>(q, i64x2.extract_lane(i8x16.narrow_i16x8_u(v, v), 0));
+          p += 16;
+          q += 8;
+          continue;
+        }
+      }
+      if (p + 8 <= end) {
+        const w = load<u64>(p);
+        if ((w & NON_ASCII4) == 0) {
+          store<u32>(q, <u32>((w & 0xff) | ((w >> 8) & 0xff00) | ((w >> 16) & 0xff0000) | ((w >> 24) & 0xff000000)));
+          p += 8;
+          q += 4;
+          continue;
+        }
+      }
       store<u8>(q, <u8>c);
+      p += 2;
       q += 1;
-    } else if (c < 0x800) {
+      continue;
+    }
+    p += 2;
+    if (c < 0x800) {
       store<u16>(q, <u16>((0xc0 | (c >> 6)) | ((0x80 | (c & 63)) << 8)));
       q += 2;
     } else if ((c & 0xf800) != 0xd800) {
