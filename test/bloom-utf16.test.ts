@@ -6,6 +6,7 @@ import fc from 'fast-check';
 import { HashGate, packKeys } from 'hashgate';
 import { BloomFilter } from 'hashgate/bloom';
 import { createKernelMemory, instantiateKernel, type KernelExports } from '../src/hash/kernel.js';
+import { UTF16_TMP_BYTES } from '../src/bloom/kernel.js';
 
 const enc = new TextEncoder();
 const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
@@ -38,7 +39,7 @@ const TMP = 3_900_000;
 describe('kernel UTF-16 exports', () => {
   it('UTF16_TMP_BYTES is what the Bloom scratch reserves; the exports exist', () => {
     const { k } = kernel();
-    expect((k.UTF16_TMP_BYTES as WebAssembly.Global).value).toBe(3 * 1024 + 16 + 64 * 16);
+    expect((k.UTF16_TMP_BYTES as WebAssembly.Global).value).toBe(UTF16_TMP_BYTES);
     for (const n of ['mm128One16', 'mm128Batch16', 'utf8Length16', 'utf16ToUtf8', 'bloomCheckBatch16', 'bloomAddBatch16', 'bloomAddFlags16', 'bloomCheckOne16', 'bloomAddOne16']) {
       expect(typeof (k as unknown as Record<string, unknown>)[n], n).toBe('function');
     }

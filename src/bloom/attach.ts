@@ -12,7 +12,7 @@
 import { threadId } from 'node:worker_threads';
 import { randomInt } from 'node:crypto';
 import { ErrorCodes, HashGateError } from '../errors.js';
-import { kernelFor, type BloomKernel } from './kernel.js';
+import { UTF16_TMP_BYTES, kernelFor, type BloomKernel } from './kernel.js';
 import { KERNEL_RESERVED_BYTES } from '../hash/kernel.js';
 
 const PAGE = 65536;
@@ -26,11 +26,6 @@ export const BATCH_KEYS = 4096;
 /** Attachments cached per thread; evicted ones just re-find their lease. */
 const CACHE_SIZE = 8;
 
-/**
- * Bytes the kernel's UTF-16 exports need at `tmp16Ptr` (its UTF16_TMP_BYTES; the Bloom ABI check
- * refuses a binary whose exports would disagree).
- */
-export const UTF16_TMP_BYTES = 3 * 1024 + 16 + 64 * 16;
 
 export interface Scratch {
   u8: Uint8Array;

@@ -10,7 +10,7 @@
 // murmur3_128 digests the caller already has (16 bytes each: h1 LE, h2 LE), so a key hashed once
 // for another purpose is not hashed again here.
 import { mm3x64_128, mmH1, mmH2 } from './murmur';
-import { groupDigests, hashGroup16, mm3x64_128u16 } from './utf16';
+import { GROUP16, groupDigests, hashGroup16, mm3x64_128u16 } from './utf16';
 
 const MAX63: u64 = 0x7fffffffffffffff;
 
@@ -258,8 +258,11 @@ export function bloomAddFlags16(
 }
 
 /**
- * bloomCheckBatch over UTF-16 keys, a group at a time: hashing the group first, then probing,
- * lets the short probe loop keep several keys' cache misses in flight.
+ * bloomCheckBatch over UTF-16 keys, a group at a time: the group is hashed first, then probed
+ * round by round. Round j tests probe j of every key still possibly present and keeps those
+ * whose bit is set (a branch-free append to a list), so the loads of one round are independent
+ * of each other and many cache misses overlap, where a per-key early-exit loop waits on each
+ * key's misses and mispredicts its exit. Answers are those of checkHashed.
  */
 export function bloomCheckBatch16(
   bits: usize, bitSize: f64, k: i32, seed: i32, units: usize, offsets: usize, count: i32, out: usize, tmp: usize,
@@ -267,16 +270,37 @@ export function bloomCheckBatch16(
   const m = <u64>bitSize;
   const s = <u64><i64>seed;
   const dig = groupDigests(tmp);
+  // two lists of group indexes (u8: GROUP16 <= 256), after the digests
+  const listA = dig + (<usize>GROUP16 << 4);
+  const listB = listA + <usize>GROUP16;
   let hits = 0;
   for (let i = 0; i < count; ) {
     const g = hashGroup16(units, offsets, count - i, s, tmp, dig);
-    let d = dig;
-    for (let j = 0; j < g; j++) {
-      const r = checkHashed(bits, m, k, load<u64>(d), load<u64>(d, 8));
-      store<u8>(out + <usize>(i + j), <u8>r);
-      hits += r;
-      d += 16;
+    for (let j = 0; j < g; j++) store<u8>(listA + <usize>j, <u8>j);
+    let from = listA;
+    let to = listB;
+    let alive = g;
+    for (let r = 0; r < k && alive > 0; r++) {
+      let n = 0;
+      for (let t = 0; t < alive; t++) {
+        const j = <usize>load<u8>(from + <usize>t);
+        const d = dig + (j << 4);
+        const c = load<u64>(d);
+        const idx = (c & MAX63) % m;
+        const bit = (<u32>load<u8>(bits + <usize>(idx >> 3)) >> <u32>(idx & 7)) & 1;
+        store<u64>(d, c + load<u64>(d, 8));
+        store<u8>(to + <usize>n, <u8>j);
+        n += <i32>bit;
+      }
+      alive = n;
+      const x = from;
+      from = to;
+      to = x;
     }
+    const o = out + <usize>i;
+    for (let j = 0; j < g; j++) store<u8>(o + <usize>j, 0);
+    for (let t = 0; t < alive; t++) store<u8>(o + <usize>load<u8>(from + <usize>t), 1);
+    hits += alive;
     offsets += <usize>g << 2;
     i += g;
   }

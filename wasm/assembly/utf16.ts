@@ -22,8 +22,11 @@ export const GROUP16: i32 = 64;
 const TEXT_BYTES: u32 = 3 * TMP16_UNITS + 16;
 /** Then the digests of one group. */
 const DIGESTS_AT: u32 = TEXT_BYTES;
-/** Bytes the `tmp` argument must provide (private to the calling thread: memory is shared). */
-export const UTF16_TMP_BYTES: u32 = DIGESTS_AT + <u32>GROUP16 * 16;
+/**
+ * Bytes the `tmp` argument must provide (private to the calling thread: memory is shared): one
+ * key's UTF-8, then a group's digests and two index lists (bloomCheckBatch16).
+ */
+export const UTF16_TMP_BYTES: u32 = DIGESTS_AT + <u32>GROUP16 * 16 + 2 * <u32>GROUP16;
 
 const C1: u64 = 0x87c37b91114253d5;
 const C2: u64 = 0x4cf5ad432745937f;
