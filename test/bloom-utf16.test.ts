@@ -3,7 +3,7 @@
 // any string, CJK, emoji (surrogate pairs) and lone surrogates (U+FFFD, as TextEncoder) included.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { HashGate, packKeys } from 'hashgate';
+import { HashGate, hashBatch, packKeys } from 'hashgate';
 import { BloomFilter } from 'hashgate/bloom';
 import { createKernelMemory, instantiateKernel, type KernelExports } from '../src/hash/kernel.js';
 import { UTF16_TMP_BYTES } from '../src/bloom/kernel.js';
@@ -147,7 +147,8 @@ describe('gate Bloom calls on worker lanes as code units', () => {
   it('a pool of 2: bloomAdd / bloomCheck of strings answer as the inline UTF-8 path', async () => {
     const keys = Array.from({ length: 30_000 }, (_, i) => (i % 11 === 0 ? `\udc00${i}😀` : `李娜${110101199003074518 + i}`));
     const asked = keys.map((k, i) => (i % 3 === 0 ? `${k}x` : k));
-    const gate = await HashGate.open({ threads: 2, bloom: { expectedItems: 40_000, fpp: 0.001 }, inlineThreshold: 0, chunkKeys: 4096 });
+    // chunkKeys 1024: 30k keys go in tasks of 3750 keys (a batch this large takes larger tasks)
+    const gate = await HashGate.open({ threads: 2, bloom: { expectedItems: 40_000, fpp: 0.001 }, inlineThreshold: 0, chunkKeys: 1024 });
     try {
       const ref = BloomFilter.create({ expectedItems: 40_000, fpp: 0.001 });
       expect(await gate.bloomAdd(keys)).toBe(ref.addAll(packKeys(keys)));
@@ -158,6 +159,9 @@ describe('gate Bloom calls on worker lanes as code units', () => {
       const [n1, n2] = await Promise.all([gate.bloomAdd(more.slice(0, 15_000)), gate.bloomAdd(more.slice(15_000))]);
       expect(n1 + n2).toBe(ref.addAll(packKeys(more)));
       expect(hex(gate.bloom!.bitsView())).toBe(hex(ref.bitsView()));
+      // hashing ops take the same larger tasks, as UTF-8
+      expect(hex(await gate.hashBatch(keys))).toBe(hex(hashBatch(keys)));
+      expect(gate.stats().pool!.tasks).toBeGreaterThan(0);
     } finally {
       await gate.close();
     }

@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { Piscina } from 'piscina';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { BloomSharedDescriptor } from '../bloom/index.js';
-import { LanePool, fillLane, type Lane, type LaneLayout } from './lanes.js';
+import { LanePool, fillLane, laneKeys, type Lane, type LaneLayout } from './lanes.js';
 import type { CheckedKeys } from '../hash/keys.js';
 import type { ChunkOp, KernelTask, KernelWorkerData } from './messages.js';
 
@@ -140,6 +140,10 @@ export class KernelPool {
       );
     }
     const utf16 = job.utf16 === true && batch.strings;
+    // Keys per task: chunkKeys, or for a batch big enough to keep every worker busy with larger
+    // tasks, up to a whole lane (LANE_CHUNKS * chunkKeys): fewer round trips, same answers.
+    const chunkKeys = this.options.layout.chunkKeys;
+    const per = Math.min(laneKeys(this.options.layout), Math.max(chunkKeys, Math.floor(total / (4 * this.options.threads))));
     const offloaded = job.offload(total);
     const op = offloaded.op;
     let acc = offloaded.acc;
@@ -152,7 +156,7 @@ export class KernelPool {
         const lane = await lanes.acquire();
         let to: number;
         try {
-          to = fillLane(lane, keys, from, total, utf16);
+          to = fillLane(lane, keys, from, total, utf16, per);
         } catch (err) {
           lanes.release(lane);
           throw err;
