@@ -38,7 +38,10 @@ export interface HashGateOptions {
   maxQueue?: number;
   /** Batches with at most this many keys run on the calling thread. Default 4096. */
   inlineThreshold?: number;
-  /** Keys per worker task. Default 8192. */
+  /**
+   * Keys per worker task. Default 8192. A batch of more than 4 * threads * chunkKeys keys goes in
+   * larger tasks, up to 4 * chunkKeys keys (and chunkBytes bytes) each: fewer round trips.
+   */
   chunkKeys?: number;
   /** Key bytes per worker task (a longer key runs inline). Default 1 MiB. */
   chunkBytes?: number;

@@ -3,6 +3,7 @@
 // the C++ reference's zero-extended one disagree.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { bucketOf, hashBatch, murmur3_128Hex, murmur3_32, murmur3_64 } from '../src/hash/index.js';
+import { createKernelMemory, instantiateKernel } from '../src/hash/kernel.js';
 import { guavaHarness, type GuavaHarness } from './helpers/java.js';
 
 const CI = process.env.CI === 'true';
@@ -40,6 +41,33 @@ function keys(): (string | Uint8Array)[] {
   return out;
 }
 
+/**
+ * The kernel's UTF-16 route (string keys as code units, transcoded to UTF-8 while hashing):
+ * mm128Batch16 and mm128One16 digests of the string keys, hex, in key order.
+ */
+function viaCodeUnits(ks: ReadonlyArray<string | Uint8Array>, seed: number): { batch: string[]; one: string[] } {
+  const strs = ks.filter((k): k is string => typeof k === 'string');
+  const mem = createKernelMemory(64);
+  const k = instantiateKernel(mem);
+  const u16 = new Uint16Array(mem.buffer);
+  const u32 = new Uint32Array(mem.buffer);
+  const units = 1 << 20, offs = 1536 << 10, out = 1 << 21, tmp = 3 << 20;
+  let p = 0;
+  strs.forEach((s, i) => {
+    for (let j = 0; j < s.length; j++) u16[(units >> 1) + p + j] = s.charCodeAt(j);
+    p += s.length;
+    u32[(offs >> 2) + i + 1] = p;
+  });
+  k.mm128Batch16(units, offs, strs.length, seed, out, tmp);
+  const hex = (at: number): string => Buffer.from(mem.buffer, at, 16).toString('hex');
+  const batch = strs.map((_, i) => hex(out + 16 * i));
+  const one = strs.map((s, i) => {
+    k.mm128One16(units + 2 * u32[(offs >> 2) + i]!, s.length, seed, out, tmp);
+    return hex(out);
+  });
+  return { batch, one };
+}
+
 describe('MurmurHash3 vs Guava', () => {
   const ks = keys();
   for (const seed of [0, 1, 42, 0x7fffffff, 0x80000000, 0xdeadbeef, 0xffffffff]) {
@@ -49,6 +77,10 @@ describe('MurmurHash3 vs Guava', () => {
       expect(rows.length).toBe(ks.length);
       const batch = hashBatch(ks, { seed });
       const batch32 = new DataView(hashBatch(ks, { seed, algorithm: 'murmur3_32' }).buffer);
+      const units = viaCodeUnits(ks, seed);
+      const guavaOfStrings = rows.filter((_, i) => typeof ks[i] === 'string').map((g) => g.hex128);
+      expect(units.batch).toEqual(guavaOfStrings);
+      expect(units.one).toEqual(guavaOfStrings);
       ks.forEach((k, i) => {
         const g = rows[i]!;
         expect(murmur3_128Hex(k, seed)).toBe(g.hex128);

@@ -25,6 +25,8 @@ describe('wasm kernel (raw exports)', () => {
       'xxh64Batch', 'xxh64One',
       'BLOOM_ABI', 'bloomAddOne', 'bloomCheckOne', 'bloomAddBatch', 'bloomAddFlags', 'bloomCheckBatch', 'bloomAddDigests', 'bloomCheckDigests', 'bloomPopcount',
       'HIGHWAY_ABI', 'highway128', 'redissonIndexes', 'redissonContains',
+      'UTF16_TMP_BYTES', 'mm128One16', 'mm128Batch16', 'utf8Length16', 'utf16ToUtf8',
+      'bloomAddOne16', 'bloomCheckOne16', 'bloomAddBatch16', 'bloomAddFlags16', 'bloomCheckBatch16',
     ]) expect(names).toContain(n);
     const mem = createKernelMemory(2);
     expect(mem.buffer).toBeInstanceOf(SharedArrayBuffer);
@@ -187,7 +189,7 @@ describe('without a usable kernel binary', () => {
   it('stale (Bloom ABI changed): hashing works, a wasm Bloom filter is refused with HG_ERR_WASM', () => {
     const res = runWith(withBloomAbi(readFileSync(kernelPath()), 3));
     expect(res).toMatchObject({ murmur3_128: 'ok', xxh64: 'ok', hashBatch: 'ok', bloomJs: 'ok', again: 'ok' });
-    expect(res.bloom).toMatch(/^HG_ERR_WASM HashGateError: hashgate\.wasm has Bloom kernel ABI 3, this code needs 4: rebuild it/);
+    expect(res.bloom).toMatch(/^HG_ERR_WASM HashGateError: hashgate\.wasm has Bloom kernel ABI 3, this code needs 5: rebuild it/);
   });
 
   it('corrupt: the same rule, with the compile error in the message', () => {

@@ -1,6 +1,7 @@
 // Builds wasm/hashgate.wasm (committed), the one WebAssembly kernel: MurmurHash3, XXH64 and the
 // Bloom filter kernels, from wasm/assembly/index.ts. Run with `npm run build:wasm`.
-// Flags: stub runtime (no GC, we never allocate), imported shared memory so worker threads can
+// Flags: stub runtime (no GC, we never allocate), SIMD (ASCII runs of UTF-16 keys; every Node
+// this package supports has it), imported shared memory so worker threads can
 // instantiate the same Module on one WebAssembly.Memory (a filter's bits or a hashing arena),
 // statics kept inside the first 64 KiB page (KERNEL_RESERVED_BYTES), which every JS layout skips.
 import asc from 'assemblyscript/asc';
@@ -21,6 +22,7 @@ const args = [
   '--maximumMemory', '65536',
   '--memoryBase', '4096',
   '--enable', 'threads',
+  '--enable', 'simd',
   '-O3',
   '--noAssert',
   '--converge',

@@ -5,7 +5,7 @@
 import { workerData } from 'node:worker_threads';
 import { instantiateKernel, type KernelExports } from '../src/hash/kernel.js';
 import { BloomFilter } from '../src/bloom/index.js';
-import { addFlagsChecked } from '../src/bloom/bloom-filter.js';
+import { addFlagsChecked, addFlagsUnits, addUnits, containsUnits, type PackedUnits } from '../src/bloom/bloom-filter.js';
 import { checkKeys } from '../src/hash/keys.js';
 import { laneViews, type LaneViews } from '../src/pool/lanes.js';
 import type { KernelTask, KernelWorkerData } from '../src/pool/messages.js';
@@ -27,6 +27,15 @@ function packed(lane: number, count: number) {
   return v;
 }
 
+// A lane's string keys as code units (tasks with utf16: true), one object per lane.
+const unitViews: PackedUnits[] = views.map((v) => ({ units: v.units, offsets: v.offsets, count: 0 }));
+
+function units(lane: number, count: number): PackedUnits {
+  const u = unitViews[lane]!;
+  u.count = count;
+  return u;
+}
+
 export default function run(task: KernelTask): number {
   switch (task.op) {
     case 'hash': {
@@ -46,17 +55,20 @@ export default function run(task: KernelTask): number {
     }
     case 'bloomAdd': {
       if (bloom === undefined) throw new Error('no Bloom filter configured');
+      if (task.utf16 === true) return addUnits(bloom, units(task.lane, task.count));
       return bloom.addAll(packed(task.lane, task.count).packed);
     }
     case 'bloomAddFlags': {
       if (bloom === undefined) throw new Error('no Bloom filter configured');
       const v = packed(task.lane, task.count);
+      if (task.utf16 === true) return addFlagsUnits(bloom, units(task.lane, task.count), v.out.subarray(0, task.count));
       return addFlagsChecked(bloom, checkKeys(v.packed), v.out.subarray(0, task.count));
     }
     case 'bloomCheck': {
       if (bloom === undefined) throw new Error('no Bloom filter configured');
       const v = packed(task.lane, task.count);
-      bloom.mightContainAll(v.packed, v.out.subarray(0, task.count));
+      if (task.utf16 === true) containsUnits(bloom, units(task.lane, task.count), v.out.subarray(0, task.count));
+      else bloom.mightContainAll(v.packed, v.out.subarray(0, task.count));
       return task.count;
     }
     case 'throw':

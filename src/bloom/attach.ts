@@ -12,7 +12,7 @@
 import { threadId } from 'node:worker_threads';
 import { randomInt } from 'node:crypto';
 import { ErrorCodes, HashGateError } from '../errors.js';
-import { kernelFor, type BloomKernel } from './kernel.js';
+import { UTF16_TMP_BYTES, kernelFor, type BloomKernel } from './kernel.js';
 import { KERNEL_RESERVED_BYTES } from '../hash/kernel.js';
 
 const PAGE = 65536;
@@ -26,15 +26,20 @@ export const BATCH_KEYS = 4096;
 /** Attachments cached per thread; evicted ones just re-find their lease. */
 const CACHE_SIZE = 8;
 
+
 export interface Scratch {
   u8: Uint8Array;
-  /** Same bytes as a Buffer, for the native UTF-8 writer. */
+  /** Same bytes as a Buffer, for the native UTF-8 and UTF-16 writers. */
   buf: Buffer;
+  /** The same memory as u16 code units (keysPtr is even: UTF-16 keys start at keysPtr >>> 1). */
+  u16: Uint16Array;
   offsetsPtr: number;
   offsets: Uint32Array;
   outPtr: number;
   keysPtr: number;
   keysCap: number;
+  /** This thread's UTF16_TMP_BYTES for the kernel's UTF-16 exports, right after the keys region. */
+  tmp16Ptr: number;
 }
 
 export interface Attachment {
@@ -112,11 +117,13 @@ export function attach(memory: WebAssembly.Memory, useKernel: boolean): Attachme
     scratch: {
       u8: new Uint8Array(memory.buffer),
       buf: Buffer.from(memory.buffer as ArrayBuffer),
+      u16: new Uint16Array(memory.buffer, 0, memory.buffer.byteLength >>> 1),
       offsetsPtr,
       offsets: new Uint32Array(memory.buffer, offsetsPtr, BATCH_KEYS + 1),
       outPtr,
       keysPtr,
-      keysCap: base + SCRATCH_PAGES * PAGE - keysPtr,
+      keysCap: base + SCRATCH_PAGES * PAGE - UTF16_TMP_BYTES - keysPtr,
+      tmp16Ptr: base + SCRATCH_PAGES * PAGE - UTF16_TMP_BYTES,
     },
   };
   cache.set(key, a);

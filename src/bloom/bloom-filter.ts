@@ -17,7 +17,7 @@ import {
 } from '../errors.js';
 import type { PackedKeys } from '../hash/index.js';
 import { murmur3_128 } from '../hash/index.js';
-import { checkKeys, encodeUtf8, type CheckedKeys, type Key, type Keys } from '../hash/keys.js';
+import { NATIVE_UTF16_FROM, checkKeys, encodeUtf8, putUnits, type CheckedKeys, type Key, type Keys } from '../hash/keys.js';
 import type { BloomKernel } from './kernel.js';
 import { attach, detach, initHeader, BATCH_KEYS, SCRATCH_PAGES, type Scratch } from './attach.js';
 import { probeIndexes } from './indexes.js';
@@ -83,6 +83,33 @@ function shapeError(msg: string, details: Record<string, unknown>): HashGateErro
 }
 
 let batchEntry: (f: BloomFilter, batch: CheckedKeys, add: boolean, out: Uint8Array | undefined) => number;
+let unitsEntry: (f: BloomFilter, keys: PackedUnits, add: boolean, out: Uint8Array | undefined) => number;
+
+/**
+ * String keys as their UTF-16 code units, back to back: key i is units[offsets[i] ..
+ * offsets[i+1]). The worker pool's lanes carry string keys this way (the calling thread copies
+ * code units; the kernel transcodes to UTF-8 while hashing, on the worker).
+ */
+export interface PackedUnits {
+  units: Uint16Array;
+  offsets: Uint32Array;
+  count: number;
+}
+
+/** addAll of string keys given as code units (offsets non-decreasing, inside units). */
+export function addUnits(f: BloomFilter, keys: PackedUnits): number {
+  return unitsEntry(f, keys, true, undefined);
+}
+
+/** addFlagsChecked of string keys given as code units. */
+export function addFlagsUnits(f: BloomFilter, keys: PackedUnits, flags: Uint8Array): number {
+  return unitsEntry(f, keys, true, flags);
+}
+
+/** mightContainAll of string keys given as code units, answers to out[0..count). */
+export function containsUnits(f: BloomFilter, keys: PackedUnits, out: Uint8Array): number {
+  return unitsEntry(f, keys, false, out);
+}
 
 /** addAll of a batch checkKeys validated already (the gate checks once, then splits it). */
 export function addChecked(f: BloomFilter, batch: CheckedKeys): number {
@@ -227,6 +254,7 @@ export class BloomFilter {
 
   static {
     batchEntry = (f, batch, add, out) => f.#batch(batch, add, out);
+    unitsEntry = (f, keys, add, out) => f.#batchUnits(keys, add, out);
   }
 
   /** How many keys changed at least one bit. */
@@ -367,6 +395,17 @@ export class BloomFilter {
     let len: number;
     if (typeof key === 'string') {
       if (key.length * 3 > s.keysCap) return this.#oneSlow(keyBytes(key, 'key'), add);
+      const k = this.#kernel;
+      if (k !== null) {
+        // Code units, not UTF-8: the kernel transcodes while hashing (same bits, same answer).
+        const at = s.keysPtr >>> 1;
+        const units = putUnits(key, s.u16, at, s.buf) - at;
+        if (!add) return k.bloomCheckOne16(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, s.keysPtr, units, s.tmp16Ptr);
+        const set = k.bloomAddOne16(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, s.keysPtr, units, s.tmp16Ptr);
+        if (set === 0) return 0;
+        Atomics.add(this.#count, 0, BigInt(set));
+        return 1;
+      }
       len = encodeUtf8(key, s.u8, s.keysPtr, s.buf) - s.keysPtr;
     } else if (key instanceof Uint8Array) {
       if (key.length > s.keysCap) return this.#oneSlow(key, add);
@@ -453,6 +492,7 @@ export class BloomFilter {
   #batch(batch: CheckedKeys, add: boolean, out: Uint8Array | undefined): number {
     const s = this.#scratch;
     if (batch.packed !== undefined) return this.#batchPacked(batch.packed, add, out, s);
+    if (batch.strings && this.#kernel !== null) return this.#batchStrings(batch.keys as ReadonlyArray<string>, add, out, s);
     const keys = batch.keys as ReadonlyArray<Key>;
     const u8 = s.u8;
     const offs = s.offsets;
@@ -495,6 +535,124 @@ export class BloomFilter {
     }
     total += this.#flush(add, out, done, count, s);
     return total;
+  }
+
+  /**
+   * String keys (kernel engine): each key's UTF-16 code units are copied into the scratch region
+   * and the kernel hashes them as UTF-8. For CJK keys the UTF-8 encoding was most of a check's
+   * cost in JS (a native call per key); copying code units is a short loop.
+   */
+  #batchStrings(keys: ReadonlyArray<string>, add: boolean, out: Uint8Array | undefined, s: Scratch): number {
+    const u16 = s.u16;
+    const buf = s.buf as Buffer & { ucs2Write(s: string, offset: number): number };
+    const offs = s.offsets;
+    const base = s.keysPtr >>> 1;
+    const capUnits = s.keysCap >>> 1;
+    const limit = base + capUnits;
+    const most = DEFAULTS.batchKeys;
+    let total = 0;
+    let done = 0;
+    let count = 0;
+    let pos = base;
+    const n = keys.length;
+    offs[0] = 0;
+    for (let i = 0; i < n; i++) {
+      const key = keys[i]!;
+      const len = key.length;
+      if (len > capUnits) {
+        // Flush, then take the slow path for this one oversize key.
+        total += this.#flush16(add, out, done, count, s, 0);
+        done += count;
+        count = 0;
+        pos = base;
+        const r = this.#oneSlow(keyBytes(key, `keys[${i}]`), add);
+        if (out !== undefined) out[done] = r;
+        total += r;
+        done++;
+        continue;
+      }
+      if (count === most || pos + len > limit) {
+        total += this.#flush16(add, out, done, count, s, 0);
+        done += count;
+        count = 0;
+        pos = base;
+      }
+      // putUnits, inlined: this loop is most of a string check's JS time.
+      if (len > NATIVE_UTF16_FROM) pos += buf.ucs2Write(key, pos << 1) >>> 1;
+      else for (let j = 0; j < len; j++) u16[pos++] = key.charCodeAt(j);
+      offs[++count] = pos - base;
+    }
+    total += this.#flush16(add, out, done, count, s, 0);
+    return total;
+  }
+
+  /** PackedUnits (a worker lane's string keys): runs of keys copied into scratch, as #batchPacked. */
+  #batchUnits(keys: PackedUnits, add: boolean, out: Uint8Array | undefined): number {
+    const s = this.#scratch;
+    const { units, offsets, count: n } = keys;
+    if (this.#kernel === null) {
+      let total = 0;
+      for (let i = 0; i < n; i++) {
+        const key = Buffer.from(units.buffer, units.byteOffset + offsets[i]! * 2, (offsets[i + 1]! - offsets[i]!) * 2).toString('utf16le');
+        const r = this.#oneSlow(keyBytes(key, 'key'), add);
+        if (out !== undefined) out[i] = r;
+        total += r;
+      }
+      return total;
+    }
+    const capUnits = s.keysCap >>> 1;
+    const offs = s.offsets;
+    let total = 0;
+    let i = 0;
+    while (i < n) {
+      const start = offsets[i]!;
+      let j = i;
+      const maxJ = Math.min(n, i + DEFAULTS.batchKeys);
+      while (j < maxJ) {
+        if (offsets[j + 1]! - start > capUnits) break;
+        j++;
+      }
+      if (j === i) {
+        const key = Buffer.from(units.buffer, units.byteOffset + start * 2, (offsets[i + 1]! - start) * 2).toString('utf16le');
+        const r = this.#oneSlow(keyBytes(key, 'key'), add);
+        if (out !== undefined) out[i] = r;
+        total += r;
+        i++;
+        continue;
+      }
+      s.u16.set(units.subarray(start, offsets[j]!), s.keysPtr >>> 1);
+      offs.set(offsets.subarray(i, j + 1));
+      total += this.#flush16(add, out, i, j - i, s, start);
+      i = j;
+    }
+    return total;
+  }
+
+  /** #flush for UTF-16 keys staged at keysPtr; `bias` (code units) as #flush's. Kernel engine only. */
+  #flush16(add: boolean, out: Uint8Array | undefined, done: number, count: number, s: Scratch, bias: number): number {
+    if (count === 0) return 0;
+    const k = this.#kernel!;
+    const base = (s.keysPtr - bias * 2) | 0;
+    if (add && out !== undefined) {
+      const set = k.bloomAddFlags16(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base, s.offsetsPtr, count, s.outPtr, s.tmp16Ptr);
+      if (set > 0) Atomics.add(this.#count, 0, BigInt(set));
+      const u8 = s.u8;
+      let changed = 0;
+      for (let i = 0, p = s.outPtr; i < count; i++, p++) {
+        const f = u8[p]!;
+        out[done + i] = f;
+        changed += f;
+      }
+      return changed;
+    }
+    if (add) {
+      const changed = k.bloomAddBatch16(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base, s.offsetsPtr, count, s.outPtr, s.tmp16Ptr);
+      this.#countSet(s);
+      return changed;
+    }
+    const hits = k.bloomCheckBatch16(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base, s.offsetsPtr, count, s.outPtr, s.tmp16Ptr);
+    out!.set(s.u8.subarray(s.outPtr, s.outPtr + count), done);
+    return hits;
   }
 
   /** PackedKeys checked by checkKeys (offsets non-decreasing, inside bytes). */

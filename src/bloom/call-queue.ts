@@ -68,6 +68,7 @@ function answerBloom(calls: readonly BloomCall[], from: number, to: number, add:
 function bloomAddJob(bloom: BloomFilter): KernelJob<number> {
   return {
     ordered: true,
+    utf16: true,
     inline: (b) => addChecked(bloom, b),
     offload: () => ({ op: { op: 'bloomAdd' }, acc: 0 }),
     fromLane: (changed, _lane, _from, _count, result) => changed + result,
@@ -138,6 +139,7 @@ export class BloomCallQueue {
       (length) => new Uint8Array(length),
       (lane, count) => lane.views.out.subarray(0, count),
     );
+    job.utf16 = true;
     return timeBatch(this.metrics, 'bloom_check', c.n, () => (c.batch === undefined ? Promise.reject(c.invalid) : this.pool.run(c.batch, job)));
   }
 
@@ -247,7 +249,7 @@ export class BloomCallQueue {
         (lane, count) => lane.views.out.subarray(0, count),
       );
       // Adds run chunk after chunk: each key's "changed" answer then sees every earlier key.
-      return this.pool.run(batch, { ...job, ordered: add }).then(
+      return this.pool.run(batch, { ...job, ordered: add, utf16: true }).then(
         (out) => answerBloom(calls, from, to, add, out),
         (err: unknown) => rejectBloom(calls, from, to, err),
       );

@@ -48,6 +48,17 @@ export interface KernelExports {
   /** XXH64 of one key as a signed 64-bit BigInt (BigInt.asUintN(64, v) for the unsigned value). */
   xxh64One(ptr: number, len: number, seedLo: number, seedHi: number): bigint;
   /**
+   * mm128One / mm128Batch over UTF-16 code units (little-endian u16, lengths and offsets in code
+   * units): the digest of TextEncoder's UTF-8 bytes of those units, transcoded while hashing.
+   * `tmp`: UTF16_TMP_BYTES (a kernel global) private to the calling thread.
+   */
+  mm128One16(ptr: number, units: number, seed: number, out: number, tmp: number): void;
+  mm128Batch16(units: number, offsets: number, count: number, seed: number, out: number, tmp: number): void;
+  /** UTF-8 byte length of `units` code units at `ptr` (a lone surrogate counts 3, as U+FFFD). */
+  utf8Length16(ptr: number, units: number): number;
+  /** TextEncoder's UTF-8 of `units` code units at `src` to `dst` (3 bytes of slack); returns its length. */
+  utf16ToUtf8(src: number, units: number, dst: number): number;
+  /**
    * The Bloom filter exports (bloomAddOne, bloomCheckBatch, ..., BLOOM_ABI) of the same module,
    * typed where they are used: src/bloom/kernel.ts.
    */

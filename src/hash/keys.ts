@@ -55,6 +55,23 @@ export function encodeUtf8(s: string, u8: Uint8Array, pos: number, buf?: Buffer)
   return pos;
 }
 
+type Ucs2Writer = Buffer & { ucs2Write(s: string, offset: number): number };
+
+/** Strings longer than this go to Buffer#ucs2Write (native); shorter ones to the JS loop. */
+export const NATIVE_UTF16_FROM = 48;
+
+/**
+ * The UTF-16 code units of `s` into `u16` from index `at` (caller guarantees s.length units of
+ * room); returns the end index. `buf` must view the same memory as `u16` (for long strings, one
+ * native copy beats a loop). The kernel's *16 exports hash these units as TextEncoder's UTF-8.
+ */
+export function putUnits(s: string, u16: Uint16Array, at: number, buf: Buffer): number {
+  const n = s.length;
+  if (n > NATIVE_UTF16_FROM) return at + ((buf as Ucs2Writer).ucs2Write(s, at << 1) >>> 1);
+  for (let i = 0; i < n; i++) u16[at + i] = s.charCodeAt(i);
+  return at + n;
+}
+
 export type Key = string | Uint8Array;
 /** A batch of keys: strings (hashed as UTF-8) and byte keys, or PackedKeys. */
 export type Keys = ReadonlyArray<Key> | PackedKeys;
@@ -81,18 +98,23 @@ export class CheckedKeys {
     readonly count: number,
     /** The PackedKeys when the batch is packed (offsets checked non-decreasing and inside bytes). */
     readonly packed: PackedKeys | undefined,
+    /**
+     * True when the batch is an array of strings only: the Bloom paths then hand the kernel the
+     * strings' UTF-16 code units (no UTF-8 encoding in JS). False is always safe.
+     */
+    readonly strings = false,
   ) {}
 
   /** @internal Use checkKeys. */
-  static trusted(keys: Keys, count: number, packed: PackedKeys | undefined): CheckedKeys {
-    return new CheckedKeys(keys, count, packed);
+  static trusted(keys: Keys, count: number, packed: PackedKeys | undefined, strings = false): CheckedKeys {
+    return new CheckedKeys(keys, count, packed, strings);
   }
 
   /** keys[from..to) without copying key bytes (packed offsets stay absolute into `bytes`). */
   slice(from: number, to: number): CheckedKeys {
     if (from === 0 && to === this.count) return this;
     const p = this.packed;
-    if (p === undefined) return new CheckedKeys((this.keys as ReadonlyArray<Key>).slice(from, to), to - from, undefined);
+    if (p === undefined) return new CheckedKeys((this.keys as ReadonlyArray<Key>).slice(from, to), to - from, undefined, this.strings);
     const q: PackedKeys = { bytes: p.bytes, offsets: p.offsets.subarray(from, to + 1), count: to - from };
     return new CheckedKeys(q, to - from, q);
   }
@@ -116,17 +138,20 @@ export function checkKeys(keys: unknown, name = 'keys', limits?: KeyLimits): Che
     const n = keys.length;
     if (limits !== undefined && n > limits.maxKeys) tooMany(name, n, limits);
     const max = limits?.maxKeyBytes ?? Infinity;
+    let strings = true;
     for (let i = 0; i < n; i++) {
       const k: unknown = keys[i];
       let len: number;
       if (typeof k === 'string') {
         len = k.length;
         if (len * 3 > max) len = Buffer.byteLength(k, 'utf8');
-      } else if (k instanceof Uint8Array) len = k.byteLength;
-      else throw badKey(name, i, k);
+      } else if (k instanceof Uint8Array) {
+        len = k.byteLength;
+        strings = false;
+      } else throw badKey(name, i, k);
       if (limits !== undefined) checkLength(name, i, len, limits);
     }
-    return CheckedKeys.trusted(keys as ReadonlyArray<Key>, n, undefined);
+    return CheckedKeys.trusted(keys as ReadonlyArray<Key>, n, undefined, strings);
   }
   const pk = checkPackedShape(keys, name);
   const { offsets, count } = pk;

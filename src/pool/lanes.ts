@@ -10,7 +10,7 @@
 //   offPtr     count+1 little-endian u32 key offsets (relative to bytesPtr)
 //   outPtr     results: up to 16 bytes per key
 //   bytesPtr   key bytes, bytesCap of them
-import { badKey, type Keys } from '../hash/keys.js';
+import { NATIVE_UTF16_FROM, badKey, type Keys } from '../hash/keys.js';
 import type { PackedKeys } from '../hash/index.js';
 import { KERNEL_RESERVED_BYTES, WASM_PAGE, createKernelMemory } from '../hash/kernel.js';
 
@@ -18,6 +18,17 @@ export interface LaneLayout {
   chunkKeys: number;
   bytesCap: number;
 }
+
+/**
+ * A lane holds up to this many times chunkKeys keys: a large batch goes in fewer, larger tasks
+ * (see KernelPool.run). Each task costs a round trip with a thread wake-up on each side, measured
+ * at ~0.1 ms of CPU per task on a loaded 2-core box: a third of a pooled string check's cost at
+ * 8192 keys per task.
+ */
+export const LANE_CHUNKS = 4;
+
+/** Keys one lane holds. */
+export const laneKeys = (layout: LaneLayout): number => layout.chunkKeys * LANE_CHUNKS;
 
 /** Byte offsets of a lane's regions in its memory: the pointers the kernel exports take. */
 export interface LanePointers {
@@ -31,12 +42,14 @@ export interface LaneViews extends LanePointers {
   out: Uint8Array;
   bytes: Uint8Array;
   packed: PackedKeys;
+  /** The bytes region as code units: string keys of a UTF-16 chunk (offsets then count units). */
+  units: Uint16Array;
 }
 
 export function lanePointers(layout: LaneLayout): LanePointers {
   const offPtr = KERNEL_RESERVED_BYTES;
-  const outPtr = offPtr + align64((layout.chunkKeys + 1) * 4);
-  const bytesPtr = outPtr + layout.chunkKeys * 16;
+  const outPtr = offPtr + align64((laneKeys(layout) + 1) * 4);
+  const bytesPtr = outPtr + laneKeys(layout) * 16;
   return { offPtr, outPtr, bytesPtr };
 }
 
@@ -44,10 +57,11 @@ export function lanePointers(layout: LaneLayout): LanePointers {
 export function laneViews(memory: WebAssembly.Memory, layout: LaneLayout): LaneViews {
   const p = lanePointers(layout);
   const ab = memory.buffer;
-  const offsets = new Uint32Array(ab, p.offPtr, layout.chunkKeys + 1);
-  const out = new Uint8Array(ab, p.outPtr, layout.chunkKeys * 16);
+  const offsets = new Uint32Array(ab, p.offPtr, laneKeys(layout) + 1);
+  const out = new Uint8Array(ab, p.outPtr, laneKeys(layout) * 16);
   const bytes = new Uint8Array(ab, p.bytesPtr, layout.bytesCap);
-  return { ...p, offsets, out, bytes, packed: { bytes, offsets, count: 0 } };
+  const units = new Uint16Array(ab, p.bytesPtr, layout.bytesCap >>> 1);
+  return { ...p, offsets, out, bytes, packed: { bytes, offsets, count: 0 }, units };
 }
 
 export const laneByteLength = (layout: LaneLayout): number => lanePointers(layout).bytesPtr + layout.bytesCap;
@@ -67,6 +81,7 @@ type Utf8Buffer = Buffer & { utf8Write(s: string, offset: number, length?: numbe
 interface Lane {
   index: number;
   views: LaneViews;
+  /** The bytes region as a Buffer (byte 2i is code unit i of views.units, as putUnits needs). */
   buf: Utf8Buffer;
 }
 
@@ -116,18 +131,35 @@ export class LanePool {
 export type { Lane };
 
 /**
- * Encodes keys[from..) into the lane until it is full (chunkKeys keys or bytesCap bytes).
- * Returns the index after the last key written. A single key larger than the lane returns
- * `from` unchanged so the caller can take the inline path for it.
+ * Encodes keys[from..) into the lane until it is full (`most` keys, at most laneKeys, or bytesCap
+ * bytes). Returns the index after the last key written. A single key larger than the lane returns
+ * `from` unchanged so the caller can take the inline path for it. With `utf16` (an array of
+ * strings only, for a worker op that reads code units) the lane gets each string's UTF-16 code
+ * units and offsets in code units: a copy, where UTF-8 would cost a native call per CJK key on
+ * this (the calling) thread; the worker's kernel transcodes while it hashes.
  */
-export function fillLane(lane: Lane, keys: Keys, from: number, total: number): number {
+export function fillLane(lane: Lane, keys: Keys, from: number, total: number, utf16 = false, most = lane.views.offsets.length - 1): number {
   const { offsets, bytes } = lane.views;
   const cap = bytes.length;
-  const max = Math.min(total, from + lane.views.offsets.length - 1);
+  const max = Math.min(total, from + Math.min(most, lane.views.offsets.length - 1));
   let p = 0;
   let i = from;
   offsets[0] = 0;
-  if (Array.isArray(keys)) {
+  if (utf16) {
+    const list = keys as ReadonlyArray<string>;
+    const units = lane.views.units;
+    const capUnits = units.length;
+    const buf = lane.buf as Utf8Buffer & { ucs2Write(s: string, offset: number): number };
+    for (; i < max; i++) {
+      const k = list[i]!;
+      const len = k.length;
+      if (p + len > capUnits) break;
+      // putUnits, inlined: this loop is the calling thread's share of a pooled string batch.
+      if (len > NATIVE_UTF16_FROM) p += buf.ucs2Write(k, p << 1) >>> 1;
+      else for (let j = 0; j < len; j++) units[p++] = k.charCodeAt(j);
+      offsets[i - from + 1] = p;
+    }
+  } else if (Array.isArray(keys)) {
     const list = keys as ReadonlyArray<string | Uint8Array>;
     for (; i < max; i++) {
       const k = list[i];

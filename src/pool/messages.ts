@@ -22,5 +22,8 @@ export type ChunkOp =
   | { op: 'bloomAddFlags' }
   | { op: 'bloomCheck' };
 
-/** One task: an op over the first `count` keys of lane `lane`; 'throw' and 'exit' are test hooks. */
-export type KernelTask = (ChunkOp & { lane: number; count: number }) | { op: 'throw' | 'exit' };
+/**
+ * One task: an op over the first `count` keys of lane `lane`; 'throw' and 'exit' are test hooks.
+ * `utf16`: the lane holds string keys as UTF-16 code units (Bloom ops only; see fillLane).
+ */
+export type KernelTask = (ChunkOp & { lane: number; count: number; utf16?: boolean }) | { op: 'throw' | 'exit' };

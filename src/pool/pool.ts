@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { Piscina } from 'piscina';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { BloomSharedDescriptor } from '../bloom/index.js';
-import { LanePool, fillLane, type Lane, type LaneLayout } from './lanes.js';
+import { LanePool, fillLane, laneKeys, type Lane, type LaneLayout } from './lanes.js';
 import type { CheckedKeys } from '../hash/keys.js';
 import type { ChunkOp, KernelTask, KernelWorkerData } from './messages.js';
 
@@ -69,6 +69,11 @@ export interface KernelJob<R> {
    * add whose per-key "changed" answers must equal adding the keys one by one in order.
    */
   ordered?: boolean;
+  /**
+   * The worker op reads string keys as UTF-16 code units too (the Bloom ops): a batch of strings
+   * then goes to the lanes as code units, not UTF-8 (see fillLane).
+   */
+  utf16?: boolean;
 }
 
 export class KernelPool {
@@ -134,6 +139,11 @@ export class KernelPool {
         { details: { pending: this.pendingChunks, chunks, maxQueue: this.options.maxQueue } },
       );
     }
+    const utf16 = job.utf16 === true && batch.strings;
+    // Keys per task: chunkKeys, or for a batch big enough to keep every worker busy with larger
+    // tasks, up to a whole lane (LANE_CHUNKS * chunkKeys): fewer round trips, same answers.
+    const chunkKeys = this.options.layout.chunkKeys;
+    const per = Math.min(laneKeys(this.options.layout), Math.max(chunkKeys, Math.floor(total / (4 * this.options.threads))));
     const offloaded = job.offload(total);
     const op = offloaded.op;
     let acc = offloaded.acc;
@@ -146,7 +156,7 @@ export class KernelPool {
         const lane = await lanes.acquire();
         let to: number;
         try {
-          to = fillLane(lane, keys, from, total);
+          to = fillLane(lane, keys, from, total, utf16, per);
         } catch (err) {
           lanes.release(lane);
           throw err;
@@ -162,7 +172,7 @@ export class KernelPool {
         const count = to - from;
         from = to;
         this.tasks++;
-        const task = { ...op, lane: lane.index, count } as KernelTask;
+        const task = (utf16 ? { ...op, lane: lane.index, count, utf16 } : { ...op, lane: lane.index, count }) as KernelTask;
         running.push(
           (piscina.run(task) as Promise<number>).then(
             (result) => {

@@ -10,11 +10,12 @@
 // murmur3_128 digests the caller already has (16 bytes each: h1 LE, h2 LE), so a key hashed once
 // for another purpose is not hashed again here.
 import { mm3x64_128, mmH1, mmH2 } from './murmur';
+import { GROUP16, groupDigests, hashGroup16, mm3x64_128u16 } from './utf16';
 
 const MAX63: u64 = 0x7fffffffffffffff;
 
 /** Bumped whenever an export's signature or meaning changes; src/bloom/kernel.ts checks it. */
-export const BLOOM_ABI: i32 = 4;
+export const BLOOM_ABI: i32 = 5;
 
 /** Set the k bits of the digest (h1, h2); returns how many of them were 0 before. */
 // @ts-ignore: decorator
@@ -52,6 +53,18 @@ export const BLOOM_ABI: i32 = 4;
 @inline function addKey(bits: usize, m: u64, k: i32, ptr: usize, len: i32, seed: u64): u32 {
   mm3x64_128(ptr, len, seed);
   return addHashed(bits, m, k, mmH1, mmH2);
+}
+
+// @ts-ignore: decorator
+@inline function addKey16(bits: usize, m: u64, k: i32, ptr: usize, units: u32, seed: u64, tmp: usize): u32 {
+  mm3x64_128u16(ptr, units, seed, tmp);
+  return addHashed(bits, m, k, mmH1, mmH2);
+}
+
+// @ts-ignore: decorator
+@inline function checkKey16(bits: usize, m: u64, k: i32, ptr: usize, units: u32, seed: u64, tmp: usize): i32 {
+  mm3x64_128u16(ptr, units, seed, tmp);
+  return checkHashed(bits, m, k, mmH1, mmH2);
 }
 
 // @ts-ignore: decorator
@@ -184,4 +197,112 @@ export function bloomPopcount(ptr: usize, words: u32): f64 {
     ptr += 8;
   }
   return <f64>n;
+}
+
+// ---- UTF-16 keys (a JS string's code units; see utf16.ts): the same bits and answers as the
+// UTF-8 exports above given TextEncoder's bytes of the same strings. `units` + 2 * offsets[i]
+// is key i's first code unit; offsets count + 1 LE u32, in code units. `tmp`: UTF16_TMP_BYTES
+// of the calling thread's own (the kernel transcodes short keys there).
+
+export function bloomAddOne16(bits: usize, bitSize: f64, k: i32, seed: i32, ptr: usize, units: u32, tmp: usize): i32 {
+  return <i32>addKey16(bits, <u64>bitSize, k, ptr, units, <u64><i64>seed, tmp);
+}
+
+export function bloomCheckOne16(bits: usize, bitSize: f64, k: i32, seed: i32, ptr: usize, units: u32, tmp: usize): i32 {
+  return checkKey16(bits, <u64>bitSize, k, ptr, units, <u64><i64>seed, tmp);
+}
+
+/** addPacked over UTF-16 keys (flags as there: 0 = none), hashed a group at a time. */
+// @ts-ignore: decorator
+@inline function addPacked16(
+  bits: usize, bitSize: f64, k: i32, seed: i32, units: usize, offsets: usize, count: i32, flags: usize, tmp: usize,
+): i32 {
+  const m = <u64>bitSize;
+  const s = <u64><i64>seed;
+  const dig = groupDigests(tmp);
+  let changed = 0;
+  let set: u32 = 0;
+  for (let i = 0; i < count; ) {
+    const g = hashGroup16(units, offsets, count - i, s, tmp, dig);
+    let d = dig;
+    for (let j = 0; j < g; j++) {
+      const n = addHashed(bits, m, k, load<u64>(d), load<u64>(d, 8));
+      set += n;
+      const c = n != 0 ? 1 : 0;
+      changed += c;
+      if (flags != 0) store<u8>(flags + <usize>(i + j), <u8>c);
+      d += 16;
+    }
+    offsets += <usize>g << 2;
+    i += g;
+  }
+  packedBitsSet = set;
+  return changed;
+}
+
+/** bloomAddBatch over UTF-16 keys. */
+export function bloomAddBatch16(
+  bits: usize, bitSize: f64, k: i32, seed: i32, units: usize, offsets: usize, count: i32, bitsSetOut: usize, tmp: usize,
+): i32 {
+  const changed = addPacked16(bits, bitSize, k, seed, units, offsets, count, 0, tmp);
+  store<u32>(bitsSetOut, packedBitsSet);
+  return changed;
+}
+
+/** bloomAddFlags over UTF-16 keys. */
+export function bloomAddFlags16(
+  bits: usize, bitSize: f64, k: i32, seed: i32, units: usize, offsets: usize, count: i32, flags: usize, tmp: usize,
+): i32 {
+  addPacked16(bits, bitSize, k, seed, units, offsets, count, flags, tmp);
+  return <i32>packedBitsSet;
+}
+
+/**
+ * bloomCheckBatch over UTF-16 keys, a group at a time: the group is hashed first, then probed
+ * round by round. Round j tests probe j of every key still possibly present and keeps those
+ * whose bit is set (a branch-free append to a list), so the loads of one round are independent
+ * of each other and many cache misses overlap, where a per-key early-exit loop waits on each
+ * key's misses and mispredicts its exit. Answers are those of checkHashed.
+ */
+export function bloomCheckBatch16(
+  bits: usize, bitSize: f64, k: i32, seed: i32, units: usize, offsets: usize, count: i32, out: usize, tmp: usize,
+): i32 {
+  const m = <u64>bitSize;
+  const s = <u64><i64>seed;
+  const dig = groupDigests(tmp);
+  // two lists of group indexes (u8: GROUP16 <= 256), after the digests
+  const listA = dig + (<usize>GROUP16 << 4);
+  const listB = listA + <usize>GROUP16;
+  let hits = 0;
+  for (let i = 0; i < count; ) {
+    const g = hashGroup16(units, offsets, count - i, s, tmp, dig);
+    for (let j = 0; j < g; j++) store<u8>(listA + <usize>j, <u8>j);
+    let from = listA;
+    let to = listB;
+    let alive = g;
+    for (let r = 0; r < k && alive > 0; r++) {
+      let n = 0;
+      for (let t = 0; t < alive; t++) {
+        const j = <usize>load<u8>(from + <usize>t);
+        const d = dig + (j << 4);
+        const c = load<u64>(d);
+        const idx = (c & MAX63) % m;
+        const bit = (<u32>load<u8>(bits + <usize>(idx >> 3)) >> <u32>(idx & 7)) & 1;
+        store<u64>(d, c + load<u64>(d, 8));
+        store<u8>(to + <usize>n, <u8>j);
+        n += <i32>bit;
+      }
+      alive = n;
+      const x = from;
+      from = to;
+      to = x;
+    }
+    const o = out + <usize>i;
+    for (let j = 0; j < g; j++) store<u8>(o + <usize>j, 0);
+    for (let t = 0; t < alive; t++) store<u8>(o + <usize>load<u8>(from + <usize>t), 1);
+    hits += alive;
+    offsets += <usize>g << 2;
+    i += g;
+  }
+  return hits;
 }

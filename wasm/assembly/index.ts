@@ -5,3 +5,4 @@ export * from './murmur';
 export * from './xxh64';
 export * from './bloom';
 export * from './highway';
+export * from './utf16';
