@@ -316,6 +316,17 @@ describe('RespWriter', () => {
       }),
       { numRuns: 2_000 },
     );
+    // digit-count and limb boundaries (the digits are computed in 1e8 pieces of 16-bit limbs)
+    const edges: bigint[] = [0n, 2n ** 63n - 1n, -(2n ** 63n)];
+    for (let e = 0n, p = 1n; e <= 18n; e++, p *= 10n) edges.push(p - 1n, p, p + 1n, -p, 1n - p);
+    for (let b = 15n; b <= 62n; b++) edges.push(2n ** b - 1n, 2n ** b, -(2n ** b), 1n - 2n ** b);
+    edges.push(10n ** 16n * 922n + 12345678n, 99_999_999n * 10n ** 8n, -(10n ** 16n) - 7n);
+    for (const v of edges) {
+      dv.setBigInt64(0, v, true);
+      const w = new RespWriter(1);
+      w.int64(dv, 0);
+      expect(w.bytes().toString('latin1')).toBe(`$${v.toString().length}\r\n${v}\r\n`);
+    }
     const w = new RespWriter(1);
     w.array(2);
     w.str('键');
