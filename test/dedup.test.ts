@@ -108,6 +108,23 @@ describe('layout', () => {
       }),
     );
   });
+
+  it('bucketOrder (the radix order of the service) is the same stable sort, for small and large bucket ranges', async () => {
+    const { bucketOrder } = await import('../src/dedup/order.js');
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.constant(2 ** 32 - 1), fc.constant(65_535), fc.constant(999), fc.constant(3)),
+        fc.array(fc.nat(), { maxLength: 3000 }),
+        (max, raw) => {
+          const arr = raw.map((v) => v % (max + 1));
+          const b = Uint32Array.from(arr);
+          const want = arr.map((_, i) => i).sort((x, y) => arr[x]! - arr[y]! || x - y);
+          expect([...bucketOrder(b, b.length)]).toEqual(want);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
 });
 
 describe('DedupService (embedded store)', () => {

@@ -37,9 +37,10 @@ import { CheckedKeys, checkKeys, type KeyLimits, type Keys } from '../hash/keys.
 import { DigestSet, SeenCache } from './cache.js';
 import { Journal, type JournalRecordV2 } from './journal.js';
 import {
-  bucketKey, bucketsOfDigests, compactMember, digestKeys, orderByBucket, setsMember,
+  bucketKey, bucketsOfDigests, compactMember, digestKeys, setsMember,
   type Member,
 } from './layout.js';
+import { bucketOrder } from './order.js';
 import { parseDedupOptions, type DedupOptions, type RedisConfig, type ResolvedDedupOptions } from './options.js';
 import { emptyReport, replayJournal, type RecoverReport } from './recover.js';
 import { createRedisClient, isRedisClient, type RedisClient } from '../redis/client.js';
@@ -477,7 +478,6 @@ export class DedupService {
     const o = this.options;
     const n = keys.count;
     const out = new Uint8Array(n);
-    const inBatch = new DigestSet(n);
     let resolved = this.bucketsGate === undefined ? this.bucketsByWindow.get(window) : undefined;
     if (resolved === undefined) {
       // Runs that must wait for a window's bucket count queue behind each other, and later runs
@@ -502,6 +502,8 @@ export class DedupService {
     // fail-open batches go out in chunks so Redis runs chunk k while we hash chunk k+1; under
     // fail-closed the whole batch stays ONE script call (all-or-nothing, see the header).
     const chunk = o.onStoreError === 'fail-open' && this.store.kind === 'redis' ? PIPELINE_CHUNK : n;
+    // Used only by the synchronous loop below (submit checks every key before it returns).
+    const inBatch = this.inBatchSet(n);
     const tasks: Promise<void>[] = [];
     for (let s = 0; s < n; s += chunk) {
       const e = Math.min(n, s + chunk);
@@ -565,7 +567,7 @@ export class DedupService {
     }
     const pb = new Uint32Array(p);
     for (let j = 0; j < p; j++) pb[j] = all[pend[j]!]!;
-    const order = orderByBucket(pb, p);
+    const order = bucketOrder(pb, p);
     // Groups counted first so their arrays are made at their size: grown by push, with about one
     // group per key, they were a third of the garbage a batch left behind.
     let G = 0;
@@ -733,6 +735,23 @@ export class DedupService {
     }
     return (c.keys[b] ??= bucketKey(this.options, window, b));
   }
+
+  /**
+   * An empty table for a batch's in-batch duplicates. The last one of at least 64 keys is kept and
+   * cleared for the next batch of about its size: a 10k-key batch's table is ~560 KiB, which
+   * allocating anew zeroed and faulted in again on every call.
+   */
+  private inBatchSet(n: number): DigestSet {
+    const s = this.inBatchScratch;
+    if (s !== undefined && s.capacity >= n && s.capacity <= 4 * n) {
+      s.clear();
+      return s;
+    }
+    const d = new DigestSet(n);
+    if (n >= 64) this.inBatchScratch = d;
+    return d;
+  }
+  private inBatchScratch: DigestSet | undefined;
 
   /** The cache follows the newest window seen; calls for older windows bypass it. */
   private cacheFor(window: string, ms: number): SeenCache | undefined {
