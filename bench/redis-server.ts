@@ -28,8 +28,8 @@ function freePort(): Promise<number> {
 }
 
 /** A redis-server on `port`, once it answers PING; undefined when it did not come up. */
-async function launch(port: number, dir: string): Promise<ChildProcess | undefined> {
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
+async function launch(port: number, dir: string, args: readonly string[]): Promise<ChildProcess | undefined> {
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...args], {
     stdio: 'ignore',
   });
   let spawnFailed = false;
@@ -61,10 +61,11 @@ const exit = (child: ChildProcess, signal: NodeJS.Signals): Promise<void> =>
     child.kill(signal);
   });
 
-export async function startBenchRedis(tag: string): Promise<BenchRedis | undefined> {
+/** `args` are added to the command line (later settings win, e.g. --appendonly yes). */
+export async function startBenchRedis(tag: string, args: readonly string[] = []): Promise<BenchRedis | undefined> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), `hashgate-bench-${tag}-`));
-  let child = await launch(port, dir);
+  let child = await launch(port, dir, args);
   if (child === undefined) {
     rmSync(dir, { recursive: true, force: true });
     return undefined;
@@ -81,7 +82,7 @@ export async function startBenchRedis(tag: string): Promise<BenchRedis | undefin
     },
     async restart() {
       await exit(child!, 'SIGKILL');
-      const c = await launch(port, dir);
+      const c = await launch(port, dir, args);
       if (c === undefined) throw new Error(`redis-server did not come back on port ${port}`);
       child = c;
     },

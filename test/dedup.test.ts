@@ -108,6 +108,23 @@ describe('layout', () => {
       }),
     );
   });
+
+  it('bucketOrder (the radix order of the service) is the same stable sort, for small and large bucket ranges', async () => {
+    const { bucketOrder } = await import('../src/dedup/order.js');
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.constant(2 ** 32 - 1), fc.constant(65_535), fc.constant(999), fc.constant(3)),
+        fc.array(fc.nat(), { maxLength: 3000 }),
+        (max, raw) => {
+          const arr = raw.map((v) => v % (max + 1));
+          const b = Uint32Array.from(arr);
+          const want = arr.map((_, i) => i).sort((x, y) => arr[x]! - arr[y]! || x - y);
+          expect([...bucketOrder(b, b.length)]).toEqual(want);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
 });
 
 describe('DedupService (embedded store)', () => {
@@ -316,6 +333,17 @@ describe('RespWriter', () => {
       }),
       { numRuns: 2_000 },
     );
+    // digit-count and limb boundaries (the digits are computed in 1e8 pieces of 16-bit limbs)
+    const edges: bigint[] = [0n, 2n ** 63n - 1n, -(2n ** 63n)];
+    for (let e = 0n, p = 1n; e <= 18n; e++, p *= 10n) edges.push(p - 1n, p, p + 1n, -p, 1n - p);
+    for (let b = 15n; b <= 62n; b++) edges.push(2n ** b - 1n, 2n ** b, -(2n ** b), 1n - 2n ** b);
+    edges.push(10n ** 16n * 922n + 12345678n, 99_999_999n * 10n ** 8n, -(10n ** 16n) - 7n);
+    for (const v of edges) {
+      dv.setBigInt64(0, v, true);
+      const w = new RespWriter(1);
+      w.int64(dv, 0);
+      expect(w.bytes().toString('latin1')).toBe(`$${v.toString().length}\r\n${v}\r\n`);
+    }
     const w = new RespWriter(1);
     w.array(2);
     w.str('键');

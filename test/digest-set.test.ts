@@ -30,6 +30,24 @@ describe('DigestSet', () => {
     );
   });
 
+  it('the all-zero digest is a member like any other, across doublings and clear()', () => {
+    const d = new Uint32Array(4 * 6000);
+    for (let i = 1; i < 6000; i++) d.set([i, 0, 0, i === 5 ? 0 : 9], i * 4); // digest 0 is all zero
+    const s = new DigestSet(6000, true);
+    expect(s.has(d, 0)).toBe(false);
+    expect(s.add(d, 0)).toBe(true);
+    expect(s.add(d, 0)).toBe(false);
+    // doublings past the first 4096 cells keep it, and it counts once
+    for (let i = 1; i < 6000; i++) expect(s.add(d, i)).toBe(true);
+    expect(s.has(d, 0)).toBe(true);
+    expect(s.size).toBe(6000);
+    s.clear();
+    expect(s.has(d, 0)).toBe(false);
+    expect(s.has(d, 5)).toBe(false);
+    expect(s.add(d, 0)).toBe(true);
+    expect(s.size).toBe(1);
+  });
+
   it('SeenCache stays within max entries while its tables grow', () => {
     const c = new SeenCache(10_000);
     const d = new Uint32Array(4 * 50_000);
@@ -38,5 +56,46 @@ describe('DigestSet', () => {
     expect(c.size).toBeLessThanOrEqual(10_000);
     expect(c.has(d, 49_999)).toBe(true);
     expect(c.has(d, 0)).toBe(false);
+  });
+
+  it('SeenCache answers like two generations of Sets across turns (its filter never hides a member)', () => {
+    const half = 500;
+    const c = new SeenCache(2 * half);
+    // the reference: a young and an old Set, turned when young holds half
+    let young = new Set<number>();
+    let old = new Set<number>();
+    const add = (k: number): void => {
+      if (young.size >= half) {
+        old = young;
+        young = new Set();
+      }
+      young.add(k);
+    };
+    const has = (k: number): boolean => {
+      if (young.has(k)) return true;
+      if (!old.has(k)) return false;
+      add(k);
+      return true;
+    };
+    const n = 5000;
+    const d = new Uint32Array(4 * n);
+    // word 1 (the filter's) repeats every 64 keys, so filter bits are shared by many digests
+    for (let i = 1; i < n; i++) d.set([Math.imul(i, 0x9e3779b1) >>> 0, i % 64, i, 3], i * 4);
+    let hits = 0;
+    for (let i = 0; i < n; i++) {
+      c.add(d, i);
+      add(i);
+      for (let j = Math.max(0, i - 1200); j <= i; j += 37) {
+        const want = has(j);
+        expect(c.has(d, j)).toBe(want);
+        if (want) hits++;
+      }
+    }
+    expect(hits).toBeGreaterThan(n);
+    c.add(d, 0); // digest 0 is all zero
+    expect(c.has(d, 0)).toBe(true);
+    c.clear();
+    expect(c.has(d, 0)).toBe(false);
+    expect(c.has(d, n - 1)).toBe(false);
   });
 });

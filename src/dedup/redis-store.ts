@@ -28,8 +28,8 @@ export interface StorePacing {
 
 /** Members of one script call: segments (group, start, end) back to back; at[i] = offset of segment i in the reply. */
 interface Chunk {
-  segs: number[];
-  at: number[];
+  segs: Uint32Array;
+  at: Uint32Array;
   count: number;
 }
 
@@ -278,25 +278,37 @@ export class RedisStore implements DedupStore {
    */
   private chunksOf(b: StoreBatch): Chunk[] {
     const max = this.pacing.maxKeysPerCommand;
+    const G = b.groupKeys.length;
+    // Every chunk's segments are views of one array made at its bound (a cut splits at most one
+    // group, so G + chunks segments): with about one group per key, arrays grown segment by
+    // segment were the largest garbage of a batch.
+    const cap = G + Math.ceil(b.count / max) + 1;
+    const segs = new Uint32Array(3 * cap);
+    const at = new Uint32Array(cap);
     const out: Chunk[] = [];
-    let cur: Chunk = { segs: [], at: [], count: 0 };
-    for (let g = 0; g < b.groupKeys.length; g++) {
+    let n = 0;
+    let first = 0;
+    let count = 0;
+    for (let g = 0; g < G; g++) {
       let s = b.starts[g]!;
       const e = b.starts[g + 1]!;
       while (s < e) {
         // Cluster: one bucket per command (buckets live in different slots)
-        if (cur.count === max || (this.cluster && cur.segs.length > 0)) {
-          out.push(cur);
-          cur = { segs: [], at: [], count: 0 };
+        if (count === max || (this.cluster && n > first)) {
+          out.push({ segs: segs.subarray(3 * first, 3 * n), at: at.subarray(first, n), count });
+          first = n;
+          count = 0;
         }
-        const take = Math.min(e - s, max - cur.count);
-        cur.segs.push(g, s, s + take);
-        cur.at.push(cur.count);
-        cur.count += take;
+        const take = Math.min(e - s, max - count);
+        segs[3 * n] = g;
+        segs[3 * n + 1] = s;
+        segs[3 * n + 2] = s + take;
+        at[n++] = count;
+        count += take;
         s += take;
       }
     }
-    if (cur.count > 0) out.push(cur);
+    if (count > 0) out.push({ segs: segs.subarray(3 * first, 3 * n), at: at.subarray(first, n), count });
     return out;
   }
 

@@ -37,9 +37,10 @@ import { CheckedKeys, checkKeys, type KeyLimits, type Keys } from '../hash/keys.
 import { DigestSet, SeenCache } from './cache.js';
 import { Journal, type JournalRecordV2 } from './journal.js';
 import {
-  bucketKey, bucketsOfDigests, compactMember, digestKeys, orderByBucket, setsMember,
+  bucketKey, bucketsOfDigests, compactMember, digestKeys, setsMember,
   type Member,
 } from './layout.js';
+import { bucketOrder } from './order.js';
 import { parseDedupOptions, type DedupOptions, type RedisConfig, type ResolvedDedupOptions } from './options.js';
 import { emptyReport, replayJournal, type RecoverReport } from './recover.js';
 import { createRedisClient, isRedisClient, type RedisClient } from '../redis/client.js';
@@ -149,6 +150,9 @@ export interface DedupCounters {
   bucketFillRatio?: number;
 }
 
+
+/** A flat copy of `s` (one sequential string, not a rope of the parts it was concatenated from). */
+const flatString = (s: string): string => Buffer.from(s, 'utf8').toString('utf8');
 
 /** Bucket counts up to this keep their bucket key strings (see bucketKeyOf): ~5 MiB at most. */
 const BUCKET_KEY_CACHE_MAX = 65_536;
@@ -289,8 +293,9 @@ export class DedupService {
       throw invalidType('options.redis', "a redis:// URL, ioredis options or { cluster: nodes }", r);
     }
     this.memCompact = this.store instanceof MemoryStore && o.layout === 'compact' ? this.store : undefined;
-    // Two tables of 2 slots per entry at 17 B per slot: ~68 B per cached entry.
-    const maxEntries = Math.min(o.cacheMaxEntries, Math.floor(o.cacheMaxBytes / 68));
+    // Two tables of 2 slots per entry at 17 B per slot (~68 B per cached entry), and the
+    // filter's 16 bits (2 B) per entry.
+    const maxEntries = Math.min(o.cacheMaxEntries, Math.floor(o.cacheMaxBytes / 70));
     // The embedded compact table answers a repeat as fast as the cache would (both are one
     // typed-array probe), so there a cache would only add a second probe and its memory.
     this.cache = maxEntries > 0 && this.memCompact === undefined ? new SeenCache(maxEntries) : undefined;
@@ -489,7 +494,6 @@ export class DedupService {
     const o = this.options;
     const n = keys.count;
     const out = new Uint8Array(n);
-    const inBatch = new DigestSet(n);
     let resolved = this.bucketsGate === undefined ? this.bucketsByWindow.get(window) : undefined;
     if (resolved === undefined) {
       // Runs that must wait for a window's bucket count queue behind each other, and later runs
@@ -514,6 +518,8 @@ export class DedupService {
     // fail-open batches go out in chunks so Redis runs chunk k while we hash chunk k+1; under
     // fail-closed the whole batch stays ONE script call (all-or-nothing, see the header).
     const chunk = o.onStoreError === 'fail-open' && this.store.kind === 'redis' ? PIPELINE_CHUNK : n;
+    // Used only by the synchronous loop below (submit checks every key before it returns).
+    const inBatch = this.inBatchSet(n);
     const tasks: Promise<void>[] = [];
     for (let s = 0; s < n; s += chunk) {
       const e = Math.min(n, s + chunk);
@@ -577,29 +583,39 @@ export class DedupService {
     }
     const pb = new Uint32Array(p);
     for (let j = 0; j < p; j++) pb[j] = all[pend[j]!]!;
-    const order = orderByBucket(pb, p);
-    const groupKeys: string[] = [];
-    const groupBuckets: number[] = [];
-    const starts: number[] = [];
+    const order = bucketOrder(pb, p);
+    // Groups counted first so their arrays are made at their size: grown by push, with about one
+    // group per key, they were a third of the garbage a batch left behind.
+    let G = 0;
+    for (let j = 0, cur = -1; j < p; j++) {
+      const b = pb[order[j]!]!;
+      if (b !== cur) {
+        cur = b;
+        G++;
+      }
+    }
+    const groupKeys = new Array<string>(G);
+    const groupBuckets = new Uint32Array(G);
+    const starts = new Uint32Array(G + 1);
     const idx = new Uint32Array(p);
-    let cur = -1;
-    for (let j = 0; j < p; j++) {
+    for (let j = 0, g = -1, cur = -1; j < p; j++) {
       const k = pend[order[j]!]!;
       const b = pb[order[j]!]!;
       idx[j] = k;
       if (b !== cur) {
         cur = b;
-        groupBuckets.push(b);
-        groupKeys.push(this.bucketKeyOf(window, b, buckets));
-        starts.push(j);
+        g++;
+        groupBuckets[g] = b;
+        groupKeys[g] = this.bucketKeyOf(window, b, buckets);
+        starts[g] = j;
       }
     }
-    starts.push(p);
+    starts[G] = p;
     const dv = new DataView(digests.buffer, digests.byteOffset, digests.byteLength);
     const batch: StoreBatch =
       o.layout === 'compact'
-        ? { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => compactMember(digests, idx[j]!, dv), compact: { dv, idx }, digests, idx, requestId, requestTtlMs: callers ? undefined : INTERNAL_REQUEST_TTL_MS }
-        : { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts: Uint32Array.from(starts), count: p, member: (j) => setsMember(part.keys, idx[j]!), digests, idx, requestId, requestTtlMs: callers ? undefined : INTERNAL_REQUEST_TTL_MS };
+        ? { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts, count: p, member: (j) => compactMember(digests, idx[j]!, dv), compact: { dv, idx }, digests, idx, requestId, requestTtlMs: callers ? undefined : INTERNAL_REQUEST_TTL_MS }
+        : { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts, count: p, member: (j) => setsMember(part.keys, idx[j]!), digests, idx, requestId, requestTtlMs: callers ? undefined : INTERNAL_REQUEST_TTL_MS };
     const answers = new Uint8Array(p);
     this.counters.batches++;
     this.counters.storeKeys += p;
@@ -733,8 +749,27 @@ export class DedupService {
     if (c === undefined || c.window !== window || c.keys.length !== buckets) {
       c = this.bucketKeys = { window, keys: new Array<string | undefined>(buckets) };
     }
-    return (c.keys[b] ??= bucketKey(this.options, window, b));
+    // kept flat: a key made by concatenation is a rope, and a rope read char by char for every
+    // command it goes into costs an extra object (an extra cache miss) per read
+    return (c.keys[b] ??= flatString(bucketKey(this.options, window, b)));
   }
+
+  /**
+   * An empty table for a batch's in-batch duplicates. The last one of at least 64 keys is kept and
+   * cleared for the next batch of about its size: a 10k-key batch's table is ~560 KiB, which
+   * allocating anew zeroed and faulted in again on every call.
+   */
+  private inBatchSet(n: number): DigestSet {
+    const s = this.inBatchScratch;
+    if (s !== undefined && s.capacity >= n && s.capacity <= 4 * n) {
+      s.clear();
+      return s;
+    }
+    const d = new DigestSet(n);
+    if (n >= 64) this.inBatchScratch = d;
+    return d;
+  }
+  private inBatchScratch: DigestSet | undefined;
 
   /** The cache follows the newest window seen; calls for older windows bypass it. */
   private cacheFor(window: string, ms: number): SeenCache | undefined {

@@ -11,7 +11,7 @@ export interface StoreBatch {
   layout: Layout;
   buckets: number;
   /** Bucket of each group. */
-  groupBuckets: number[];
+  groupBuckets: Uint32Array;
   groupKeys: string[];
   starts: Uint32Array;
   /** Members in group order. */

@@ -2,7 +2,7 @@
 // ioredis would otherwise create a string per member and re-encode every argument (~10% of the CPU
 // of a batch); the dedup store's script calls and the loader's SADD/PFADD are written here.
 import { Command } from 'ioredis';
-import { int64Decimal } from './int64.js';
+import { int64Bulk } from './int64.js';
 
 export type Member = string | Buffer;
 
@@ -145,13 +145,10 @@ export class RespWriter {
     else this.bulk(m, 0, m.length);
   }
 
-  /** Bulk string of int64Decimal(dv, o): a compact member, written without a Buffer per member. */
+  /** Bulk string of int64Decimal(dv, o): a compact member, written without a string or BigInt per member. */
   int64(dv: DataView, o: number): void {
-    const s = int64Decimal(dv, o);
-    this.header(36, s.length);
-    this.ensure(s.length + 2);
-    for (let i = 0; i < s.length; i++) this.buf[this.p++] = s.charCodeAt(i);
-    this.crlf();
+    this.ensure(28);
+    this.p = int64Bulk(this.buf, this.p, dv, o);
   }
 
   /** Bytes already in RESP form (e.g. members encoded once for several commands), copied as they are. */

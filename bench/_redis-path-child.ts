@@ -1,0 +1,164 @@
+// One cold-start run of one Redis-path workload (hashgate or the peer a user would write instead),
+// in a process of its own so nothing is JIT-compiled or connected before it: bench/redis-path.ts
+// forks it once per pass and impl. argv[2] is the JSON Spec; the result goes back over IPC.
+//
+// Measured between the first call and the last answer: wall time, keys answered, per-call latency
+// percentiles, this process's CPU (process.cpuUsage, all threads) and redis-server's CPU (INFO cpu
+// used_cpu_user + used_cpu_sys delta; the server is private to the bench, so its CPU is ours).
+import { createHistogram } from 'node:perf_hooks';
+import { Redis } from 'ioredis';
+import { makeKeys } from './common.js';
+import { HashGate } from '../src/gate.js';
+
+export type PathKind = 'single' | 'c256' | 'batch' | 'once';
+
+export interface Spec {
+  path: PathKind;
+  impl: 'hashgate' | 'peer';
+  url: string;
+  keys: number;
+  seed: number;
+  prefix: string;
+  journalDir: string;
+  /** Keys per call (batch, once). */
+  batch: number;
+  /** Rate over the first `mark` keys is reported too (what a short run from a fresh process sees). */
+  mark: number;
+}
+
+export interface ChildResult {
+  ok: boolean;
+  error?: string;
+  keys: number;
+  secs: number;
+  markSecs: number;
+  p50Us: number;
+  p99Us: number;
+  nodeCpuUs: number;
+  redisCpuUs: number;
+  /** hashgate only: where its keys went, for the physical-limit feed. */
+  window?: string;
+  buckets?: number;
+}
+
+const redisCpuUs = async (r: Redis): Promise<number> => {
+  const info = await r.info('cpu');
+  const f = (k: string): number => Number(new RegExp(`^${k}:([0-9.]+)`, 'm').exec(info)?.[1] ?? NaN);
+  return (f('used_cpu_user') + f('used_cpu_sys')) * 1e6;
+};
+
+async function main(spec: Spec): Promise<ChildResult> {
+  // Flat strings, as keys parsed from a request or a file arrive: makeKeys builds them by
+  // concatenation, and the first native write of such a string flattens it (an allocation per
+  // key that hashgate and the peer would both pay, for the bench's way of making keys).
+  const keys = JSON.parse(JSON.stringify(makeKeys(spec.keys, 'A', spec.seed))) as string[];
+  const admin = new Redis(spec.url);
+  // one call = a slice of keys; the workloads differ in slice size and concurrency
+  const k = spec.path === 'batch' || spec.path === 'once' ? spec.batch : 1;
+  const callers = spec.path === 'c256' ? 256 : 1;
+  const calls: string[][] = [];
+  for (let i = 0; i < keys.length; i += k) calls.push(keys.slice(i, i + k));
+
+  let call: (b: string[], i: number) => Promise<number>;
+  let close: () => Promise<void>;
+  let where: Pick<ChildResult, 'window' | 'buckets'> = {};
+  if (spec.impl === 'hashgate') {
+    // What a user opens: defaults but for where the journal goes and a prefix of this run's own.
+    const gate = await HashGate.open({
+      redis: spec.url,
+      dedup: { prefix: spec.prefix, journalDir: spec.journalDir, ...(spec.path === 'once' ? { onStoreError: 'fail-closed' as const } : {}) },
+    });
+    const sum = (a: Uint8Array): number => {
+      let s = 0;
+      for (let i = 0; i < a.length; i++) s += a[i]!;
+      return s;
+    };
+    call = spec.path === 'once' ? (b, i) => gate.firstSeen(b, { requestId: `${spec.prefix}-${i}` }).then(sum) : (b) => gate.firstSeen(b).then(sum);
+    close = () => gate.close();
+    where = { window: gate.dedup.windowOf(), buckets: gate.dedup.options.buckets };
+  } else {
+    // The peer: raw keys SADDed into one set, the reply of SADD being the first-seen answer.
+    const r = new Redis(spec.url, spec.path === 'c256' ? { enableAutoPipelining: true } : {});
+    await r.ping();
+    const set = `${spec.prefix}:peer`;
+    call =
+      k === 1
+        ? (b) => r.sadd(set, b[0]!)
+        : async (b) => {
+            const pl = r.pipeline();
+            for (let i = 0; i < b.length; i++) pl.sadd(set, b[i]!);
+            let s = 0;
+            for (const [err, v] of (await pl.exec()) ?? []) {
+              if (err) throw err;
+              s += v as number;
+            }
+            return s;
+          };
+    close = async () => {
+      r.disconnect();
+    };
+  }
+
+  const h = createHistogram();
+  let next = 0;
+  let done = 0;
+  let ones = 0;
+  let markAt = 0n;
+  const worker = async (): Promise<void> => {
+    while (next < calls.length) {
+      const i = next++;
+      const b = calls[i]!;
+      const t = process.hrtime.bigint();
+      // read after the await: `ones += await x` would add to the value read before it
+      const got = await call(b, i);
+      ones += got;
+      const e = process.hrtime.bigint();
+      h.record(Number(e - t) || 1);
+      done += b.length;
+      if (markAt === 0n && done >= spec.mark) markAt = e;
+    }
+  };
+  const r0 = await redisCpuUs(admin);
+  const c0 = process.cpuUsage();
+  const t0 = process.hrtime.bigint();
+  const ws: Promise<void>[] = [];
+  for (let i = 0; i < callers; i++) ws.push(worker());
+  await Promise.all(ws);
+  const t1 = process.hrtime.bigint();
+  const c1 = process.cpuUsage(c0);
+  const r1 = await redisCpuUs(admin);
+  await close();
+  admin.disconnect();
+  const res: ChildResult = {
+    ok: ones === keys.length,
+    keys: done,
+    secs: Number(t1 - t0) / 1e9,
+    markSecs: markAt === 0n ? NaN : Number(markAt - t0) / 1e9,
+    p50Us: h.percentile(50) / 1000,
+    p99Us: h.percentile(99) / 1000,
+    nodeCpuUs: c1.user + c1.system,
+    redisCpuUs: r1 - r0,
+    ...where,
+  };
+  if (!res.ok) res.error = `${ones} first-seen answers for ${keys.length} new keys`;
+  return res;
+}
+
+const spec = JSON.parse(process.argv[2]!) as Spec;
+main(spec).then(
+  (r) => {
+    if (process.send) process.send(r, () => process.exit(0));
+    else {
+      console.log(JSON.stringify(r));
+      process.exit(0);
+    }
+  },
+  (err: unknown) => {
+    const r: ChildResult = { ok: false, error: err instanceof Error ? (err.stack ?? err.message) : String(err), keys: 0, secs: 0, markSecs: NaN, p50Us: NaN, p99Us: NaN, nodeCpuUs: 0, redisCpuUs: 0 };
+    if (process.send) process.send(r, () => process.exit(1));
+    else {
+      console.error(r.error);
+      process.exit(1);
+    }
+  },
+);
