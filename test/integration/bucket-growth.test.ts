@@ -107,6 +107,20 @@ describe.skipIf(!has)('compact buckets split as they fill', () => {
       ),
       { numRuns: 200, seed: 7 },
     );
+    // the bit a split reads (which half of a sub-bucket a member moves to) agrees with the rule too
+    const bits = `local alpha = 1\n${TABLE_LUA}\nlocal out = {}\nfor i = 1, #ARGV, 2 do\n  local l2 = tonumber(ARGV[i + 1])\n  out[#out + 1] = bit_of(ARGV[i], l2, digits_for(l2))\nend\nreturn out`;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.tuple(fc.oneof(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), fc.constantFrom(...edges)), fc.integer({ min: 0, max: 19 })), { minLength: 1, maxLength: 200 }),
+        async (cases) => {
+          const args = cases.flatMap(([m, j]) => [m.toString(), String(2 ** j)]);
+          const got = (await r.eval(bits, 0, ...args)) as number[];
+          const want = cases.map(([m, j]) => Number((BigInt.asUintN(64, m) >> BigInt(j)) & 1n));
+          expect(got).toEqual(want);
+        },
+      ),
+      { numRuns: 200, seed: 11 },
+    );
   });
 
   it('a retried requestId call gets its original answers after the buckets split in between', async () => {
