@@ -104,6 +104,8 @@ export function intsetLimitOf(redis: RedisClient): Promise<number> {
  *   open(base, c)      -> pre, n, k, L2, n0   (splits first so c more members fit)
  *   where(base, pre, n, L2, member) -> the sub-bucket key of member
  *   close(pre, n, k, n0, added)              (records the table's new state)
+ *   read_states(keyOf, cnt) / write_states()  (optional: one MGET before and one MSET after a
+ *                                              command over many tables of one Redis)
  * low20 reads the low 20 bits of a signed 64-bit decimal exactly: 2^20 divides 10^20, so they
  * depend only on the last 20 digits, taken as two 10-digit halves (exact in a Lua double).
  */
@@ -215,10 +217,57 @@ local function split(base, pre, n)
     addall(pre .. (p + l2), go, ng)
   end
 end
+-- Table states of a command that touches many tables are read with one MGET up front and their
+-- new member counts written with one MSET at the end (with a few members per table per command,
+-- a GET and a SET per table were most of a command's redis.calls). A state whose sub-bucket count
+-- changed is written at once: readers must never see members moved to a sub-bucket the recorded
+-- count does not reach. A deferred count only times the next split.
+local pres = {}
+local states = {}
+local dirty, dirtyset, ndirty = {}, {}, 0
+local function prefix_cached(base)
+  local p = pres[base]
+  if p == nil then
+    p = prefix_of(base)
+    pres[base] = p
+  end
+  return p
+end
+-- keyOf(i) = base key of table i; only for commands whose tables share one Redis (MGET and MSET
+-- would be cross-slot on a Cluster node)
+local function read_states(keyOf, cnt)
+  local ks = {}
+  for i = 1, cnt do ks[i] = prefix_cached(keyOf(i)) .. 'n' end
+  local s = 1
+  while s <= cnt do
+    local e = s + 3999
+    if e > cnt then e = cnt end
+    local vs = redis.call('MGET', unpack(ks, s, e))
+    for i = s, e do states[ks[i]] = vs[i - s + 1] end
+    s = e + 1
+  end
+end
+local function write_states()
+  local s = 1
+  while s <= ndirty do
+    local e = s + 1999
+    if e > ndirty then e = ndirty end
+    local kv = {}
+    for i = s, e do
+      kv[#kv + 1] = dirty[i]
+      kv[#kv + 1] = states[dirty[i]]
+    end
+    redis.call('MSET', unpack(kv))
+    s = e + 1
+  end
+  ndirty = 0
+end
 local function open(base, c)
   budget = budget + 2 * math.ceil(c / alpha)
-  local pre = prefix_of(base)
-  local v = redis.call('GET', pre .. 'n')
+  local pre = prefix_cached(base)
+  local sk = pre .. 'n'
+  local v = states[sk]
+  if v == nil then v = redis.call('GET', sk) end
   local n, k, n0
   if v then
     v = tonumber(v)
@@ -271,7 +320,19 @@ local function where(base, pre, n, l2, m)
 end
 local function close(pre, n, k, n0, added)
   if added > 0 or n ~= n0 then
-    redis.call('SET', pre .. 'n', string.format('%.0f', (k + added) * TWO21 + n))
+    local sk = pre .. 'n'
+    local val = string.format('%d', (k + added) * TWO21 + n)
+    if n == n0 and states[sk] ~= nil then
+      states[sk] = val
+      if not dirtyset[sk] then
+        dirtyset[sk] = true
+        ndirty = ndirty + 1
+        dirty[ndirty] = sk
+      end
+    else
+      redis.call('SET', sk, val)
+      if states[sk] ~= nil then states[sk] = val end
+    end
   end
 end
 `;

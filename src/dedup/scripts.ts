@@ -23,6 +23,7 @@ local hk = KEYS[g + 1]
 local out = {}
 local n = 0
 local p = g + 4
+if alpha > 0 and g > 1 then read_states(function(i) return KEYS[i] end, g) end
 for k = 1, g do
   local c = tonumber(ARGV[k + 3])
   local key = KEYS[k]
@@ -60,6 +61,7 @@ for k = 1, g do
   end
   if alpha > 0 then close(pre, tn, tk, n0, added) end
 end
+write_states()
 if hll then
 ${luaPfaddRest('hk', 'g + 4')}
 end
@@ -102,6 +104,7 @@ local nr = 0
 local ask = {}
 local at = {}
 local nq = 0
+if alpha > 0 and g > 1 then read_states(function(i) return KEYS[i] end, g) end
 -- answers the next key: new keys go to the record, present ones are asked of it (when it exists)
 local function answer(mem, tag, new)
   n = n + 1
@@ -160,6 +163,7 @@ for k = 1, g do
   end
   if alpha > 0 then close(pre, tn, tk, n0, added) end
 end
+write_states()
 local s = 1
 while s <= nq do
   local e = s + 3999

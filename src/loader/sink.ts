@@ -80,6 +80,7 @@ function command(cmd: string, key: string, count: number, members: Buffer, s: nu
  * (growth.ts); 0: plain sets.
  */
 const GROUPS_LUA = `local added = 0
+if alpha > 0 and g > 1 and batch_states then read_states(keyOf, g) end
 for k = 1, g do
   local c = tonumber(ARGV[cs + k])
   local key = keyOf(k)
@@ -121,7 +122,8 @@ for k = 1, g do
   end
   if alpha > 0 then close(pre, tn, tk, n0, a) end
   added = added + a
-end`;
+end
+write_states()`;
 
 /**
  * KEYS = bucket keys of G buckets [+ the HyperLogLog key when ARGV[2] == '1'];
@@ -140,6 +142,7 @@ ${TABLE_LUA}
 local cs = 3
 local p = g + 4
 local function keyOf(k) return KEYS[k] end
+local batch_states = true
 ${GROUPS_LUA}
 if ARGV[2] == '1' then
   local hk = KEYS[g + 1]
@@ -163,6 +166,8 @@ ${TABLE_LUA}
 local cs = 2
 local p = 2 * g + 3
 local function keyOf(k) return ARGV[g + k + 2] end
+-- tables of many slots: their states are read and written one by one (no cross-slot MGET/MSET)
+local batch_states = false
 ${GROUPS_LUA}
 return added
 `);
