@@ -103,9 +103,21 @@ async function naiveLoader(redis: Redis, file: string, maxRows: number, buckets:
 }
 
 async function scardSum(redis: Redis, prefix: string, buckets: number, compact: boolean): Promise<number> {
-  const p = redis.pipeline();
-  for (let b = 0; b < buckets; b++) p.scard(compact ? `${prefix}:2026:c:${b}` : `${prefix}:2026:${b}`);
   let n = 0;
+  if (compact) {
+    // every set of the window: a compact bucket that split keeps members in its sub-buckets too
+    let cursor = '0';
+    do {
+      const [c, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:2026:c:*`, 'COUNT', 5000, 'TYPE', 'set');
+      cursor = c;
+      const p = redis.pipeline();
+      for (const k of keys) p.scard(k);
+      for (const [, v] of (await p.exec()) ?? []) n += Number(v);
+    } while (cursor !== '0');
+    return n;
+  }
+  const p = redis.pipeline();
+  for (let b = 0; b < buckets; b++) p.scard(`${prefix}:2026:${b}`);
   for (const [, v] of (await p.exec()) ?? []) n += Number(v);
   return n;
 }

@@ -20,6 +20,8 @@ local hll = ARGV[2] == '1'
 local alpha = tonumber(ARGV[3])
 ${TABLE_LUA}
 local hk = KEYS[g + 1]
+-- answers kept as one-character strings: table.concat would format every number with sprintf
+local D = { [0] = '0', [1] = '1' }
 local out = {}
 local n = 0
 local p = g + 4
@@ -37,14 +39,15 @@ for k = 1, g do
       local e = p + m - 1
       if m == 1 then
         n = n + 1
-        out[n] = redis.call('SADD', key, ARGV[p])
-        added = added + out[n]
+        local r = redis.call('SADD', key, ARGV[p])
+        out[n] = D[r]
+        added = added + r
       else
         local r = redis.call('SMISMEMBER', key, unpack(ARGV, p, e))
         added = added + redis.call('SADD', key, unpack(ARGV, p, e))
         for j = 1, m do
           n = n + 1
-          out[n] = 1 - r[j]
+          out[n] = D[1 - r[j]]
         end
       end
       p = e + 1
@@ -54,7 +57,7 @@ for k = 1, g do
     for j = p, p + c - 1 do
       local r = redis.call('SADD', where(key, pre, tn, l2, ARGV[j]), ARGV[j])
       n = n + 1
-      out[n] = r
+      out[n] = D[r]
       added = added + r
     end
     p = p + c
@@ -111,9 +114,9 @@ local function answer(mem, tag, new)
   if new then
     nr = nr + 1
     rec[nr] = mem .. tag
-    out[n] = 1
+    out[n] = '1'
   else
-    out[n] = 0
+    out[n] = '0'
     if known then
       nq = nq + 1
       ask[nq] = mem .. tag
@@ -170,7 +173,7 @@ while s <= nq do
   if e > nq then e = nq end
   local q = redis.call('SMISMEMBER', rk, unpack(ask, s, e))
   for j = s, e do
-    if q[j - s + 1] == 1 then out[at[j]] = 1 end
+    if q[j - s + 1] == 1 then out[at[j]] = '1' end
   end
   s = e + 1
 end
