@@ -159,21 +159,22 @@ local function digits_for(l2)
   end
   return nd
 end
-local function bit_of(m, l2, nd)
-  -- bit log2(l2) of the member's low 20 bits, read from its last nd digits while l2 <= 16384
-  -- (one sub and one short tonumber instead of low20's two of each)
-  if l2 > 16384 then return math.floor(low20(m) / l2) % 2 end
+-- The member's low 20 bits mod 'mod' (a power of two dividing 10^nd), read from its last nd
+-- digits: one sub and one short tonumber instead of low20's two of each.
+local function low_mod(m, mod, nd)
   local e = #m
   local s0 = e - nd + 1
-  local r
   if string.byte(m, 1) == 45 then
     if s0 < 2 then s0 = 2 end
-    r = (2 * l2 - tonumber(string.sub(m, s0, e)) % (2 * l2)) % (2 * l2)
-  else
-    if s0 < 1 then s0 = 1 end
-    r = tonumber(string.sub(m, s0, e)) % (2 * l2)
+    return (mod - tonumber(string.sub(m, s0, e)) % mod) % mod
   end
-  if r >= l2 then return 1 end
+  if s0 < 1 then s0 = 1 end
+  return tonumber(string.sub(m, s0, e)) % mod
+end
+local function bit_of(m, l2, nd)
+  -- bit log2(l2) of the member's low 20 bits
+  if l2 > 16384 then return math.floor(low20(m) / l2) % 2 end
+  if low_mod(m, 2 * l2, nd) >= l2 then return 1 end
   return 0
 end
 local function split(base, pre, n)
@@ -296,15 +297,7 @@ local function where(base, pre, n, l2, m)
   end
   local r
   if l2 <= 16384 then
-    local e = #m
-    local s0 = e - w_nd + 1
-    if string.byte(m, 1) == 45 then
-      if s0 < 2 then s0 = 2 end
-      r = (2 * l2 - tonumber(string.sub(m, s0, e)) % (2 * l2)) % (2 * l2)
-    else
-      if s0 < 1 then s0 = 1 end
-      r = tonumber(string.sub(m, s0, e)) % (2 * l2)
-    end
+    r = low_mod(m, 2 * l2, w_nd)
   else
     r = low20(m)
   end
