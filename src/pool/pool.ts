@@ -15,6 +15,19 @@ import type { ChunkOp, KernelTask, KernelWorkerData } from './messages.js';
 // dist/workers/kernel-worker.js, the same file whether this module runs from dist or (vitest) src.
 const WORKER_SPECIFIER = '#kernel-worker';
 
+/**
+ * Worker flags: require(esm) turned off where Node has it, for a process started without flags
+ * (with flags the workers inherit them as they are: some, like --max-old-space-size, may not be
+ * passed to a worker explicitly). piscina loads a worker file with require() before import(); on
+ * Node 20 a require() of our ES module worker aborted a process once in a CI run ("IsGraphAsync
+ * must be used on an instantiated module"). Refused, require() throws ERR_REQUIRE_ESM and piscina
+ * takes the import() path alone.
+ */
+const WORKER_EXEC_ARGV =
+  process.execArgv.length === 0 && process.allowedNodeEnvironmentFlags.has('--no-experimental-require-module')
+    ? ['--no-experimental-require-module']
+    : undefined;
+
 function workerFile(): string {
   try {
     return createRequire(import.meta.url).resolve(WORKER_SPECIFIER);
@@ -98,6 +111,7 @@ export class KernelPool {
       maxThreads: options.threads,
       idleTimeout: options.idleTimeoutMs,
       workerData,
+      ...(WORKER_EXEC_ARGV === undefined ? {} : { execArgv: WORKER_EXEC_ARGV }),
     });
     // A worker that dies is replaced by piscina; its task's promise rejects. Nothing else to do,
     // but an unhandled 'error' event would crash the host process.
