@@ -118,6 +118,27 @@ describe.skipIf(!HAVE)('bloom rebuild', () => {
     expect(await redis.get('{lost}:hg:rebuild-lock')).toBe('thief');
   }, 30_000);
 
+  it('a bitmap of many MiB is allocated a bounded step per command, then uploaded in place', async () => {
+    // 6M keys at 1%: a 7.2 MB bitmap, four allocation steps of 2 MiB
+    const f = await RedisBloom.open({ redis, name: 'big', expectedItems: 6_000_000, fpp: 0.01 });
+    await f.tryInit();
+    const keys = Array.from({ length: 20_000 }, (_, i) => `big-${i}-用户`);
+    await redis.config('RESETSTAT');
+    const res = await rebuildRedisBloom({ redis, name: 'big', keys });
+    const stats = await redis.info('commandstats');
+    const calls = (cmd: string): number => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+    const bytes = Math.ceil(res.size / 8);
+    expect(await redis.strlen('big')).toBe(bytes);
+    const bitmap = await redis.getBuffer('big');
+    const MiB = 1024 * 1024;
+    let uploaded = 0;
+    for (let off = 0; off < bytes; off += MiB) if (bitmap.subarray(off, off + MiB).some((b) => b !== 0)) uploaded++;
+    // one SETRANGE per allocation step and per non-zero MiB of bits; nothing allocates the string whole
+    expect(calls('setrange')).toBe(Math.ceil(bytes / (2 * MiB)) + uploaded);
+    expect(calls('setbit')).toBe(0);
+    expect(Array.from(await f.containsAll(keys)).every((b) => b === 1)).toBe(true);
+  }, 60_000);
+
   it.skipIf(!HBASE)('CLI: rebuilds from an HBase table scan (the blacklist table)', async () => {
     const hb = await ensureHBase();
     try {

@@ -38,6 +38,8 @@ export const REDIS_REBUILD_DEFAULTS = {
   maxLocalBytes: 512 * 1024 * 1024,
   /** Bytes per SETRANGE when uploading a locally built bitmap. */
   uploadChunkBytes: 1024 * 1024,
+  /** Most bytes one command adds to the new generation's bitmap while it is allocated. */
+  growChunkBytes: 2 * 1024 * 1024,
   minKeys: 1,
 } as const;
 
@@ -112,12 +114,25 @@ return 1`);
 const DROP = new LuaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 return redis.call('DEL', KEYS[2], KEYS[3])`);
 
-/** KEYS: lock, new bitmap, new config. ARGV: token, last bit index, ttl ms. Allocates the bitmap whole. */
-const PREPARE = new LuaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('HGREBUILDLOCK lock lost') end
-redis.call('SETBIT', KEYS[2], ARGV[2], 0)
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-redis.call('PEXPIRE', KEYS[3], ARGV[3])
-return 1`);
+/**
+ * KEYS: lock, new bitmap, new config. ARGV: token, final byte length, most bytes to add, ttl ms.
+ * Grows the new bitmap by at most ARGV[3] zero bytes and returns its length; called until the
+ * length is final. Redis zero-fills a string as it grows, so allocating a large filter in one
+ * command (a 120 MB bitmap at 1e8 keys) kept every other client of the Redis waiting for tens of
+ * milliseconds; grown in steps, each command touches a few MiB.
+ */
+const GROW = new LuaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('HGREBUILDLOCK lock lost') end
+local want = tonumber(ARGV[2])
+local have = redis.call('STRLEN', KEYS[2])
+if have < want then
+  local to = have + tonumber(ARGV[3])
+  if to > want then to = want end
+  redis.call('SETRANGE', KEYS[2], to - 1, '\\0')
+  have = to
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
+return have`);
 
 /** KEYS: lock, new bitmap. ARGV: token, byte offset, bytes. Fenced by the lock token. */
 const UPLOAD = new LuaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('HGREBUILDLOCK lock lost') end
@@ -269,9 +284,13 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
     await next.tryInit();
     const size = next.size;
     const k = next.hashIterations;
-    await runScript(redis, PREPARE, 3, [lockKey, nextName, nextConfig, token, size - 1, tempTtl]);
-    const useLocal = o.local ?? Math.ceil(size / 8) <= REDIS_REBUILD_DEFAULTS.maxLocalBytes;
-    const bits = useLocal ? new Uint8Array(Math.ceil(size / 8)) : undefined;
+    const bytes = Math.ceil(size / 8);
+    for (let have = 0; have < bytes; ) {
+      check();
+      have = Number(await runScript(redis, GROW, 3, [lockKey, nextName, nextConfig, token, bytes, REDIS_REBUILD_DEFAULTS.growChunkBytes, tempTtl]));
+    }
+    const useLocal = o.local ?? bytes <= REDIS_REBUILD_DEFAULTS.maxLocalBytes;
+    const bits = useLocal ? new Uint8Array(bytes) : undefined;
     let n = 0;
     const write = async (keys: Key[]): Promise<void> => {
       check();
@@ -306,10 +325,8 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
     if (bits !== undefined) {
       const chunk = REDIS_REBUILD_DEFAULTS.uploadChunkBytes;
       let group: Promise<unknown>[] = [];
-      // Highest offset first: the first SETRANGE allocates the string at its final size and every
-      // later one writes in place. In ascending order each chunk grew the string, and Redis
-      // reallocated (copied) the whole bitmap per chunk: a 120 MB filter kept another client's
-      // PING waiting 86 ms.
+      // The bitmap already has its final length (grown in steps above): every chunk is written in
+      // place, and no command reallocates (copies) the string.
       for (let off = Math.floor((bits.length - 1) / chunk) * chunk; off >= 0; off -= chunk) {
         const part = bits.subarray(off, Math.min(bits.length, off + chunk));
         if (part.every((b) => b === 0)) continue; // the new bitmap is already zeros
