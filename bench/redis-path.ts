@@ -211,9 +211,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     return r?.ok === false ? undefined : r;
   };
   const ratio = (path: PathKind): number | undefined => {
-    const a = find(path, 'hashgate');
-    const b = find(path, defs.find((d) => d.path === path)!.peer);
-    return a !== undefined && b !== undefined && b.opsPerSec > 0 ? a.opsPerSec / b.opsPerSec : undefined;
+    const def = defs.find((d) => d.path === path)!;
+    return s.ratio(def.name(def.keys), 'hashgate', def.peer);
   };
   const p50 = (path: PathKind, impl: string): number | undefined => find(path, impl)?.extra?.['p50Us'] as number | undefined;
   const hp = p50('single', 'hashgate');
