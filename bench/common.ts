@@ -24,6 +24,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createHistogram, performance } from 'node:perf_hooks';
 import { Bench } from 'tinybench';
+import { isMainModule } from '../src/util/main-module.js';
 import { prng } from '../src/util/prng.js';
 
 export const SCHEMA_VERSION = 1;
@@ -492,6 +493,22 @@ export class Suite {
     writeResult(result);
     return result;
   }
+}
+
+/**
+ * Lets a suite also run by hand (node dist/bench/<suite>.js [--quick]): when `metaUrl` is the
+ * script node started, runs the suite and exits 0, or prints the error and exits 1. When run.ts
+ * imports the suite, it does nothing.
+ */
+export function runWhenMain(metaUrl: string, run: (opts: SuiteOptions) => Promise<SuiteResult>): void {
+  if (!isMainModule(metaUrl)) return;
+  run({ quick: process.argv.includes('--quick') }).then(
+    () => process.exit(0),
+    (err) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
 }
 
 export function printSummary(result: SuiteResult): void {

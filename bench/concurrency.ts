@@ -18,13 +18,12 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
-import { Suite, drive, makeKeys, spread, type BenchRow, type Drive, type SuiteOptions, type SuiteResult, type SweepSeries } from './common.js';
+import { Suite, drive, makeKeys, runWhenMain, spread, type BenchRow, type Drive, type SuiteOptions, type SuiteResult, type SweepSeries } from './common.js';
 import { startBenchRedis } from './redis-server.js';
 import { HashGate } from '../src/gate.js';
 import { bloomShape } from '../src/bloom/index.js';
 import { HotColdStore } from '../src/tiering/index.js';
 import { FingerprintIndex } from '../src/fingerprint/index.js';
-import { isMainModule } from '../src/util/main-module.js';
 
 const slices = (keys: string[], k: number): string[][] => {
   const out: string[][] = [];
@@ -503,12 +502,4 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
 
 const round = (v: number): number => Math.round(v * 10) / 10;
 
-if (isMainModule(import.meta.url)) {
-  run({ quick: process.argv.includes('--quick') }).then(
-    () => process.exit(0),
-    (err) => {
-      console.error(err);
-      process.exit(1);
-    },
-  );
-}
+runWhenMain(import.meta.url, run);

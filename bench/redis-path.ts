@@ -14,11 +14,10 @@ import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { Suite, makeKeys, repoRoot, spread, type BenchRow, type SuiteOptions, type SuiteResult } from './common.js';
+import { Suite, makeKeys, repoRoot, runWhenMain, spread, type BenchRow, type SuiteOptions, type SuiteResult } from './common.js';
 import { startBenchRedis, type BenchRedis } from './redis-server.js';
 import type { ChildResult, PathKind, Spec } from './_redis-path-child.js';
 import { bucketKey, bucketsOfDigests, compactMember, digestKeys } from '../src/dedup/layout.js';
-import { isMainModule } from '../src/util/main-module.js';
 
 const BATCH = 10_000;
 const MARK = 200_000;
@@ -212,9 +211,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     return r?.ok === false ? undefined : r;
   };
   const ratio = (path: PathKind): number | undefined => {
-    const a = find(path, 'hashgate');
-    const b = find(path, defs.find((d) => d.path === path)!.peer);
-    return a !== undefined && b !== undefined && b.opsPerSec > 0 ? a.opsPerSec / b.opsPerSec : undefined;
+    const def = defs.find((d) => d.path === path)!;
+    return s.ratio(def.name(def.keys), 'hashgate', def.peer);
   };
   const p50 = (path: PathKind, impl: string): number | undefined => find(path, impl)?.extra?.['p50Us'] as number | undefined;
   const hp = p50('single', 'hashgate');
@@ -245,12 +243,4 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   return s.finish();
 }
 
-if (isMainModule(import.meta.url)) {
-  run({ quick: process.argv.includes('--quick') }).then(
-    () => process.exit(0),
-    (err) => {
-      console.error(err);
-      process.exit(1);
-    },
-  );
-}
+runWhenMain(import.meta.url, run);

@@ -633,26 +633,11 @@ export class BloomFilter {
     if (count === 0) return 0;
     const k = this.#kernel!;
     const base = (s.keysPtr - bias * 2) | 0;
-    if (add && out !== undefined) {
-      const set = k.bloomAddFlags16(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base, s.offsetsPtr, count, s.outPtr, s.tmp16Ptr);
-      if (set > 0) Atomics.add(this.#count, 0, BigInt(set));
-      const u8 = s.u8;
-      let changed = 0;
-      for (let i = 0, p = s.outPtr; i < count; i++, p++) {
-        const f = u8[p]!;
-        out[done + i] = f;
-        changed += f;
-      }
-      return changed;
-    }
-    if (add) {
-      const changed = k.bloomAddBatch16(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base, s.offsetsPtr, count, s.outPtr, s.tmp16Ptr);
-      this.#countSet(s);
-      return changed;
-    }
-    const hits = k.bloomCheckBatch16(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base, s.offsetsPtr, count, s.outPtr, s.tmp16Ptr);
-    out!.set(s.u8.subarray(s.outPtr, s.outPtr + count), done);
-    return hits;
+    let r: number;
+    if (add && out !== undefined) r = k.bloomAddFlags16(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base, s.offsetsPtr, count, s.outPtr, s.tmp16Ptr);
+    else if (add) r = k.bloomAddBatch16(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base, s.offsetsPtr, count, s.outPtr, s.tmp16Ptr);
+    else r = k.bloomCheckBatch16(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base, s.offsetsPtr, count, s.outPtr, s.tmp16Ptr);
+    return this.#settle(add, out, done, count, s, r);
   }
 
   /** PackedKeys checked by checkKeys (offsets non-decreasing, inside bytes). */
@@ -703,10 +688,22 @@ export class BloomFilter {
       }
       return r;
     }
+    let r: number;
+    if (add && out !== undefined) r = k.bloomAddFlags(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base | 0, s.offsetsPtr, count, s.outPtr);
+    else if (add) r = k.bloomAddBatch(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base | 0, s.offsetsPtr, count, s.outPtr);
+    else r = k.bloomCheckBatch(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base | 0, s.offsetsPtr, count, s.outPtr);
+    return this.#settle(add, out, done, count, s, r);
+  }
+
+  /**
+   * The rest of a #flush or #flush16 once the kernel has run over `count` staged keys (UTF-8 and
+   * UTF-16 kernels leave the same results): `r` is what the kernel returned. Returns what the
+   * flush returns, and puts per-key results at out[done..].
+   */
+  #settle(add: boolean, out: Uint8Array | undefined, done: number, count: number, s: Scratch, r: number): number {
     if (add && out !== undefined) {
-      // Per-key flags: the kernel writes them to the result region and returns the bits it set.
-      const set = k.bloomAddFlags(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base | 0, s.offsetsPtr, count, s.outPtr);
-      if (set > 0) Atomics.add(this.#count, 0, BigInt(set));
+      // Per-key flags: the kernel wrote them to the result region and returned the bits it set.
+      if (r > 0) Atomics.add(this.#count, 0, BigInt(r));
       const u8 = s.u8;
       let changed = 0;
       for (let i = 0, p = s.outPtr; i < count; i++, p++) {
@@ -717,14 +714,13 @@ export class BloomFilter {
       return changed;
     }
     if (add) {
-      // The check-result region is idle during adds: the kernel leaves its bit count there.
-      const changed = k.bloomAddBatch(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base | 0, s.offsetsPtr, count, s.outPtr);
+      // `r` is how many keys changed. The check-result region is idle during adds: the kernel
+      // left its bit count there.
       this.#countSet(s);
-      return changed;
+      return r;
     }
-    const hits = k.bloomCheckBatch(this.bitsOffset, this.bitSize, this.hashFunctions, this.seed | 0, base | 0, s.offsetsPtr, count, s.outPtr);
     out!.set(s.u8.subarray(s.outPtr, s.outPtr + count), done);
-    return hits;
+    return r;
   }
 }
 

@@ -8,25 +8,14 @@
 // 128-bit seeds follow Guava: the 32-bit seed is sign-extended into both 64-bit lanes
 // (the C++ reference zero-extends; the two agree for seeds < 2^31).
 
+import { C1, C2, fmix64 } from './murmur-mix';
+
 /** JS must not place anything below this offset: it holds kernel statics and scratch. */
 export const RESERVED_BYTES: u32 = 65536;
 
 /** Lanes of the last mm3x64_128 call (h1 = Guava asLong()). Per instance, so per thread. */
 export let mmH1: u64 = 0;
 export let mmH2: u64 = 0;
-
-const C1: u64 = 0x87c37b91114253d5;
-const C2: u64 = 0x4cf5ad432745937f;
-
-// @ts-ignore: decorator
-@inline function fmix64(k: u64): u64 {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccd;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53;
-  k ^= k >> 33;
-  return k;
-}
 
 // @ts-ignore: decorator
 @inline function fmix32(h: u32): u32 {

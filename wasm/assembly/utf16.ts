@@ -13,6 +13,7 @@
 // Packed UTF-16 convention of the *16 batch exports: key i is the code units
 // [units + 2 * offsets[i], units + 2 * offsets[i + 1]) with `offsets` count + 1 LE u32 (in units).
 import { mm3x64_128, mmH1, mmH2 } from './murmur';
+import { C1, C2, fmix64 } from './murmur-mix';
 
 /** Keys of at most this many code units are transcoded into `tmp`; longer ones stream. */
 export const TMP16_UNITS: u32 = 1024;
@@ -28,20 +29,8 @@ const DIGESTS_AT: u32 = TEXT_BYTES;
  */
 export const UTF16_TMP_BYTES: u32 = DIGESTS_AT + <u32>GROUP16 * 16 + 2 * <u32>GROUP16;
 
-const C1: u64 = 0x87c37b91114253d5;
-const C2: u64 = 0x4cf5ad432745937f;
 /** Four code units all below 0x80: one load answers it. */
 const NON_ASCII4: u64 = 0xff80ff80ff80ff80;
-
-// @ts-ignore: decorator
-@inline function fmix64(k: u64): u64 {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccd;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53;
-  k ^= k >> 33;
-  return k;
-}
 
 /**
  * UTF-8 (TextEncoder's) of `units` code units at `src` to `dst`; returns the byte count. Writes
