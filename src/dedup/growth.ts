@@ -106,10 +106,11 @@ export function intsetLimitOf(redis: RedisClient): Promise<number> {
  *   close(pre, n, k, n0, added)              (records the table's new state)
  *   read_states(keyOf, cnt) / write_states()  (optional: one MGET before and one MSET after a
  *                                              command over many tables of one Redis)
+ *   callall(cmd, key, list, cnt) -> sum of replies   (cmd over a list of any length)
  * low20 reads the low 20 bits of a signed 64-bit decimal exactly: 2^20 divides 10^20, so they
  * depend only on the last 20 digits, taken as two 10-digit halves (exact in a Lua double).
  */
-export const TABLE_LUA = `local TWO20 = ${2 ** 20}
+export const TABLE_LUA: string = `local TWO20 = ${2 ** 20}
 local TWO21 = ${TWO21}
 local budget = ${SPLIT_BUDGET}
 local function low20(m)
@@ -141,14 +142,17 @@ local function pow2le(n)
   while l2 * 2 <= n do l2 = l2 * 2 end
   return l2
 end
-local function addall(key, list, cnt)
-  local s = 1
+-- cmd(key, list[1..cnt]) in runs of 4000 members (Lua's unpack takes a few thousand values at
+-- most); returns the sum of the replies (members added or removed)
+local function callall(cmd, key, list, cnt)
+  local sum, s = 0, 1
   while s <= cnt do
     local e = s + 3999
     if e > cnt then e = cnt end
-    redis.call('SADD', key, unpack(list, s, e))
+    sum = sum + redis.call(cmd, key, unpack(list, s, e))
     s = e + 1
   end
+  return sum
 end
 local function digits_for(l2)
   -- 2 * l2 = 2^j divides 10^j: the last j digits of a member decide its low20 mod 2 * l2
@@ -205,17 +209,11 @@ local function split(base, pre, n)
         end
       end
       redis.call('DEL', src)
-      addall(src, stay, ns)
+      callall('SADD', src, stay, ns)
     else
-      local s = 1
-      while s <= ng do
-        local e = s + 3999
-        if e > ng then e = ng end
-        redis.call('SREM', src, unpack(go, s, e))
-        s = e + 1
-      end
+      callall('SREM', src, go, ng)
     end
-    addall(pre .. (p + l2), go, ng)
+    callall('SADD', pre .. (p + l2), go, ng)
   end
 end
 -- Table states of a command that touches many tables are read with one MGET up front and their
@@ -223,7 +221,7 @@ end
 -- a GET and a SET per table were most of a command's redis.calls). A state whose sub-bucket count
 -- changed is written at once: readers must never see members moved to a sub-bucket the recorded
 -- count does not reach. A deferred count only times the next split.
-local pres = {}
+local pres, skeys = {}, {}
 local states = {}
 local dirty, dirtyset, ndirty = {}, {}, 0
 local function prefix_cached(base)
@@ -234,11 +232,20 @@ local function prefix_cached(base)
   end
   return p
 end
+-- state key of the table whose prefix is pre (open and close both need it: built once)
+local function state_key(pre)
+  local k = skeys[pre]
+  if k == nil then
+    k = pre .. 'n'
+    skeys[pre] = k
+  end
+  return k
+end
 -- keyOf(i) = base key of table i; only for commands whose tables share one Redis (MGET and MSET
 -- would be cross-slot on a Cluster node)
 local function read_states(keyOf, cnt)
   local ks = {}
-  for i = 1, cnt do ks[i] = prefix_cached(keyOf(i)) .. 'n' end
+  for i = 1, cnt do ks[i] = state_key(prefix_cached(keyOf(i))) end
   local s = 1
   while s <= cnt do
     local e = s + 3999
@@ -266,7 +273,7 @@ end
 local function open(base, c)
   budget = budget + 2 * math.ceil(c / alpha)
   local pre = prefix_cached(base)
-  local sk = pre .. 'n'
+  local sk = state_key(pre)
   local v = states[sk]
   if v == nil then v = redis.call('GET', sk) end
   local n, k, n0
@@ -313,7 +320,7 @@ local function where(base, pre, n, l2, m)
 end
 local function close(pre, n, k, n0, added)
   if added > 0 or n ~= n0 then
-    local sk = pre .. 'n'
+    local sk = state_key(pre)
     local val = string.format('%d', (k + added) * TWO21 + n)
     if n == n0 and states[sk] ~= nil then
       states[sk] = val

@@ -177,13 +177,7 @@ while s <= nq do
   end
   s = e + 1
 end
-s = 1
-while s <= nr do
-  local e = s + 3999
-  if e > nr then e = nr end
-  redis.call('SADD', rk, unpack(rec, s, e))
-  s = e + 1
-end
+callall('SADD', rk, rec, nr)
 if nr > 0 then redis.call('PEXPIRE', rk, ttl) end
 if hll then
 ${luaPfaddRest('hk', 'g + 5')}

@@ -109,15 +109,7 @@ for k = 1, g do
       local t = by[sk]
       if t then t[#t + 1] = m else by[sk] = { m } end
     end
-    for sk, t in pairs(by) do
-      local s = 1
-      while s <= #t do
-        local e = s + 3999
-        if e > #t then e = #t end
-        a = a + redis.call('SADD', sk, unpack(t, s, e))
-        s = e + 1
-      end
-    end
+    for sk, t in pairs(by) do a = a + callall('SADD', sk, t, #t) end
     p = p + c
   end
   if alpha > 0 then close(pre, tn, tk, n0, a) end
