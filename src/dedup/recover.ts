@@ -24,7 +24,7 @@ import { FIRST_SEEN } from './scripts.js';
 import { int64Decimal } from '../redis/int64.js';
 import { RespWriter } from '../redis/resp.js';
 import { runScript, runScriptWire } from '../redis/scripts.js';
-import { intsetLimitOf, splitLoad } from './growth.js';
+import { decimalLow20, intsetLimitOf, memberLow20, putLow20, splitLoad } from './growth.js';
 
 export interface RecoverReport {
   /** True when another instance held the recover lock; nothing was replayed. */
@@ -187,6 +187,12 @@ class Batch {
     return false;
   }
 
+  /** Low 20 bits of compact member i (from its digest; from its decimal in records without one). */
+  private low20(i: number): number {
+    const dv = this.dvs[i];
+    return dv !== undefined ? memberLow20(dv, this.offs[i]!) : decimalLow20(String(this.raws[i]));
+  }
+
   private memberString(i: number): string {
     const raw = this.raws[i];
     return raw !== undefined ? (raw as string) : int64Decimal(this.dvs[i]!, this.offs[i]!);
@@ -208,8 +214,8 @@ class Batch {
     if (!isCluster(this.redis)) {
       const G = groups.length;
       const numKeys = G + (hll ? 1 : 0);
-      const w = new RespWriter(64 + G * 56 + n * 32);
-      w.array(3 + numKeys + 3 + G + n);
+      const w = new RespWriter(64 + G * 56 + n * 35);
+      w.array(3 + numKeys + 4 + G + n);
       w.str('EVALSHA');
       w.str(FIRST_SEEN.sha);
       w.uintStr(numKeys);
@@ -218,6 +224,15 @@ class Batch {
       w.uintStr(G);
       w.str(hll ? '1' : '0');
       w.str(alpha);
+      if (this.compact) {
+        let at = w.bulkSpace(3 * n);
+        for (const [, ix] of groups) {
+          for (const i of ix) {
+            putLow20(w.buf, at, this.low20(i));
+            at += 3;
+          }
+        }
+      } else w.str('');
       for (const [, ix] of groups) w.uintStr(ix.length);
       for (const [, ix] of groups) {
         for (const i of ix) {
@@ -235,7 +250,9 @@ class Batch {
         const ms = ix.map((i) => this.memberString(i));
         if (hll) for (const m of ms) all.push(m);
         if (!this.compact) return this.redis.sadd(k, ...ms);
-        return (runScript(this.redis, FIRST_SEEN, 1, [k, '1', '0', alpha, String(ms.length), ...ms]) as Promise<string>).then((r) => {
+        const lows = Buffer.allocUnsafe(3 * ix.length);
+        for (let j = 0; j < ix.length; j++) putLow20(lows, 3 * j, this.low20(ix[j]!));
+        return (runScript(this.redis, FIRST_SEEN, 1, [k, '1', '0', alpha, lows, String(ms.length), ...ms]) as Promise<string>).then((r) => {
           let a = 0;
           for (let j = 0; j < r.length; j++) a += r.charCodeAt(j) - 48;
           return a;

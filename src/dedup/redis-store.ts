@@ -12,7 +12,7 @@ import { runScript, runScriptWire } from '../redis/scripts.js';
 import type { Layout } from './options.js';
 import { hllKey, metaField, metaKey, windowPattern, bucketKey, type Member } from './layout.js';
 import { FIRST_SEEN, FIRST_SEEN_ONCE } from './scripts.js';
-import { decodeTableState, intsetLimitOf, splitLoad, subBucketKey, tableStateKey } from './growth.js';
+import { decodeTableState, intsetLimitOf, memberLow20, putLow20, splitLoad, subBucketKey, tableStateKey } from './growth.js';
 import { InFlightLimit, NotSentError } from '../redis/inflight.js';
 import { StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
 
@@ -337,12 +337,18 @@ export class RedisStore implements DedupStore {
     const members: Member[] = new Array(e - s);
     for (let j = s; j < e; j++) members[j - s] = b.member(j);
     const key = b.groupKeys[g]!;
+    let lows: Buffer | string = '';
+    if (b.compact !== undefined) {
+      const { dv, idx } = b.compact;
+      lows = Buffer.allocUnsafe(3 * (e - s));
+      for (let j = s; j < e; j++) putLow20(lows, 3 * (j - s), memberLow20(dv, idx[j]! << 4));
+    }
     if (this.hll) this.redis.pfadd(hk, ...(members as string[])).catch(() => undefined);
     if (b.requestId === undefined) {
-      return this.lane.run(() => runScript(this.redis, FIRST_SEEN, 1, [key, '1', '0', this.alphaOf(b), String(e - s), ...members])) as Promise<string>;
+      return this.lane.run(() => runScript(this.redis, FIRST_SEEN, 1, [key, '1', '0', this.alphaOf(b), lows, String(e - s), ...members])) as Promise<string>;
     }
     const rk = clusterRecordKey(key, b.requestId);
-    return this.lane.run(() => runScript(this.redis, FIRST_SEEN_ONCE, 2, [key, rk, '1', '0', this.alphaOf(b), String(b.requestTtlMs ?? this.pacing.requestTtlMs), String(e - s), ...members])) as Promise<string>;
+    return this.lane.run(() => runScript(this.redis, FIRST_SEEN_ONCE, 2, [key, rk, '1', '0', this.alphaOf(b), String(b.requestTtlMs ?? this.pacing.requestTtlMs), lows, String(e - s), ...members])) as Promise<string>;
   }
 
   /**
@@ -358,7 +364,7 @@ export class RedisStore implements DedupStore {
     let member: Member;
     if (b.compact !== undefined) {
       const o = b.compact.idx[0]! << 4;
-      w.array(9);
+      w.array(10);
       w.str('EVALSHA');
       w.str(FIRST_SEEN.sha);
       w.str('1');
@@ -366,6 +372,7 @@ export class RedisStore implements DedupStore {
       w.str('1');
       w.str('0');
       w.str(this.alphaOf(b));
+      putLow20(w.buf, w.bulkSpace(3), memberLow20(b.compact.dv, o));
       w.str('1');
       w.int64(b.compact.dv, o);
       member = this.hll ? int64Decimal(b.compact.dv, o) : '';
@@ -435,15 +442,15 @@ export class RedisStore implements DedupStore {
   }
 
   /**
-   * EVALSHA sha numkeys keys... G hll [ttl] counts... members... of one chunk as one RESP buffer
+   * EVALSHA sha numkeys keys... G hll alpha [ttl] lows counts... members... of one chunk as one RESP buffer
    * (FIRST_SEEN, or FIRST_SEEN_ONCE with the request record as last key and its TTL).
    */
   private encodeChunk(b: StoreBatch, ch: Chunk, hk: string): Buffer {
     const G = ch.segs.length / 3;
     const once = b.requestId !== undefined;
     const numKeys = G + (this.hll ? 1 : 0) + (once ? 1 : 0);
-    const w = new RespWriter(128 + G * 48 + ch.count * (b.compact ? 26 : 40));
-    w.array(3 + numKeys + 3 + (once ? 1 : 0) + G + ch.count);
+    const w = new RespWriter(128 + G * 48 + ch.count * (b.compact ? 29 : 40));
+    w.array(3 + numKeys + 4 + (once ? 1 : 0) + G + ch.count);
     w.str('EVALSHA');
     w.str(once ? FIRST_SEEN_ONCE.sha : FIRST_SEEN.sha);
     w.uintStr(numKeys);
@@ -454,6 +461,14 @@ export class RedisStore implements DedupStore {
     w.str(this.hll ? '1' : '0');
     w.str(this.alphaOf(b));
     if (once) w.uintStr(b.requestTtlMs ?? this.pacing.requestTtlMs);
+    if (b.compact !== undefined) {
+      const { dv, idx } = b.compact;
+      let at = w.bulkSpace(3 * ch.count);
+      for (let i = 0; i < ch.segs.length; i += 3) {
+        const e = ch.segs[i + 2]!;
+        for (let j = ch.segs[i + 1]!; j < e; j++, at += 3) putLow20(w.buf, at, memberLow20(dv, idx[j]! << 4));
+      }
+    } else w.str('');
     for (let i = 0; i < ch.segs.length; i += 3) w.uintStr(ch.segs[i + 2]! - ch.segs[i + 1]!);
     for (let i = 0; i < ch.segs.length; i += 3) {
       const e = ch.segs[i + 2]!;

@@ -7,8 +7,9 @@ import { TABLE_LUA } from './growth.js';
 /**
  * KEYS = bucket keys of G groups [+ the HyperLogLog key when ARGV[2] == '1'];
  * ARGV = G, hll flag, alpha (members per sub-bucket before a compact bucket splits, see
- * growth.ts; 0 for 'sets' buckets, which never split), count of group 1..G, then the members of
- * every group back to back.
+ * growth.ts; 0 for 'sets' buckets, which never split), lows (3 bytes per member, in member order:
+ * its low 20 bits, see putLow20; may be empty when alpha is 0), count of group 1..G, then the
+ * members of every group back to back.
  * Returns one character per member: '1' = was not in its bucket (first seen), '0' = was.
  * A bucket of one sub-bucket: SMISMEMBER + SADD per group (chunks of 4000 to stay under Lua's
  * unpack limit), a group of one member a single SADD, whose reply is already the answer. A bucket
@@ -18,16 +19,17 @@ const FIRST_SEEN_LUA = `#!lua
 local g = tonumber(ARGV[1])
 local hll = ARGV[2] == '1'
 local alpha = tonumber(ARGV[3])
+local lows = ARGV[4]
 ${TABLE_LUA}
 local hk = KEYS[g + 1]
 -- answers kept as one-character strings: table.concat would format every number with sprintf
 local D = { [0] = '0', [1] = '1' }
 local out = {}
 local n = 0
-local p = g + 4
+local p = g + 5
 if alpha > 0 and g > 1 then read_states(function(i) return KEYS[i] end, g) end
 for k = 1, g do
-  local c = tonumber(ARGV[k + 3])
+  local c = tonumber(ARGV[k + 4])
   local key = KEYS[k]
   local pre, tn, tk, l2, n0
   if alpha > 0 then pre, tn, tk, l2, n0 = open(key, c) else tn = 1 end
@@ -55,8 +57,8 @@ for k = 1, g do
     end
   else
     for j = p, p + c - 1 do
-      local r = redis.call('SADD', where(key, pre, tn, l2, ARGV[j]), ARGV[j])
       n = n + 1
+      local r = redis.call('SADD', place(key, pre, tn, l2, low_at(lows, n)), ARGV[j])
       out[n] = D[r]
       added = added + r
     end
@@ -66,7 +68,7 @@ for k = 1, g do
 end
 write_states()
 if hll then
-${luaPfaddRest('hk', 'g + 4')}
+${luaPfaddRest('hk', 'g + 5')}
 end
 return table.concat(out)
 `;
@@ -78,8 +80,8 @@ export const FIRST_SEEN = new LuaScript(FIRST_SEEN_LUA);
  * reply was lost must return the answers of the run that did happen, or first-seen events are
  * lost (the retry would find every key present and answer 0).
  * KEYS = bucket keys of G groups [+ the HyperLogLog key when ARGV[2] == '1'] + the record key;
- * ARGV = G, hll flag, alpha (as for FIRST_SEEN), record TTL in ms, count of group 1..G, then the
- * members.
+ * ARGV = G, hll flag, alpha (as for FIRST_SEEN), record TTL in ms, lows (as for FIRST_SEEN),
+ * count of group 1..G, then the members.
  * The record is a set of "member@bucket" for every key this request answered 1 (the bucket tells
  * equal compact members of different buckets apart; it names the bucket, not the sub-bucket, so a
  * split between a call and its retry changes nothing). A key present in its bucket answers 1 when
@@ -95,13 +97,14 @@ local g = tonumber(ARGV[1])
 local hll = ARGV[2] == '1'
 local alpha = tonumber(ARGV[3])
 local ttl = ARGV[4]
+local lows = ARGV[5]
 ${TABLE_LUA}
 local rk = KEYS[#KEYS]
 local hk = KEYS[g + 1]
 local known = redis.call('EXISTS', rk) == 1
 local out = {}
 local n = 0
-local p = g + 5
+local p = g + 6
 local rec = {}
 local nr = 0
 local ask = {}
@@ -125,7 +128,7 @@ local function answer(mem, tag, new)
   end
 end
 for k = 1, g do
-  local c = tonumber(ARGV[k + 4])
+  local c = tonumber(ARGV[k + 5])
   local key = KEYS[k]
   local tag = '@' .. string.match(key, '[^:]*$')
   local pre, tn, tk, l2, n0
@@ -133,7 +136,8 @@ for k = 1, g do
   local added = 0
   if tn > 1 then
     for j = p, p + c - 1 do
-      local r = redis.call('SADD', where(key, pre, tn, l2, ARGV[j]), ARGV[j])
+      -- n counts the members answered so far: this one is member n + 1 of the command
+      local r = redis.call('SADD', place(key, pre, tn, l2, low_at(lows, n + 1)), ARGV[j])
       added = added + r
       answer(ARGV[j], tag, r == 1)
     end
@@ -180,7 +184,7 @@ end
 callall('SADD', rk, rec, nr)
 if nr > 0 then redis.call('PEXPIRE', rk, ttl) end
 if hll then
-${luaPfaddRest('hk', 'g + 5')}
+${luaPfaddRest('hk', 'g + 6')}
 end
 return table.concat(out)
 `;

@@ -140,6 +140,19 @@ export class RespWriter {
     this.crlf();
   }
 
+  /**
+   * Starts a bulk string of `len` bytes that the caller writes into `buf` from the returned offset
+   * (before writing anything else): for arguments built byte by byte, without a buffer of their own.
+   */
+  bulkSpace(len: number): number {
+    this.header(36, len);
+    this.ensure(len + 2);
+    const at = this.p;
+    this.p += len;
+    this.crlf();
+    return at;
+  }
+
   member(m: Member): void {
     if (typeof m === 'string') this.str(m);
     else this.bulk(m, 0, m.length);

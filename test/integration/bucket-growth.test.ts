@@ -13,7 +13,7 @@ import { HashGate } from 'hashgate';
 import { Registry } from 'prom-client';
 import { requireRedisOrSkip, scardSum, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { encodeKeys } from '../helpers/layout.js';
-import { MAX_SUB_BUCKETS, subBucketOf, TABLE_LUA } from '../../src/dedup/growth.js';
+import { MAX_SUB_BUCKETS, TABLE_LUA, decimalLow20, decodeTableState, putLow20, subBucketOf, tableStateKey } from '../../src/dedup/growth.js';
 
 const has = requireRedisOrSkip('bucket growth');
 const CLI = resolve(import.meta.dirname, '../../dist/src/cli/main.js');
@@ -32,6 +32,19 @@ async function sets(r: Redis, pattern: string): Promise<Array<{ key: string; enc
 }
 
 const ones = (a: ArrayLike<number>): number => Array.from(a).reduce((x, y) => x + y, 0);
+
+/** Members of the window's sets that are not in the sub-bucket the documented rule gives them. */
+async function misplaced(r: Redis, pattern: string): Promise<number> {
+  let bad = 0;
+  for (const { key } of await sets(r, pattern)) {
+    const cut = key.indexOf(':{');
+    const base = cut < 0 ? key : key.slice(0, cut);
+    const s = cut < 0 ? 0 : Number(key.slice(key.lastIndexOf(':') + 1));
+    const n = decodeTableState(await r.get(tableStateKey(base)))?.subBuckets ?? 1;
+    for (const m of await r.smembers(key)) if (subBucketOf(decimalLow20(m), n) !== s) bad++;
+  }
+  return bad;
+}
 
 describe.skipIf(!has)('compact buckets split as they fill', () => {
   let srv: RedisServer;
@@ -80,6 +93,7 @@ describe.skipIf(!has)('compact buckets split as they fill', () => {
             const all = await sets(r, `prop:${window}:c:*`);
             expect(all.every((s) => s.encoding === 'intset' && s.size <= LIMIT)).toBe(true);
             expect(all.length).toBeLessThanOrEqual(st.subBuckets!);
+            expect(await misplaced(r, `prop:${window}:c:*`)).toBe(0);
             most = Math.max(most, st.subBuckets!);
           } finally {
             await gate.close();
@@ -106,6 +120,20 @@ describe.skipIf(!has)('compact buckets split as they fill', () => {
         },
       ),
       { numRuns: 200, seed: 7 },
+    );
+    // place() from the 3-byte lows entries the service sends (putLow20) gives the same sub-bucket
+    const placed = `local alpha = 1\n${TABLE_LUA}\nlocal lows = ARGV[1]\nlocal out = {}\nfor i = 2, #ARGV do\n  local n = tonumber(ARGV[i])\n  local k = place('b', 'p', n, pow2le(n), low_at(lows, i - 1))\n  if k == 'b' then out[#out + 1] = 0 else out[#out + 1] = tonumber(string.sub(k, 2)) end\nend\nreturn out`;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.tuple(fc.oneof(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), fc.constantFrom(...edges)), fc.integer({ min: 1, max: MAX_SUB_BUCKETS })), { minLength: 1, maxLength: 200 }),
+        async (cases) => {
+          const lows = Buffer.alloc(3 * cases.length);
+          cases.forEach(([m], i) => putLow20(lows, 3 * i, decimalLow20(m.toString())));
+          const got = (await r.eval(placed, 0, lows, ...cases.map(([, n]) => String(n)))) as number[];
+          expect(got).toEqual(cases.map(([m, n]) => subBucketOf(Number(BigInt.asUintN(64, m) & 0xfffffn), n)));
+        },
+      ),
+      { numRuns: 200, seed: 9 },
     );
     // the bit a split reads (which half of a sub-bucket a member moves to) agrees with the rule too
     const bits = `local alpha = 1\n${TABLE_LUA}\nlocal out = {}\nfor i = 1, #ARGV, 2 do\n  local l2 = tonumber(ARGV[i + 1])\n  out[#out + 1] = bit_of(ARGV[i], l2, digits_for(l2))\nend\nreturn out`;
