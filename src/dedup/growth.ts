@@ -118,8 +118,8 @@ export function intsetLimitOf(redis: RedisClient): Promise<number> {
  * sub-bucket before a split; 0 = a fixed bucket that never grows, the 'sets' layout). Gives:
  *   open(base, c)      -> pre, n, k, L2, n0   (splits first so c more members fit)
  *   place(base, pre, n, L2, r)      -> the sub-bucket key of a member whose low 20 bits are r
- *   where(base, pre, n, L2, member) -> the same, from the member's decimal digits
  *   low_at(lows, i)                 -> r of member i of a command, from its 3-byte lows entry
+ *                                      (a split reads the members it moves from their digits)
  *   close(pre, n, k, n0, added)              (records the table's new state)
  *   read_states(keyOf, cnt) / write_states()  (optional: one MGET before and one MSET after a
  *                                              command over many tables of one Redis)
@@ -311,10 +311,8 @@ local function open(base, c)
   end
   return pre, n, k, pow2le(n), n0
 end
--- place() keeps the sub-bucket key strings it built for the table it last served, and where()
--- the digit count that decides a member's place at the last level: a number concatenated to a
--- string goes through sprintf, and a shorter tonumber is a shorter strtod (both showed in
--- profiles of redis-server).
+-- place() keeps the sub-bucket key strings it built for the table it last served: a number
+-- concatenated to a string goes through sprintf (it showed in profiles of redis-server).
 local w_pre, w_n, w_keys = nil, 0, nil
 local function place(base, pre, n, l2, r)
   if pre ~= w_pre or n ~= w_n then w_pre, w_n, w_keys = pre, n, {} end
@@ -327,12 +325,6 @@ local function place(base, pre, n, l2, r)
     w_keys[s] = k
   end
   return k
-end
-local nd_l2, nd = 0, 0
-local function where(base, pre, n, l2, m)
-  if l2 > 16384 then return place(base, pre, n, l2, low20(m)) end
-  if l2 ~= nd_l2 then nd_l2, nd = l2, digits_for(l2) end
-  return place(base, pre, n, l2, low_mod(m, 2 * l2, nd))
 end
 local function low_at(lows, i)
   local b0, b1, b2 = string.byte(lows, 3 * i - 2, 3 * i)

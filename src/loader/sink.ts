@@ -7,7 +7,7 @@ import { bucketKey, hllKey, metaField, metaKey } from '../dedup/layout.js';
 import { isCluster } from '../redis/client.js';
 import { RawCommand, RespWriter } from '../redis/resp.js';
 import { LuaScript, luaPfaddRest, runScript, runScriptWire } from '../redis/scripts.js';
-import { intsetLimitOf, splitLoad, TABLE_LUA } from '../dedup/growth.js';
+import { intsetLimitOf, memberLow20, putLow20, splitLoad, TABLE_LUA } from '../dedup/growth.js';
 import { viewOf } from './buffers.js';
 import { int64Decimal } from '../redis/int64.js';
 
@@ -80,6 +80,7 @@ function command(cmd: string, key: string, count: number, members: Buffer, s: nu
  * (growth.ts); 0: plain sets.
  */
 const GROUPS_LUA = `local added = 0
+local first = p
 if alpha > 0 and g > 1 and batch_states then read_states(keyOf, g) end
 for k = 1, g do
   local c = tonumber(ARGV[cs + k])
@@ -105,7 +106,7 @@ for k = 1, g do
     local by = {}
     for j = p, p + c - 1 do
       local m = ARGV[j]
-      local sk = where(key, pre, tn, l2, m)
+      local sk = place(key, pre, tn, l2, low_at(lows, j - first + 1))
       local t = by[sk]
       if t then t[#t + 1] = m else by[sk] = { m } end
     end
@@ -119,8 +120,9 @@ write_states()`;
 
 /**
  * KEYS = bucket keys of G buckets [+ the HyperLogLog key when ARGV[2] == '1'];
- * ARGV = G, hll flag, alpha (see GROUPS_LUA), member count of bucket 1..G, then every bucket's
- * members back to back.
+ * ARGV = G, hll flag, alpha (see GROUPS_LUA), lows (3 bytes of low bits per member, as the dedup
+ * scripts take them, see putLow20; empty for 'sets'), member count of bucket 1..G, then every
+ * bucket's members back to back.
  * Returns how many members were new. One call carries many buckets' SADDs: with many buckets a
  * batch holds about one row per bucket, and a command per row is what limits the load. The
  * `#!lua` shebang (Redis 7) makes Redis refuse the whole script before it runs when it is out of
@@ -130,22 +132,23 @@ write_states()`;
 const GROUP_ADD = new LuaScript(`#!lua
 local g = tonumber(ARGV[1])
 local alpha = tonumber(ARGV[3])
+local lows = ARGV[4]
 ${TABLE_LUA}
-local cs = 3
-local p = g + 4
+local cs = 4
+local p = g + 5
 local function keyOf(k) return KEYS[k] end
 local batch_states = true
 ${GROUPS_LUA}
 if ARGV[2] == '1' then
   local hk = KEYS[g + 1]
-${luaPfaddRest('hk', 'g + 4')}
+${luaPfaddRest('hk', 'g + 5')}
 end
 return added
 `);
 
 /**
- * GROUP_ADD for one Cluster master: no declared keys; ARGV = G, alpha, member count of bucket
- * 1..G, the G bucket keys, then the members. `allow-cross-slot-keys` lets one call touch buckets
+ * GROUP_ADD for one Cluster master: no declared keys; ARGV = G, alpha, lows, member count of
+ * bucket 1..G, the G bucket keys, then the members. `allow-cross-slot-keys` lets one call touch buckets
  * of many slots; Redis still refuses (with an error, before writing that key) any key whose slot
  * the node does not serve right now (moved, or migrating), so a stale slot map never puts a member
  * on the wrong node: the caller re-sends that part bucket by bucket, routed by the Cluster client,
@@ -154,10 +157,11 @@ return added
 const NODE_GROUP_ADD = new LuaScript(`#!lua flags=allow-cross-slot-keys
 local g = tonumber(ARGV[1])
 local alpha = tonumber(ARGV[2])
+local lows = ARGV[3]
 ${TABLE_LUA}
-local cs = 2
-local p = 2 * g + 3
-local function keyOf(k) return ARGV[g + k + 2] end
+local cs = 3
+local p = 2 * g + 4
+local function keyOf(k) return ARGV[g + k + 3] end
 -- tables of many slots: their states are read and written one by one (no cross-slot MGET/MSET)
 local batch_states = false
 ${GROUPS_LUA}
@@ -302,8 +306,13 @@ export class RedisLayoutSink implements LoadSink {
       if (layout === 'compact') {
         const key = layoutKeys.bucket(layout, prefix, batch.window, bucket);
         const members: string[] = [];
-        for (let j = a; j < b; j++) members.push(int64Decimal(dv, batch.keyOffsets[order[j]! % 1048576]!));
-        adds.push(runScript(r, GROUP_ADD, 1, [key, '1', '0', this.alpha, String(b - a), ...members]));
+        const lows = Buffer.allocUnsafe(3 * (b - a));
+        for (let j = a; j < b; j++) {
+          const o = batch.keyOffsets[order[j]! % 1048576]!;
+          members.push(int64Decimal(dv, o));
+          putLow20(lows, 3 * (j - a), memberLow20(dv, o));
+        }
+        adds.push(runScript(r, GROUP_ADD, 1, [key, '1', '0', this.alpha, lows, String(b - a), ...members]));
         continue;
       }
       let bytes = 0;
@@ -334,6 +343,7 @@ export class RedisLayoutSink implements LoadSink {
   private async addClusterGrouped(batch: SinkBatch, all: Buffer, allView: DataView, offs: Uint32Array, order: Float64Array): Promise<number> {
     const { layout, prefix } = this.opts;
     const cl = this.redis as Cluster;
+    const keyView = viewOf(batch.keys);
     const internals = cl as unknown as { slots?: (string[] | undefined)[]; connectionPool?: { getInstanceByKey(k: string): Redis | undefined } };
     const runs = RedisLayoutSink.runs(order);
     const perNode = new Map<Redis, { runs: number[]; keys: string[] }>();
@@ -372,13 +382,19 @@ export class RedisLayoutSink implements LoadSink {
             }
             e++;
           }
-          const w = new RespWriter(96 + bytes + (e - s) * 16);
-          w.array(3 + 2 + 2 * (e - s) + rows);
+          const w = new RespWriter(96 + bytes + (e - s) * 16 + 3 * rows);
+          w.array(3 + 3 + 2 * (e - s) + rows);
           w.str('EVALSHA');
           w.str(NODE_GROUP_ADD.sha);
           w.uintStr(0);
           w.uintStr(e - s);
           w.str(this.alpha);
+          if (layout === 'compact') {
+            let at = w.bulkSpace(3 * rows);
+            for (let k = s; k < e; k++) {
+              for (let j = g.runs[2 * k]!; j < g.runs[2 * k + 1]!; j++, at += 3) putLow20(w.buf, at, memberLow20(keyView, batch.keyOffsets[order[j]! % 1048576]!));
+            }
+          } else w.str('');
           for (let k = s; k < e; k++) w.uintStr(g.runs[2 * k + 1]! - g.runs[2 * k]!);
           for (let k = s; k < e; k++) w.str(g.keys[k]!);
           for (let k = s; k < e; k++) {
@@ -418,6 +434,7 @@ export class RedisLayoutSink implements LoadSink {
     const { layout, prefix } = this.opts;
     const n = order.length;
     const r = this.redis as Redis;
+    const keyView = viewOf(batch.keys);
     const hk = this.hll ? layoutKeys.hll(layout, prefix, batch.window) : undefined;
     const calls: Promise<Buffer>[] = [];
     const keys: string[] = [];
@@ -448,8 +465,8 @@ export class RedisLayoutSink implements LoadSink {
         }
         const g = keys.length;
         const numKeys = g + (hk === undefined ? 0 : 1);
-        const w = new RespWriter(96 + keyBytes + (hk?.length ?? 0) + g * 16 + bytes);
-        w.array(3 + numKeys + 3 + g + (e - s));
+        const w = new RespWriter(96 + keyBytes + (hk?.length ?? 0) + g * 16 + bytes + 3 * (e - s));
+        w.array(3 + numKeys + 4 + g + (e - s));
         w.str('EVALSHA');
         w.str(GROUP_ADD.sha);
         w.uintStr(numKeys);
@@ -458,6 +475,10 @@ export class RedisLayoutSink implements LoadSink {
         w.uintStr(g);
         w.str(hk === undefined ? '0' : '1');
         w.str(this.alpha);
+        if (layout === 'compact') {
+          let at = w.bulkSpace(3 * (e - s));
+          for (let j = s; j < e; j++, at += 3) putLow20(w.buf, at, memberLow20(keyView, batch.keyOffsets[order[j]! % 1048576]!));
+        } else w.str('');
         for (const c of counts) w.uintStr(c);
         for (let j = s; j < e; j++) {
           const row = order[j]! % 1048576;

@@ -33,16 +33,21 @@ async function sets(r: Redis, pattern: string): Promise<Array<{ key: string; enc
 
 const ones = (a: ArrayLike<number>): number => Array.from(a).reduce((x, y) => x + y, 0);
 
-/** Members of the window's sets that are not in the sub-bucket the documented rule gives them. */
+/** Members of the window's sets that are not in the sub-bucket the documented rule gives them (throws when there are none to check). */
 async function misplaced(r: Redis, pattern: string): Promise<number> {
   let bad = 0;
+  let checked = 0;
   for (const { key } of await sets(r, pattern)) {
     const cut = key.indexOf(':{');
     const base = cut < 0 ? key : key.slice(0, cut);
     const s = cut < 0 ? 0 : Number(key.slice(key.lastIndexOf(':') + 1));
     const n = decodeTableState(await r.get(tableStateKey(base)))?.subBuckets ?? 1;
-    for (const m of await r.smembers(key)) if (subBucketOf(decimalLow20(m), n) !== s) bad++;
+    for (const m of await r.smembers(key)) {
+      checked++;
+      if (subBucketOf(decimalLow20(m), n) !== s) bad++;
+    }
   }
+  if (checked === 0) throw new Error(`no members under ${pattern}`);
   return bad;
 }
 
@@ -106,21 +111,7 @@ describe.skipIf(!has)('compact buckets split as they fill', () => {
   }, 240_000);
 
   it('the scripts place a member in the sub-bucket the documented rule gives (the Java reader uses it too)', async () => {
-    // where() of the shared Lua, run on members at the edges of the signed 64-bit range and random ones
-    const probe = `local alpha = 1\n${TABLE_LUA}\nlocal out = {}\nfor i = 1, #ARGV, 2 do\n  local n = tonumber(ARGV[i + 1])\n  local k = where('b', 'p', n, pow2le(n), ARGV[i])\n  if k == 'b' then out[#out + 1] = 0 else out[#out + 1] = tonumber(string.sub(k, 2)) end\nend\nreturn out`;
     const edges = [0n, 1n, -1n, 2n ** 63n - 1n, -(2n ** 63n), 10n ** 15n, -(10n ** 15n), 999_999_999_999_999n, 2n ** 53n + 1n];
-    await fc.assert(
-      fc.asyncProperty(
-        fc.array(fc.tuple(fc.oneof(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), fc.constantFrom(...edges)), fc.oneof(fc.integer({ min: 1, max: 40_000 }), fc.integer({ min: 1, max: MAX_SUB_BUCKETS }))), { minLength: 1, maxLength: 200 }),
-        async (cases) => {
-          const args = cases.flatMap(([m, n]) => [m.toString(), String(n)]);
-          const got = (await r.eval(probe, 0, ...args)) as number[];
-          const want = cases.map(([m, n]) => subBucketOf(Number(BigInt.asUintN(64, m) & 0xfffffn), n));
-          expect(got).toEqual(want);
-        },
-      ),
-      { numRuns: 200, seed: 7 },
-    );
     // place() from the 3-byte lows entries the service sends (putLow20) gives the same sub-bucket
     const placed = `local alpha = 1\n${TABLE_LUA}\nlocal lows = ARGV[1]\nlocal out = {}\nfor i = 2, #ARGV do\n  local n = tonumber(ARGV[i])\n  local k = place('b', 'p', n, pow2le(n), low_at(lows, i - 1))\n  if k == 'b' then out[#out + 1] = 0 else out[#out + 1] = tonumber(string.sub(k, 2)) end\nend\nreturn out`;
     await fc.assert(
@@ -230,6 +221,7 @@ describe.skipIf(!has)('compact buckets split as they fill', () => {
       const all = await sets(r, 'ld:2030:*');
       expect(all.length).toBeGreaterThan(8 * 8);
       expect(all.every((s) => s.encoding === 'intset' && s.size <= LIMIT)).toBe(true);
+      expect(await misplaced(r, 'ld:2030:c:*')).toBe(0);
       const gate = await open({ prefix: 'ld', window: () => '2030' });
       try {
         expect(ones(await gate.firstSeen(rows.slice(0, 20_000).map((l) => l.replace('|', ''))))).toBe(0);
