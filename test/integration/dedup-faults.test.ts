@@ -77,32 +77,42 @@ describe.skipIf(!has)('dedup under faults', () => {
     }
     expect(existsSync(built)).toBe(true);
     const N = 20_000;
-    const children = [1, 2].map((seed) =>
-      spawn(process.execPath, [join(ROOT, 'test/integration/dedup-child.mjs'), dist, srv.url, 'race', String(N), String(seed * 7777)], {
-        stdio: ['pipe', 'pipe', 'inherit'],
-      }),
-    );
-    const lines = children.map((c) => {
-      const rl = createInterface({ input: c.stdout! });
-      const out: string[] = [];
-      const done = new Promise<string[]>((res, rej) => {
-        rl.on('line', (l) => out.push(l));
-        c.once('exit', (code) => (code === 0 ? res(out) : rej(new Error(`child exited ${code}`))));
+    // one round: both children get 'go' together and race over the same keys in their own orders
+    const round = async (prefix: string): Promise<[Set<string>, Set<string>]> => {
+      const children = [1, 2].map((seed) =>
+        spawn(process.execPath, [join(ROOT, 'test/integration/dedup-child.mjs'), dist, srv.url, prefix, String(N), String(seed * 7777)], {
+          stdio: ['pipe', 'pipe', 'inherit'],
+        }),
+      );
+      const lines = children.map((c) => {
+        const rl = createInterface({ input: c.stdout! });
+        const out: string[] = [];
+        const done = new Promise<string[]>((res, rej) => {
+          rl.on('line', (l) => out.push(l));
+          c.once('exit', (code) => (code === 0 ? res(out) : rej(new Error(`child exited ${code}`))));
+        });
+        const ready = new Promise<void>((res) => rl.once('line', () => res()));
+        return { done, ready };
       });
-      const ready = new Promise<void>((res) => rl.once('line', () => res()));
-      return { done, ready };
-    });
-    await Promise.all(lines.map((l) => l.ready));
-    for (const c of children) c.stdin!.write('go\n');
-    const outs = await Promise.all(lines.map((l) => l.done));
-    const won = outs.map((o) => JSON.parse(o[o.length - 1]!) as string[]);
-    const a = new Set(won[0]);
-    const b = new Set(won[1]);
-    expect(a.size).toBe(won[0]!.length);
-    expect(b.size).toBe(won[1]!.length);
-    expect(a.size + b.size).toBe(N); // every key won exactly once over both processes
-    for (const k of a) expect(b.has(k)).toBe(false);
-    expect(a.size).toBeGreaterThan(0);
-    expect(b.size).toBeGreaterThan(0);
+      await Promise.all(lines.map((l) => l.ready));
+      for (const c of children) c.stdin!.write('go\n');
+      const outs = await Promise.all(lines.map((l) => l.done));
+      const won = outs.map((o) => JSON.parse(o[o.length - 1]!) as string[]);
+      const a = new Set(won[0]);
+      const b = new Set(won[1]);
+      expect(a.size).toBe(won[0]!.length);
+      expect(b.size).toBe(won[1]!.length);
+      expect(a.size + b.size).toBe(N); // every key won exactly once over both processes
+      for (const k of a) expect(b.has(k)).toBe(false);
+      return [a, b];
+    };
+    // On a busy machine one child can be scheduled late and find every key taken: exact, but no
+    // race. Rounds repeat (each on a window of its own) until both processes won keys.
+    let raced = false;
+    for (let attempt = 0; attempt < 4 && !raced; attempt++) {
+      const [a, b] = await round(`race${attempt}`);
+      raced = a.size > 0 && b.size > 0;
+    }
+    expect(raced).toBe(true);
   }, 240_000);
 });
