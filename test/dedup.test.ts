@@ -380,4 +380,23 @@ describe('RespWriter', () => {
       { numRuns: 500 },
     );
   });
+
+  it('bulkSpace: bytes written into buf at the returned offset, after the call, land in the bulk string even when the buffer grew', async () => {
+    const { RespWriter } = await import('../src/redis/resp.js');
+    const { putLow20 } = await import('../src/dedup/growth.js');
+    fc.assert(
+      fc.property(fc.nat(200), fc.array(fc.integer({ min: 0, max: 0xfffff }), { maxLength: 120 }), (before, lows) => {
+        const w = new RespWriter(1);
+        const pad = 'p'.repeat(before);
+        w.str(pad);
+        const at = w.bulkSpace(3 * lows.length);
+        lows.forEach((r, i) => putLow20(w.buf, at + 3 * i, r));
+        w.str('end');
+        const want = Buffer.alloc(3 * lows.length);
+        lows.forEach((r, i) => want.writeUIntLE(r, 3 * i, 3));
+        expect(w.bytes()).toEqual(Buffer.concat([Buffer.from(`$${before}\r\n${pad}\r\n$${want.length}\r\n`), want, Buffer.from('\r\n$3\r\nend\r\n')]));
+      }),
+      { numRuns: 500 },
+    );
+  });
 });

@@ -360,7 +360,7 @@ export class RedisStore implements DedupStore {
    */
   private async addOne(b: StoreBatch, hk: string, answers: Uint8Array): Promise<void> {
     const key = b.groupKeys[0]!;
-    const w = new RespWriter(128 + key.length * 3);
+    const w = new RespWriter(144 + key.length * 3);
     let member: Member;
     if (b.compact !== undefined) {
       const o = b.compact.idx[0]! << 4;
@@ -372,7 +372,9 @@ export class RedisStore implements DedupStore {
       w.str('1');
       w.str('0');
       w.str(this.alphaOf(b));
-      putLow20(w.buf, w.bulkSpace(3), memberLow20(b.compact.dv, o));
+      // bulkSpace first: it may move w.buf to a bigger buffer
+      const lowAt = w.bulkSpace(3);
+      putLow20(w.buf, lowAt, memberLow20(b.compact.dv, o));
       w.str('1');
       w.int64(b.compact.dv, o);
       member = this.hll ? int64Decimal(b.compact.dv, o) : '';
