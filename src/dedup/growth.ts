@@ -80,8 +80,7 @@ export const decimalLow20 = (m: string): number => Number(BigInt.asUintN(64, Big
 /**
  * Writes the scripts' `lows` entry of one member at buf[at..at+3): its low 20 bits, little endian.
  * A script places a member of a table that split from these three bytes (one string.byte in Lua)
- * rather than from its decimal digits (a substring and a strtod per member, about a quarter of
- * the Redis CPU of a batch).
+ * rather than from its decimal digits (a substring and a strtod per member).
  */
 export function putLow20(buf: Uint8Array, at: number, r: number): void {
   buf[at] = r & 0xff;
