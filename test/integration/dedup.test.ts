@@ -170,6 +170,8 @@ describe.skipIf(!has)('dedup on Redis', () => {
     await srv.restart();
     expect(await r.dbsize()).toBe(0);
     expect(readdirSync(jdir)).toEqual([]);
+    // the service's client reconnects on its own backoff, after the server is back
+    for (const end = Date.now() + 10_000; (s.redis as Redis).status !== 'ready' && Date.now() < end; ) await new Promise((res) => setTimeout(res, 20));
     expect([...(await s.firstSeen(['x1', 'x2']))]).toEqual([1, 1]);
     await s.close();
     rmSync(jdir, { recursive: true, force: true });
