@@ -108,7 +108,7 @@ async function scardSum(redis: Redis, prefix: string, buckets: number, compact: 
     // every set of the window: a compact bucket that split keeps members in its sub-buckets too
     let cursor = '0';
     do {
-      const [c, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:2026:c:*`, 'COUNT', 5000, 'TYPE', 'set');
+      const [c, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:2026:c{*`, 'COUNT', 5000, 'TYPE', 'set');
       cursor = c;
       const p = redis.pipeline();
       for (const k of keys) p.scard(k);

@@ -91,7 +91,7 @@ async function bucketFill(redis: Redis, limit: number): Promise<{ buckets: numbe
   let subBuckets = 0;
   let cursor = '0';
   do {
-    const [c, keys] = await redis.scan(cursor, 'MATCH', `${PREFIX}:${WINDOW}:c:*`, 'COUNT', 10_000, 'TYPE', 'set');
+    const [c, keys] = await redis.scan(cursor, 'MATCH', `${PREFIX}:${WINDOW}:c{*`, 'COUNT', 10_000, 'TYPE', 'set');
     cursor = c;
     if (keys.length === 0) continue;
     const pl = redis.pipeline();

@@ -88,7 +88,7 @@ describe('layout', () => {
       expect(bucketsOfDigests(d, 'compact', 1000)[i]).toBe(Number(dv.getBigUint64(i * 16 + 8, true) % 1000n));
     }
     expect(bucketKey({ layout: 'sets', prefix: 'p' }, '2026', 7)).toBe('p:2026:7');
-    expect(bucketKey({ layout: 'compact', prefix: 'p' }, '2026', 7)).toBe('p:2026:c:7');
+    expect(bucketKey({ layout: 'compact', prefix: 'p' }, '2026', 7)).toBe('p:2026:c{7}');
   });
 
   it('HMAC secret changes compact members and never exposes the raw key', () => {
@@ -383,14 +383,14 @@ describe('RespWriter', () => {
 
   it('bulkSpace: bytes written into buf at the returned offset, after the call, land in the bulk string even when the buffer grew', async () => {
     const { RespWriter } = await import('../src/redis/resp.js');
-    const { putLow20 } = await import('../src/dedup/growth.js');
+    const { putAddress } = await import('../src/dedup/growth.js');
     fc.assert(
       fc.property(fc.nat(200), fc.array(fc.integer({ min: 0, max: 0xfffff }), { maxLength: 120 }), (before, lows) => {
         const w = new RespWriter(1);
         const pad = 'p'.repeat(before);
         w.str(pad);
         const at = w.bulkSpace(3 * lows.length);
-        lows.forEach((r, i) => putLow20(w.buf, at + 3 * i, r));
+        lows.forEach((r, i) => putAddress(w.buf, at + 3 * i, r));
         w.str('end');
         const want = Buffer.alloc(3 * lows.length);
         lows.forEach((r, i) => want.writeUIntLE(r, 3 * i, 3));

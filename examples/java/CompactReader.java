@@ -60,36 +60,44 @@ public final class CompactReader {
     return sb.toString();
   }
 
-  /** Sub-bucket count of the bucket whose key prefix is `pre` (its state key holds k * 2^21 + n). */
-  private long subBuckets(String pre) throws IOException {
-    String state = call("GET", pre + "n");
-    return state == null ? 1 : Long.parseLong(state) % (1L << 21);
+  /** Sub-bucket count of the table whose key prefix is `tp` (its state key holds it; missing = 1). */
+  private long subBuckets(String tp) throws IOException {
+    String state = call("GET", tp + "n");
+    return state == null ? 1 : Long.parseLong(state);
   }
 
   /**
-   * Whether bucket `base` holds `member`. A bucket splits into sub-buckets as it fills (linear
-   * hashing on the member's low 20 bits). A split between reading the count and asking the
-   * sub-bucket changes the count (it only grows), so an absent answer is trusted only when the
-   * count is still the same afterwards.
+   * The sub-bucket of `member` in a table of n sub-buckets, as "s.d" (index and depth): linear
+   * hashing on the address r, whose bit i is bit 63 - i of the member read as unsigned with the
+   * same order (member XOR 2^63).
    */
-  private boolean contains(String base, long member) throws IOException {
-    int o = base.indexOf('{');
-    int c = o < 0 ? -1 : base.indexOf('}', o + 1);
-    String pre = c > o + 1 ? base + ":" : base + ":{" + base + "}:";
-    long n = subBuckets(pre);
-    while (true) {
-      long s = 0;
-      if (n > 1) {
-        long l2 = Long.highestOneBit(n);
-        long r = member & 0xFFFFF;
-        s = r % (2 * l2);
-        if (s >= n) s = r % l2;
+  static String subBucket(long member, long n) {
+    if (n <= 1) return "0.0";
+    int r = Integer.reverse((int) ((member ^ Long.MIN_VALUE) >>> 44)) >>> 12;
+    long l2 = Long.highestOneBit(n);
+    long s = r % (2 * l2);
+    if (s >= n) s = r % l2;
+    int d = Long.numberOfTrailingZeros(l2);
+    if (s < n - l2 || s >= l2) d++;
+    return s + "." + d;
+  }
+
+  /**
+   * Whether table `tp` holds `member`. A table splits into sub-buckets as it fills, and a
+   * sub-bucket that split is left as a string (a tombstone): SISMEMBER on it is refused with
+   * WRONGTYPE, and the reader reads the table's count again (it only grows) and asks the
+   * sub-bucket that now holds the member.
+   */
+  private boolean contains(String tp, long member) throws IOException {
+    for (int attempt = 0; attempt < 64; attempt++) {
+      long n = subBuckets(tp);
+      try {
+        return "1".equals(call("SISMEMBER", tp + subBucket(member, n), Long.toString(member)));
+      } catch (IOException e) {
+        if (!e.getMessage().startsWith("Redis: -WRONGTYPE")) throw e;
       }
-      if ("1".equals(call("SISMEMBER", s == 0 ? base : pre + s, Long.toString(member)))) return true;
-      long again = subBuckets(pre);
-      if (again == n) return false;
-      n = again;
     }
+    throw new IOException("the table kept splitting under the reader");
   }
 
   public static void main(String[] argv) throws IOException {
@@ -102,6 +110,11 @@ public final class CompactReader {
       // The first writer of a window records its bucket count; nobody recorded one = nothing seen.
       String recorded = redis.call("HGET", prefix + ":" + window + ":meta", "compact.buckets");
       long buckets = recorded == null ? 0 : Long.parseLong(recorded);
+      // the key names this reader knows (hashgate's compact layout 2)
+      if (buckets > 0 && !"2".equals(redis.call("HGET", prefix + ":" + window + ":meta", "compact.layout"))) {
+        System.err.println("window " + window + " was written by an older compact layout");
+        System.exit(2);
+      }
       BufferedReader keys = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
       for (String key = keys.readLine(); key != null; key = keys.readLine()) {
         boolean seen = false;
@@ -110,8 +123,8 @@ public final class CompactReader {
           byte[] b = h.asBytes();
           long member = h.asLong(); // bytes 0..7 little-endian; Redis holds its signed decimal
           long hi = ByteBuffer.wrap(b, 8, 8).order(ByteOrder.LITTLE_ENDIAN).getLong();
-          long bucket = Long.remainderUnsigned(hi, buckets); // bytes 8..15 pick the bucket
-          seen = redis.contains(prefix + ":" + window + ":c:" + bucket, member);
+          long bucket = Long.remainderUnsigned(hi, buckets); // bytes 8..15 pick the table
+          seen = redis.contains(prefix + ":" + window + ":c{" + bucket + "}", member);
         }
         System.out.println(key + "\t" + (seen ? 1 : 0));
       }

@@ -1,349 +1,299 @@
-// How a compact Redis bucket grows: each bucket is a small linear-hash table of sub-buckets that
-// splits itself, inside the scripts that write it, before any sub-bucket leaves Redis's intset.
+// The compact layout's growth rules: how a bucket ("table") is cut into sub-buckets that split as the window fills, how a member finds its sub-bucket, and the one script that splits.
 //
-// Why: a bucket count fixed when a window is first written is either too big for a small window
-// (a Redis key per handful of members: about 90 B of key overhead each) or too small for a big
-// one (past set-max-intset-entries, 512 by default, a set turns from an intset, 8 B a member,
-// into a hashtable, about 8x that). Growing in place keeps every window at 8-10 B a key from
-// 1e5 to 1e10 keys with no sizing, and needs no migration, lock or second write path.
+// Why splitting: a bucket count fixed when a window is first written is either too big for a
+// small window (a Redis key per handful of members: ~90 B of key overhead each) or too small for
+// a big one (past set-max-intset-entries, 512 by default, a set turns from an intset, 8 B a
+// member, into a hashtable, about 8x that). Splitting keeps every window at 8-10 B a key from
+// 1e5 to 1e10 keys with no sizing.
 //
-// Layout of one bucket ("base" key `${prefix}:${window}:c:${bucket}`, bucket = digest bytes 8..15
-// mod the window's recorded bucket count, as always):
-//   sub-bucket 0        the base key itself (so a window written before buckets grew is a
-//                       valid table of one sub-bucket and keeps working);
-//   sub-bucket s > 0    `${base}:{${base}}:${s}` (the hash tag puts it in the base key's Cluster
-//                       slot, so one script updates a whole table atomically);
-//   state               `${base}:{${base}}:n`, the integer k * 2^21 + n (n sub-buckets, k members
-//                       counted as they were added). Missing: n = 1 and k = SCARD(base).
-//   A base key that already has a hash tag uses `${base}:${s}` / `${base}:n` instead.
-// Sub-bucket of a member: r = the member's low 20 bits (digest byte 0..2 bits, i.e. the low bits
-// of the signed 64-bit integer), L2 = the largest power of two <= n, s = r mod 2*L2, and if s >= n
-// then s = r mod L2 (linear hashing). The bucket id carries independent digest bits (bytes 8..15),
-// so a key is still identified by 64 + log2(buckets) bits: splitting only uses bits the member
-// already holds.
-// Splits: before adding c members to a table with k members, while k + c > alpha * n the
-// sub-bucket n - L2 is split (its members with bit log2(L2) set move to sub-bucket n). alpha is
-// a third of the intset limit (168 at 512): sub-buckets not yet split at the current level hold about
-// 2 * alpha members on average, and the Poisson tail over millions of them stays below the limit
-// (simulated: the largest sub-bucket of a table fed 3M keys held 403). A call splits at most
-// SPLIT_BUDGET times plus twice what its own members need (each split moves about alpha members,
-// so the work stays proportional to the call's size): a window written with far too few buckets
-// catches up over several calls instead of in one long one.
-import type { RedisClient } from '../redis/client.js';
-import { isCluster } from '../redis/client.js';
-import type { Cluster, Redis } from 'ioredis';
+// Why writers need no script: every write is one plain SADD per member into the sub-bucket the
+// writer computes from the table's sub-bucket count `n`, which it caches. A split never reuses a
+// name: the sub-bucket it splits is replaced by two new names and its old name becomes a
+// tombstone, a string key. A writer whose cached `n` is stale therefore either names the right
+// sub-bucket (it did not split since) or a tombstone, where Redis refuses the SADD with WRONGTYPE
+// and writes nothing; the writer then reads `n` again and resends. Redis does the atomic
+// check-and-add natively, so a key costs one command, not one redis.call inside a script.
+//
+// Keys of table t (0 <= t < T, T = the window's recorded bucket count) of window W, under
+// base = `${prefix}:${W}`:
+//   prefix         TP = `${base}:c{${t}}` (the hash tag puts a table in one Cluster slot)
+//   sub-bucket     `${TP}${s}.${d}`: index s, depth d (the number of address bits that select it)
+//   tombstone      a string at the name of a sub-bucket that split (value "0")
+//   state          `${TP}n`: n, the number of sub-buckets (missing: 1)
+//   window count   `${base}:c:count`: members added to the window, as writers report them
+//                  (the 'sets' layout, whose buckets never split, counts in `${base}:count`)
+// Member: digest bytes 0..7 as a signed 64-bit integer in decimal (canonical, so Redis keeps a set
+// of them as an intset). Table: digest bytes 8..15 (unsigned, little endian) mod T.
+// Address r of a member: u = member XOR 2^63 (the member as an unsigned value with the same
+// order); bit i of r is bit 63 - i of u (i < 20). Sub-bucket of a member in a table of n
+// sub-buckets (linear hashing): L2 = the largest power of two <= n, s = r mod 2*L2, and if s >= n
+// then s = r mod L2; its depth d = log2(L2) + 1 if s < n - L2 or s >= L2, else log2(L2).
+// Because the address bits are u's top bits, the members of one sub-bucket form one contiguous
+// range of values, and a split (of sub-bucket p = n - L2, depth d, into p and p + L2 at depth
+// d + 1) cuts that range at one value: Redis keeps an intset sorted, so the split cuts the DUMP
+// payload of the set in two and RESTOREs the halves (src/redis/dump.ts), with no member moved one
+// by one.
+// When a table splits: the window count K decides, for every writer alike. Table t should have
+// target(t, K) = max(1, floor((K / alpha + t) / T)) sub-buckets (alpha = a third of the intset
+// limit, the members a sub-bucket averages), so tables split one after another, not all at once.
+// A writer adds what it added to K (INCRBY); the writer whose INCRBY carried K past a table's next
+// threshold splits that table. A writer about to send a batch big enough to overfill a table
+// first splits it itself. The split script checks the state it was given, so two writers never
+// split the same sub-bucket twice.
 
-/** Share of set-max-intset-entries a table's sub-buckets average before the next split. */
-export const SPLIT_SHARE = 0.33;
-/** Most sub-buckets of one table (the member's low 20 bits address them). */
+/** Share of set-max-intset-entries a table's sub-buckets average. */
+export const SPLIT_SHARE = 0.3;
+/** Most sub-buckets of one table (20 address bits). */
 export const MAX_SUB_BUCKETS = 2 ** 20;
-/** Splits one script call may make beyond what its own members need. */
-export const SPLIT_BUDGET = 32;
-const TWO21 = 2 ** 21;
+/** Value of a tombstone. */
+export const TOMBSTONE = '0';
 
-/** Members per sub-bucket before a table splits, for a Redis whose intset limit is `intsetLimit`. */
+/** Members per sub-bucket on average, for a Redis whose intset limit is `intsetLimit`. */
 export const splitLoad = (intsetLimit: number): number => Math.max(1, Math.floor(intsetLimit * SPLIT_SHARE));
 
-/** Prefix of a table's sub-bucket and state keys: in the base key's Cluster slot. */
-export function tablePrefix(base: string): string {
-  const o = base.indexOf('{');
-  const c = o < 0 ? -1 : base.indexOf('}', o + 1);
-  return c > o + 1 ? `${base}:` : `${base}:{${base}}:`;
-}
-export const subBucketKey = (base: string, s: number): string => (s === 0 ? base : `${tablePrefix(base)}${s}`);
-export const tableStateKey = (base: string): string => `${tablePrefix(base)}n`;
+/** Key prefix of table t of the window whose keys start with `base` (`${prefix}:${window}`). */
+export const tablePrefix = (base: string, t: number): string => `${base}:c{${t}}`;
+/** Sub-bucket s at depth d of the table whose prefix is `tp`. */
+export const subBucketName = (tp: string, s: number, d: number): string => `${tp}${s}.${d}`;
+/** State key (the sub-bucket count) of the table whose prefix is `tp`. */
+export const tableStateKey = (tp: string): string => `${tp}n`;
+/** The window's member count as writers report it (it times compact splits). */
+export const windowCountKey = (base: string, layout: 'compact' | 'sets'): string => (layout === 'compact' ? `${base}:c:count` : `${base}:count`);
 
-/** Decodes a table state value (null: a table that never split). */
-export function decodeTableState(v: string | null): { subBuckets: number; counted: number } | undefined {
-  if (v === null) return undefined;
-  const x = Number(v);
-  const n = x % TWO21;
-  return { subBuckets: n, counted: (x - n) / TWO21 };
-}
+/** Largest power of two <= n (1 <= n < 2^31). */
+export const pow2le = (n: number): number => 1 << (31 - Math.clz32(n));
 
-/** Sub-bucket of a member whose low 20 bits are `r`, in a table of `n` sub-buckets. */
+/** Sub-bucket of address r in a table of n sub-buckets (n < 2^31). */
 export function subBucketOf(r: number, n: number): number {
   if (n <= 1) return 0;
-  let l2 = 1;
-  while (l2 * 2 <= n) l2 *= 2;
-  let s = r % (2 * l2);
-  if (s >= n) s = r % l2;
-  return s;
+  const l2 = 1 << (31 - Math.clz32(n));
+  const s = r & (2 * l2 - 1);
+  return s >= n ? r & (l2 - 1) : s;
 }
 
-/** Low 20 bits of the compact member of the digest at byte offset `o` (bytes 0..7, little endian). */
-export const memberLow20 = (dv: DataView, o: number): number => dv.getUint32(o, true) & 0xfffff;
+/** Depth of sub-bucket s in a table of n sub-buckets. */
+export function depthOf(s: number, n: number): number {
+  const d = 31 - Math.clz32(n);
+  const l2 = 1 << d;
+  return s < n - l2 || s >= l2 ? d + 1 : d;
+}
 
-/** Low 20 bits of a compact member given as its signed 64-bit decimal (journal records without digests). */
-export const decimalLow20 = (m: string): number => Number(BigInt.asUintN(64, BigInt(m)) & 0xfffffn);
+/** 10-bit reversal table for the address. */
+const REV10 = new Uint16Array(1024);
+for (let i = 0; i < 1024; i++) {
+  let r = 0;
+  for (let b = 0; b < 10; b++) if (i & (1 << b)) r |= 1 << (9 - b);
+  REV10[i] = r;
+}
+
+/** Address of the member whose high 32-bit word (digest bytes 4..7, little endian, unsigned) is `hi`. */
+export function addressOfHigh(hi: number): number {
+  const top20 = ((hi ^ 0x8000_0000) >>> 12) & 0xfffff;
+  return (REV10[top20 & 1023]! << 10) | REV10[top20 >>> 10]!;
+}
+
+/** Address of a member given as its signed 64-bit value. */
+export const addressOf = (member: bigint): number => addressOfHigh(Number((BigInt.asUintN(64, member) >> 32n) & 0xffff_ffffn));
 
 /**
- * Writes the scripts' `lows` entry of one member at buf[at..at+3): its low 20 bits, little endian.
- * A script places a member of a table that split from these three bytes (one string.byte in Lua)
- * rather than from its decimal digits (a substring and a strtod per member).
+ * The smallest member that goes to the new half when sub-bucket p (depth d) splits: members >= it
+ * move to sub-bucket p + 2^d, the others stay in p (both at depth d + 1).
  */
-export function putLow20(buf: Uint8Array, at: number, r: number): void {
+export function splitBoundary(p: number, d: number): bigint {
+  let u = 1n << BigInt(63 - d);
+  for (let i = 0; i < d; i++) if (p & (1 << i)) u |= 1n << BigInt(63 - i);
+  return BigInt.asIntN(64, u ^ (1n << 63n));
+}
+
+/** Sub-buckets table t should have once the window holds K members. */
+export function targetSubBuckets(t: number, K: number, T: number, alpha: number): number {
+  const n = Math.floor((K / alpha + t) / T);
+  return n < 1 ? 1 : n > MAX_SUB_BUCKETS ? MAX_SUB_BUCKETS : n;
+}
+
+/** Calls visit(t, target) for every table whose target grew when the window count went from kOld to kNew. */
+export function crossings(kOld: number, kNew: number, T: number, alpha: number, visit: (t: number, target: number) => void): void {
+  if (kNew <= kOld) return;
+  const a = kOld / alpha;
+  const b = kNew / alpha;
+  const check = (t: number): void => {
+    const before = targetSubBuckets(t, kOld, T, alpha);
+    const after = targetSubBuckets(t, kNew, T, alpha);
+    if (after > before) visit(t, after);
+  };
+  if (b - a >= T) {
+    for (let t = 0; t < T; t++) check(t);
+    return;
+  }
+  // t crosses when a multiple of T lies in (a + t, b + t]: t in [jT - b, jT - a)
+  const j1 = Math.floor(a / T) + 1;
+  for (let j = j1; j <= j1 + 1; j++) {
+    const lo = Math.max(0, Math.ceil(j * T - b));
+    const hi = Math.min(T - 1, Math.ceil(j * T - a) - 1);
+    for (let t = lo; t <= hi; t++) check(t);
+  }
+}
+
+/**
+ * Lua placing a member: `name_of(tp, n, r)` = the sub-bucket key of address r in the table whose
+ * prefix is tp and which has n sub-buckets; `addr_at(addrs, i)` = address of member i from the
+ * 3-byte little-endian entries a command carries (the caller has the digests; see putAddress).
+ */
+export const PLACE_LUA: string = `local function pow2le(n)
+  local l2 = 1
+  while l2 * 2 <= n do l2 = l2 * 2 end
+  return l2
+end
+local function log2i(l2)
+  local d = 0
+  while l2 > 1 do
+    l2 = l2 / 2
+    d = d + 1
+  end
+  return d
+end
+local function name_of(tp, n, r)
+  if n <= 1 then return tp .. '0.0' end
+  local l2 = pow2le(n)
+  local s = r % (2 * l2)
+  if s >= n then s = r % l2 end
+  local d = log2i(l2)
+  if s < n - l2 or s >= l2 then d = d + 1 end
+  return tp .. s .. '.' .. d
+end
+local function addr_at(addrs, i)
+  local b0, b1, b2 = string.byte(addrs, 3 * i - 2, 3 * i)
+  return b0 + 256 * b1 + 65536 * b2
+end
+`;
+
+/** Writes the 3-byte entry addr_at reads: address r, little endian, at buf[at..at+3). */
+export function putAddress(buf: Uint8Array, at: number, r: number): void {
   buf[at] = r & 0xff;
   buf[at + 1] = (r >>> 8) & 0xff;
   buf[at + 2] = r >>> 16;
 }
 
-const limits = new WeakMap<object, Promise<number>>();
-
 /**
- * Redis's `set-max-intset-entries` (on a Cluster, of its first master), read once per client.
- * 512, Redis's default, when CONFIG is refused (managed Redis services often rename it).
+ * SPLIT: KEYS[1] = the table's state key. ARGV[1] = the table prefix TP, ARGV[2] = the sub-bucket
+ * count the caller read, ARGV[3] = mode:
+ *   'empty' ARGV[4] = target, ARGV[5] = most splits: splits while the sub-bucket to split next
+ *           does not exist (nothing to move: its name only becomes a tombstone)
+ *   'apply' ARGV[4] = member count of the sub-bucket to split as the caller's DUMP showed it,
+ *           ARGV[5], ARGV[6] = RESTORE payloads of its lower and upper half ('' for an empty half),
+ *           ARGV[7] = the split boundary (splitBoundary) in decimal: one split; members added
+ *           since the DUMP (writers do not stop) are moved one by one. Refused (returns -n) when
+ *           a target name exists.
+ *   'scan'  ARGV[4] = the split boundary (splitBoundary) in decimal: one split, members moved one
+ *           by one (a sub-bucket that is not an intset, or whose payload the caller could not read)
+ * Returns the sub-bucket count after the call; when the state is not ARGV[2] it changes nothing
+ * and returns the state (another writer split first). The `#!lua` shebang makes Redis refuse the
+ * whole script before it runs when it is out of memory.
  */
-export function intsetLimitOf(redis: RedisClient): Promise<number> {
-  let p = limits.get(redis);
-  if (p === undefined) {
-    p = (async () => {
-      try {
-        const node = isCluster(redis) ? (redis as Cluster).nodes('master')[0] : (redis as Redis);
-        const r = (await node?.config('GET', 'set-max-intset-entries')) as string[] | undefined;
-        const v = Number(r?.[1]);
-        return Number.isInteger(v) && v > 0 ? v : 512;
-      } catch {
-        return 512;
-      }
-    })();
-    limits.set(redis, p);
-  }
-  return p;
-}
-
-/**
- * Lua shared by every script that writes compact buckets. Expects a local `alpha` (members per
- * sub-bucket before a split; 0 = a fixed bucket that never grows, the 'sets' layout). Gives:
- *   open(base, c)      -> pre, n, k, L2, n0   (splits first so c more members fit)
- *   place(base, pre, n, L2, r)      -> the sub-bucket key of a member whose low 20 bits are r
- *   low_at(lows, i)                 -> r of member i of a command, from its 3-byte lows entry
- *                                      (a split reads the members it moves from their digits)
- *   close(pre, n, k, n0, added)              (records the table's new state)
- *   read_states(keyOf, cnt) / write_states()  (optional: one MGET before and one MSET after a
- *                                              command over many tables of one Redis)
- *   callall(cmd, key, list, cnt) -> sum of replies   (cmd over a list of any length)
- * low20 reads the low 20 bits of a signed 64-bit decimal exactly: 2^20 divides 10^20, so they
- * depend only on the last 20 digits, taken as two 10-digit halves (exact in a Lua double).
- */
-export const TABLE_LUA: string = `local TWO20 = ${2 ** 20}
-local TWO21 = ${TWO21}
-local budget = ${SPLIT_BUDGET}
-local function low20(m)
-  local neg = string.byte(m, 1) == 45
-  local s0 = 1
-  if neg then s0 = 2 end
-  local e = #m
-  local r
-  if e - s0 >= 10 then
-    local hs = e - 19
-    if hs < s0 then hs = s0 end
-    r = ((tonumber(string.sub(m, hs, e - 10)) % TWO20) * ${10 ** 10 % 2 ** 20} + tonumber(string.sub(m, e - 9, e))) % TWO20
-  else
-    r = tonumber(string.sub(m, s0, e)) % TWO20
-  end
-  if neg then r = (TWO20 - r) % TWO20 end
-  return r
-end
-local function prefix_of(base)
-  local o = string.find(base, '{', 1, true)
-  if o then
-    local c = string.find(base, '}', o + 1, true)
-    if c and c > o + 1 then return base .. ':' end
-  end
-  return base .. ':{' .. base .. '}:'
-end
-local function pow2le(n)
-  local l2 = 1
-  while l2 * 2 <= n do l2 = l2 * 2 end
-  return l2
-end
--- cmd(key, list[1..cnt]) in runs of 4000 members (Lua's unpack takes a few thousand values at
--- most); returns the sum of the replies (members added or removed)
-local function callall(cmd, key, list, cnt)
-  local sum, s = 0, 1
-  while s <= cnt do
-    local e = s + 3999
-    if e > cnt then e = cnt end
-    sum = sum + redis.call(cmd, key, unpack(list, s, e))
-    s = e + 1
-  end
-  return sum
-end
-local function digits_for(l2)
-  -- 2 * l2 = 2^j divides 10^j: the last j digits of a member decide its low20 mod 2 * l2
-  local nd, x = 1, 2
-  while x < 2 * l2 do
-    x = x * 2
-    nd = nd + 1
-  end
-  return nd
-end
--- The member's low 20 bits mod 'mod' (a power of two dividing 10^nd), read from its last nd
--- digits: one sub and one short tonumber instead of low20's two of each.
-local function low_mod(m, mod, nd)
-  local e = #m
-  local s0 = e - nd + 1
-  if string.byte(m, 1) == 45 then
-    if s0 < 2 then s0 = 2 end
-    return (mod - tonumber(string.sub(m, s0, e)) % mod) % mod
-  end
-  if s0 < 1 then s0 = 1 end
-  return tonumber(string.sub(m, s0, e)) % mod
-end
-local function bit_of(m, l2, nd)
-  -- bit log2(l2) of the member's low 20 bits
-  if l2 > 16384 then return math.floor(low20(m) / l2) % 2 end
-  if low_mod(m, 2 * l2, nd) >= l2 then return 1 end
-  return 0
-end
-local function split(base, pre, n)
-  local l2 = pow2le(n)
-  local p = n - l2
-  local src = base
-  if p > 0 then src = pre .. p end
-  local ms = redis.call('SMEMBERS', src)
-  local nd = digits_for(l2)
-  local go, ng = {}, 0
-  for i = 1, #ms do
-    local m = ms[i]
-    if bit_of(m, l2, nd) == 1 then
-      ng = ng + 1
-      go[ng] = m
-    end
-  end
-  if ng > 0 then
-    if #ms > 3 * alpha then
-      -- rewritten rather than SREMed: a set this big may have turned into a hashtable (a window
-      -- written before buckets grew), and a rewritten one is an intset again
-      local stay, ns = {}, 0
-      for i = 1, #ms do
-        local m = ms[i]
-        if bit_of(m, l2, nd) == 0 then
-          ns = ns + 1
-          stay[ns] = m
-        end
-      end
-      redis.call('DEL', src)
-      callall('SADD', src, stay, ns)
-    else
-      callall('SREM', src, go, ng)
-    end
-    callall('SADD', pre .. (p + l2), go, ng)
-  end
-end
--- Table states of a command that touches many tables are read with one MGET up front and their
--- new member counts written with one MSET at the end (with a few members per table per command,
--- a GET and a SET per table were most of a command's redis.calls). A state whose sub-bucket count
--- changed is written at once: readers must never see members moved to a sub-bucket the recorded
--- count does not reach. A deferred count only times the next split.
-local pres, skeys = {}, {}
-local states = {}
-local dirty, dirtyset, ndirty = {}, {}, 0
-local function prefix_cached(base)
-  local p = pres[base]
-  if p == nil then
-    p = prefix_of(base)
-    pres[base] = p
-  end
-  return p
-end
--- state key of the table whose prefix is pre (open and close both need it: built once)
-local function state_key(pre)
-  local k = skeys[pre]
-  if k == nil then
-    k = pre .. 'n'
-    skeys[pre] = k
-  end
-  return k
-end
--- keyOf(i) = base key of table i; only for commands whose tables share one Redis (MGET and MSET
--- would be cross-slot on a Cluster node)
-local function read_states(keyOf, cnt)
-  local ks = {}
-  for i = 1, cnt do ks[i] = state_key(prefix_cached(keyOf(i))) end
-  local s = 1
-  while s <= cnt do
-    local e = s + 3999
-    if e > cnt then e = cnt end
-    local vs = redis.call('MGET', unpack(ks, s, e))
-    for i = s, e do states[ks[i]] = vs[i - s + 1] end
-    s = e + 1
-  end
-end
-local function write_states()
-  local s = 1
-  while s <= ndirty do
-    local e = s + 1999
-    if e > ndirty then e = ndirty end
-    local kv = {}
-    for i = s, e do
-      kv[#kv + 1] = dirty[i]
-      kv[#kv + 1] = states[dirty[i]]
-    end
-    redis.call('MSET', unpack(kv))
-    s = e + 1
-  end
-  ndirty = 0
-end
-local function open(base, c)
-  budget = budget + 2 * math.ceil(c / alpha)
-  local pre = prefix_cached(base)
-  local sk = state_key(pre)
-  local v = states[sk]
-  if v == nil then v = redis.call('GET', sk) end
-  local n, k, n0
-  if v then
-    v = tonumber(v)
-    n = v % TWO21
-    k = (v - n) / TWO21
-    n0 = n
-  else
-    n = 1
-    k = redis.call('SCARD', base)
-    n0 = 0
-  end
-  while k + c > alpha * n and n < TWO20 and budget > 0 do
-    split(base, pre, n)
+export const SPLIT_LUA: string = `#!lua
+local sk = KEYS[1]
+local tp = ARGV[1]
+local v = redis.call('GET', sk)
+local n = 1
+if v then n = tonumber(v) end
+local expect = tonumber(ARGV[2])
+if n ~= expect then return n end
+${PLACE_LUA}
+local mode = ARGV[3]
+if mode == 'empty' then
+  local target = tonumber(ARGV[4])
+  local budget = tonumber(ARGV[5])
+  while n < target and budget > 0 do
+    local l2 = pow2le(n)
+    local src = tp .. (n - l2) .. '.' .. log2i(l2)
+    if redis.call('EXISTS', src) == 1 then break end
+    redis.call('SET', src, '${TOMBSTONE}')
     n = n + 1
     budget = budget - 1
   end
-  return pre, n, k, pow2le(n), n0
+  if n ~= expect then redis.call('SET', sk, n) end
+  return n
 end
--- place() keeps the sub-bucket key strings it built for the table it last served: a number
--- concatenated to a string goes through sprintf (it showed in profiles of redis-server).
-local w_pre, w_n, w_keys = nil, 0, nil
-local function place(base, pre, n, l2, r)
-  if pre ~= w_pre or n ~= w_n then w_pre, w_n, w_keys = pre, n, {} end
-  local s = r % (2 * l2)
-  if s >= n then s = r % l2 end
-  if s == 0 then return base end
-  local k = w_keys[s]
-  if k == nil then
-    k = pre .. s
-    w_keys[s] = k
+local l2 = pow2le(n)
+local d = log2i(l2)
+local p = n - l2
+local src = tp .. p .. '.' .. d
+local lo = tp .. p .. '.' .. (d + 1)
+local hi = tp .. (p + l2) .. '.' .. (d + 1)
+-- members >= the boundary move: compared as doubles, exactly (digit by digit) where the double of
+-- a member rounds onto the boundary's (which is exact: a multiple of 2^43)
+local bs = ARGV[4]
+if mode == 'apply' then bs = ARGV[7] end
+local bn = tonumber(bs)
+local function ge(m)
+  local x = tonumber(m)
+  if x ~= bn then return x > bn end
+  local neg = string.byte(m, 1) == 45
+  if neg ~= (string.byte(bs, 1) == 45) then return not neg end
+  if #m ~= #bs then
+    if neg then return #m < #bs end
+    return #m > #bs
   end
-  return k
+  for i = 1, #m do
+    local a, b = string.byte(m, i), string.byte(bs, i)
+    if a ~= b then
+      if neg then return a < b end
+      return a > b
+    end
+  end
+  return true
 end
-local function low_at(lows, i)
-  local b0, b1, b2 = string.byte(lows, 3 * i - 2, 3 * i)
-  return b0 + 256 * b1 + 65536 * b2
-end
-local function close(pre, n, k, n0, added)
-  if added > 0 or n ~= n0 then
-    local sk = state_key(pre)
-    local val = string.format('%d', (k + added) * TWO21 + n)
-    if n == n0 and states[sk] ~= nil then
-      states[sk] = val
-      if not dirtyset[sk] then
-        dirtyset[sk] = true
-        ndirty = ndirty + 1
-        dirty[ndirty] = sk
-      end
-    else
-      redis.call('SET', sk, val)
-      if states[sk] ~= nil then states[sk] = val end
+-- SADD of each member of list to lo or hi by the boundary
+local function place_all(list)
+  local stay, go = {}, {}
+  for i = 1, #list do
+    local m = list[i]
+    if ge(m) then go[#go + 1] = m else stay[#stay + 1] = m end
+  end
+  for _, part in ipairs({ { lo, stay }, { hi, go } }) do
+    local key, ms = part[1], part[2]
+    local s = 1
+    while s <= #ms do
+      local e = s + 3999
+      if e > #ms then e = #ms end
+      redis.call('SADD', key, unpack(ms, s, e))
+      s = e + 1
     end
   end
 end
+if mode == 'apply' then
+  if redis.call('EXISTS', lo, hi) > 0 then return -n end
+  local card = redis.call('SCARD', src)
+  if #ARGV[5] > 0 then redis.call('RESTORE', lo, 0, ARGV[5]) end
+  if #ARGV[6] > 0 then redis.call('RESTORE', hi, 0, ARGV[6]) end
+  if card ~= tonumber(ARGV[4]) then place_all(redis.call('SDIFF', src, lo, hi)) end
+else
+  place_all(redis.call('SMEMBERS', src))
+end
+redis.call('SET', src, '${TOMBSTONE}')
+redis.call('SET', sk, n + 1)
+return n + 1
+`;
+
+/**
+ * COUNT: KEYS[1] = a table's state key, ARGV[1] = its prefix TP. Returns { members, the largest
+ * sub-bucket's members, sub-buckets } of the table, read atomically (a split cannot run between
+ * reading the state and counting the sub-buckets it names).
+ */
+export const COUNT_LUA: string = `local v = redis.call('GET', KEYS[1])
+local n = 1
+if v then n = tonumber(v) end
+local tp = ARGV[1]
+${PLACE_LUA}
+local l2 = pow2le(n)
+local d = log2i(l2)
+local sum, most = 0, 0
+for s = 0, n - 1 do
+  local dd = d
+  if n > 1 and (s < n - l2 or s >= l2) then dd = d + 1 end
+  local c = redis.call('SCARD', tp .. s .. '.' .. dd)
+  sum = sum + c
+  if c > most then most = c end
+end
+return { sum, most, n }
 `;

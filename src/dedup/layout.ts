@@ -10,18 +10,14 @@
 //   member the raw key bytes (UTF-8 of a string key). SADD / SISMEMBER semantics.
 //
 // Layout 'compact' (default; raw keys never reach Redis):
-//   key    `${prefix}:${window}:c:${bucket}`, bucket = (digest bytes 8..15 as unsigned 64-bit LE)
-//          mod buckets,
+//   table  `${prefix}:${window}:c{${table}}...`, table = (digest bytes 8..15 as unsigned 64-bit
+//          LE) mod buckets; each table is cut into sub-buckets that split as the window fills
+//          (growth.ts: key names, placement, splits), so no sub-bucket leaves the intset encoding.
+//          With no sizing options a window starts at 1024 tables. `expectedKeys` picks a larger
+//          start, buckets = nextPow2(expectedKeys / 256).
 //   member digest bytes 0..7 as a signed 64-bit integer in decimal ("-4242..."). Redis stores a
 //          set whose members are all integers as an intset: 8 bytes per member, binary-searched,
-//          kept while the set has <= set-max-intset-entries (512 by default) members. The bucket
-//          id carries log2(buckets) further independent digest bits, so a key is identified by
-//          64 + log2(buckets) bits.
-//   Growth: each compact bucket is a small linear-hash table of sub-buckets that splits itself
-//          as it fills, so no sub-bucket leaves the intset encoding (growth.ts: key names, state,
-//          split rule). With no sizing options a window starts at 1024 buckets: 13.6 B/key at
-//          1e5 keys and 9.8 B/key at 1e6 keys of used_memory (test/integration/bucket-growth.test.ts).
-//          `expectedKeys` picks a larger start, buckets = nextPow2(expectedKeys / 256).
+//          kept while the set has <= set-max-intset-entries (512 by default) members.
 //   Collisions: two different keys collide only if all 64 + log2(buckets) bits match (the
 //          sub-bucket is chosen by bits of the member itself, so it adds none). Expected
 //          colliding pairs ~ n^2 / 2^(65 + log2(buckets)):
@@ -32,13 +28,13 @@
 //          window, i.e. per year).
 //
 // Bucket counts are fixed per window: the first writer records them in the hash
-// `${prefix}:${window}:meta` (field `${layout}.buckets`, HSETNX) and every later writer uses the
-// recorded value, so changing `buckets` in the config takes effect at the next window (year) and
-// cannot silently split a window's keys over two bucketings. Compact buckets then grow on their
-// own.
+// `${prefix}:${window}:meta` (field `${layout}.buckets`, HSETNX; a compact window also carries
+// `compact.layout` 2, the naming of growth.ts) and every later writer uses the recorded value, so
+// changing `buckets` in the config takes effect at the next window (year) and cannot silently
+// split a window's keys over two bucketings. Compact tables then grow on their own.
 //
-// Other keys: `${prefix}:${window}:hll` / `${prefix}:${window}:c:hll` (HyperLogLog of members per
-// layout, stats().approximate).
+// Other keys: the window count writers report, `${prefix}:${window}:c:count` (compact) /
+// `${prefix}:${window}:count` (sets): stats().approximate, and the clock of compact splits.
 import { createHmac } from 'node:crypto';
 import { hashBatch, type PackedKeys } from '../hash/index.js';
 import type { Keys } from '../hash/keys.js';
@@ -56,13 +52,12 @@ export interface LayoutSpec {
   secret?: Uint8Array | undefined;
 }
 
+/** 'sets': the bucket's key; 'compact': the key prefix of the bucket's table (growth.ts names its sub-buckets). */
 export const bucketKey = (spec: Pick<LayoutSpec, 'layout' | 'prefix'>, window: string, bucket: number): string =>
-  spec.layout === 'sets' ? `${spec.prefix}:${window}:${bucket}` : `${spec.prefix}:${window}:c:${bucket}`;
-export const hllKey = (prefix: string, window: string, layout: Layout = 'sets'): string =>
-  layout === 'sets' ? `${prefix}:${window}:hll` : `${prefix}:${window}:c:hll`;
+  spec.layout === 'sets' ? `${spec.prefix}:${window}:${bucket}` : `${spec.prefix}:${window}:c{${bucket}}`;
 export const metaKey = (prefix: string, window: string): string => `${prefix}:${window}:meta`;
 export const metaField = (layout: Layout): string => `${layout}.buckets`;
-/** Glob matching every key of a window (both layouts, hll and meta), glob characters escaped. */
+/** Glob matching every key of a window (both layouts, counts and meta), glob characters escaped. */
 export const windowPattern = (prefix: string, window: string): string => `${prefix.replace(/[*?[\]\\]/g, '\\$&')}:${window}:*`;
 
 /** 16-byte digest per key, back to back. */

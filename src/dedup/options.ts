@@ -90,7 +90,11 @@ export interface DedupOptions {
    * larger replays faster. Default 1000.
    */
   replaySliceKeys?: number;
-  /** Maintain the HyperLogLog used by stats().approximate. Default true. */
+  /**
+   * @deprecated Ignored. stats().approximate is the window count every writer keeps (it also
+   * times bucket splits), so there is nothing to turn off; setting it emits a DeprecationWarning
+   * (code HG_DEP_DEDUP_HLL) once.
+   */
   hll?: boolean;
   /** Embedded store bound (keys over all windows). Default 50_000_000. */
   memoryMaxKeys?: number;
@@ -141,7 +145,6 @@ export const DEFAULTS = {
   journalMaxBytes: 4 * 1024 * 1024 * 1024,
   lockTtlMs: 60_000,
   replaySliceKeys: 1000,
-  hll: true,
   memoryMaxKeys: 50_000_000,
   sync: true,
   maxWindows: 500,
@@ -174,7 +177,6 @@ export interface ResolvedDedupOptions {
   journalMaxBytes: number;
   lockTtlMs: number;
   replaySliceKeys: number;
-  hll: boolean;
   memoryMaxKeys: number;
   path: string | undefined;
   sync: boolean;
@@ -188,6 +190,14 @@ const KNOWN = new Set([
   'path', 'sync', 'maxWindows',
 ]);
 
+let hllWarned = false;
+/** The one deprecation warning of the HyperLogLog option (its name as the user wrote it). */
+export function warnHllOnce(name: string): void {
+  if (hllWarned) return;
+  hllWarned = true;
+  process.emitWarning(`${name} is deprecated and ignored: the window count that stats().approximate reports is always kept`, { type: 'DeprecationWarning', code: 'HG_DEP_DEDUP_HLL' });
+}
+
 const nextPow2 = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, n)));
 
 export function parseDedupOptions(input: unknown, name = 'options.dedup'): ResolvedDedupOptions {
@@ -199,6 +209,11 @@ export function parseDedupOptions(input: unknown, name = 'options.dedup'): Resol
       throw new HashGateTypeError(ErrorCodes.INVALID_OPTION, `${name}.${k} is not a known option`, { name: `${name}.${k}` });
     }
   }
+  if (o['hll'] !== undefined) {
+    if (typeof o['hll'] !== 'boolean') throw invalidType(`${name}.hll`, 'a boolean', o['hll']);
+    warnHllOnce(`${name}.hll`);
+  }
+
   const opt = <T>(k: string, parse: (n: string, v: unknown) => T, dflt: T): T =>
     o[k] === undefined ? dflt : parse(`${name}.${k}`, o[k]);
 
@@ -298,10 +313,6 @@ export function parseDedupOptions(input: unknown, name = 'options.dedup'): Resol
     journalMaxBytes: int('journalMaxBytes', 4096),
     lockTtlMs: int('lockTtlMs', 1000),
     replaySliceKeys: int('replaySliceKeys', 1, 10_000),
-    hll: opt('hll', (n, v) => {
-      if (typeof v !== 'boolean') throw invalidType(n, 'a boolean', v);
-      return v;
-    }, DEFAULTS.hll),
     memoryMaxKeys: int('memoryMaxKeys', 1),
     path,
     sync: opt('sync', (n, v) => {

@@ -1,19 +1,21 @@
-// Redis store. Standalone: a whole firstSeen batch is ONE script call (atomic, all-or-nothing).
-// Cluster: one script call per bucket (keys of different buckets live in different slots), all
-// issued at once so they share each node's connection back to back (pipelined on the wire);
-// atomic per bucket only. ioredis auto-pipelining is off for Cluster on purpose: after a master
+// Redis store. A batch without a request id is one plain SADD per key over the store's own pipes (redis-writer.ts): Redis's own atomic check-and-add, whose reply is the answer; a batch with one runs FIRST_SEEN_ONCE, which also records the keys it answered 1. Reads, scripts and administration go through the ioredis client.
+//
+// Standalone and Cluster alike: commands go out in sends of at most dedup.maxKeysPerCommand keys,
+// at most dedup.maxInFlight of them in flight per connection, each timed from when Redis can start
+// on it (src/redis/inflight.ts). ioredis auto-pipelining stays off for Cluster: after a master
 // restart its auto-pipelines kept failing with MOVED instead of following the redirection.
 import type { Cluster, Redis } from 'ioredis';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import { isCluster, type RedisClient } from '../redis/client.js';
-import { int64Decimal } from '../redis/int64.js';
-import { RespWriter, UntimedRawCommand } from '../redis/resp.js';
-import { runScript, runScriptWire } from '../redis/scripts.js';
-import type { Layout } from './options.js';
-import { hllKey, metaField, metaKey, windowPattern, bucketKey, type Member } from './layout.js';
-import { FIRST_SEEN, FIRST_SEEN_ONCE } from './scripts.js';
-import { decodeTableState, intsetLimitOf, memberLow20, putLow20, splitLoad, subBucketKey, tableStateKey } from './growth.js';
 import { InFlightLimit, NotSentError } from '../redis/inflight.js';
+import { PipeRouter } from '../redis/pipes.js';
+import { LuaScript, runScript } from '../redis/scripts.js';
+import type { Layout } from './options.js';
+import { bucketKey, metaKey, windowPattern } from './layout.js';
+import { FIRST_SEEN_ONCE } from './scripts.js';
+import { COUNT_LUA, addressOfHigh, putAddress, subBucketName, tablePrefix, tableStateKey, windowCountKey } from './growth.js';
+import { RedisWriter, MemberStatus, type MemberSource } from './redis-writer.js';
+import { TableGrowth, intsetLimitOf } from './tables.js';
 import { StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
 
 const yieldToLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
@@ -26,12 +28,11 @@ export interface StorePacing {
   requestTtlMs: number;
 }
 
-/** Members of one script call: segments (group, start, end) back to back; at[i] = offset of segment i in the reply. */
-interface Chunk {
-  segs: Uint32Array;
-  at: Uint32Array;
-  count: number;
-}
+const COUNT = new LuaScript(COUNT_LUA);
+
+/** Meta field that marks a compact window as written with tombstoned sub-bucket names (growth.ts). */
+const COMPACT_LAYOUT_FIELD = 'compact.layout';
+const COMPACT_LAYOUT = '2';
 
 /**
  * Errors after which the command certainly did not run: never sent, or refused by Redis before the
@@ -43,19 +44,14 @@ const isNotApplied = (err: unknown): boolean =>
   (err instanceof Error && err.name === 'ReplyError' && /^(OOM|NOSCRIPT|BUSY|LOADING|READONLY|MASTERDOWN|MOVED|ASK|TRYAGAIN|CLUSTERDOWN|CROSSSLOT|NOREPLICAS)\b/.test(err.message));
 
 /** Standalone request record of one window (one set per request; its members name their bucket). */
-const recordKey = (prefix: string, window: string, requestId: string): string => `${prefix}:${window}:r:${requestId}`;
+const recordKey = (base: string, requestId: string): string => `${base}:r:${requestId}`;
 
-/**
- * Cluster request record of one bucket: in the bucket key's slot, so one script can update both.
- * A bucket key without a hash tag is hashed whole, so the whole key becomes the record's tag.
- */
-const clusterRecordKey = (bucket: string, requestId: string): string => {
-  const o = bucket.indexOf('{');
-  const c = o < 0 ? -1 : bucket.indexOf('}', o + 1);
-  return c > o + 1 ? `${bucket}:r:${requestId}` : `{${bucket}}:r:${requestId}`;
+/** Cluster request record of one 'sets' bucket: in its slot, so one script can update both. */
+const clusterRecordKey = (slotKey: string, requestId: string): string => {
+  const o = slotKey.indexOf('{');
+  const c = o < 0 ? -1 : slotKey.indexOf('}', o + 1);
+  return c > o + 1 ? `${slotKey}:r:${requestId}` : `{${slotKey}}:r:${requestId}`;
 };
-const HLL_FLUSH_KEYS = 256;
-const HLL_FLUSH_MS = 20;
 
 export class RedisStore implements DedupStore {
   readonly kind = 'redis' as const;
@@ -79,30 +75,25 @@ export class RedisStore implements DedupStore {
     this.wake();
     this.onReady?.();
   };
-  /** Dedup commands in flight and waiting (see src/redis/inflight.ts). */
+  /** Request-id scripts in flight and waiting on the ioredis connection (see src/redis/inflight.ts). */
   private readonly lane: InFlightLimit;
+  /** The store's own connections (one per master) for plain SADDs, and what it knows of the tables. */
+  readonly router: PipeRouter;
+  readonly growth: TableGrowth;
+  readonly writer: RedisWriter;
   private readonly closeListener = (): void => {
-    this.lane.connectionLost(this.lastError?.message ?? 'connection closed');
+    const why = this.lastError?.message ?? 'connection closed';
+    this.lane.connectionLost(why);
+    // the pipes go to the same server: when ioredis lost it, what they owe is as good as lost
+    this.router.reset(`the Redis connection closed (${why})`);
   };
   private readonly errorListener = (e: Error): void => {
     this.lastError = e;
   };
 
-  /**
-   * HyperLogLog members of one-key batches not yet sent, per HLL key. A PFADD next to every
-   * SADD made the sequential call ~1.4x a plain SADD round trip (Redis answers both together);
-   * they go out together instead, at HLL_FLUSH_KEYS members or after HLL_FLUSH_MS. The HLL
-   * only feeds stats().approximate (which flushes first); a crash loses at most those members
-   * from the estimate, never a key from the exact sets.
-   */
-  private readonly hllPending = new Map<string, Member[]>();
-  private hllCount = 0;
-  private hllTimer: NodeJS.Timeout | undefined;
-
   constructor(
     readonly redis: RedisClient,
     private readonly prefix: string,
-    private readonly hll: boolean,
     private readonly owned: boolean,
     private readonly connectTimeoutMs = 10_000,
     private readonly pacing: StorePacing = { maxKeysPerCommand: 2000, maxInFlight: 2, commandTimeoutMs: 2000, requestTtlMs: 600_000 },
@@ -115,6 +106,9 @@ export class RedisStore implements DedupStore {
     this.lane = new InFlightLimit(pacing.maxInFlight, pacing.commandTimeoutMs, () => {
       if (this.owned && !this.aborted) this.redis.disconnect(true);
     });
+    this.router = new PipeRouter(redis, { connectTimeoutMs: Math.min(connectTimeoutMs, 5000), maxInFlight: pacing.maxInFlight, commandTimeoutMs: pacing.commandTimeoutMs });
+    this.growth = new TableGrowth(this.router);
+    this.writer = new RedisWriter(this.router, this.growth, pacing.maxKeysPerCommand, () => intsetLimitOf(redis));
     redis.on('ready', this.readyListener);
     redis.on('close', this.closeListener);
     // Without a listener ioredis prints every reconnect failure; failures surface per call anyway.
@@ -175,9 +169,9 @@ export class RedisStore implements DedupStore {
   }
 
   /** Fails the batch after one turn of the event loop, so callers failing in a loop never starve timers and I/O. */
-  private async failFast(reason: string, groups: number, answers: Uint8Array): Promise<never> {
+  private async failFast(reason: string, count: number, answers: Uint8Array): Promise<never> {
     await yieldToLoop();
-    throw new StoreBatchError(`Redis connection is ${reason}`, new Uint8Array(groups), answers, this.lastError ?? new Error(`redis ${reason}`));
+    throw new StoreBatchError(`Redis connection is ${reason}`, new Uint8Array(count), answers, this.lastError ?? new Error(`redis ${reason}`));
   }
 
   async resolveBuckets(window: string, layout: Layout, configured: number, record = true): Promise<number> {
@@ -186,28 +180,50 @@ export class RedisStore implements DedupStore {
       await yieldToLoop();
       throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `Redis connection is ${why}`, { cause: this.lastError });
     }
-    const mk = metaKey(this.prefix, window);
-    if (layout === 'compact') this.alpha = String(splitLoad(await this.intsetLimit()));
-    if (record) await this.redis.hsetnx(mk, metaField(layout), String(configured));
-    const v = Number(await this.redis.hget(mk, metaField(layout)));
-    return Number.isInteger(v) && v > 0 ? v : configured;
+    return resolveWindowBuckets(this.redis, this.prefix, window, layout, configured, record);
   }
 
   async addBatch(b: StoreBatch, answers: Uint8Array): Promise<void> {
-    const G = b.groupKeys.length;
-    if (G === 0) return;
-    const hk = hllKey(this.prefix, b.window, b.layout);
+    if (b.count === 0) return;
     if (this.redis.status !== 'ready') {
       const why = await this.unavailable();
-      if (why !== undefined) return this.failFast(why, G, answers);
+      if (why !== undefined) return this.failFast(why, b.count, answers);
     }
-    if (!this.cluster && b.count === 1 && b.requestId === undefined) return this.addOne(b, hk, answers);
+    if (b.requestId !== undefined) return this.addOnce(b, answers);
+    const src = sourceOf(b, this.prefix);
+    const status = new Uint8Array(b.count);
+    const res = await this.writer.addEach(src, answers, status);
+    if (res.error === undefined) return;
+    const done = new Uint8Array(b.count);
+    for (let j = 0; j < b.count; j++) done[j] = status[j] === MemberStatus.Answered ? 1 : 0;
+    const cause = res.error;
+    const what = done.includes(1) ? 'Redis did not acknowledge part of the batch' : 'Redis rejected or did not acknowledge the batch';
+    throw new StoreBatchError(`${what}: ${(cause as Error).message ?? String(cause)}`, done, answers, cause, res.unknown);
+  }
+
+  /**
+   * A batch with a request id: FIRST_SEEN_ONCE per chunk (standalone) or per table (Cluster, one
+   * slot per call), resent after a reconnect (the record makes a resend answer as the first run did).
+   */
+  private async addOnce(b: StoreBatch, answers: Uint8Array): Promise<void> {
+    const compact = b.layout === 'compact';
+    const base = `${this.prefix}:${b.window}`;
+    const wt = this.growth.window(base, b.layout, b.buckets, await this.intsetLimit());
+    try {
+      if (compact) {
+        const tables = Array.from(b.groupBuckets);
+        await wt.read(tables);
+        await wt.prepare(tables, b.count);
+      }
+    } catch (cause) {
+      throw new StoreBatchError(`Redis rejected or did not acknowledge the batch: ${(cause as Error).message}`, new Uint8Array(b.count), answers, cause, false);
+    }
     const chunks = this.chunksOf(b);
     const ok = new Uint8Array(chunks.length);
-    /** Chunks sent whose reply never came: applied or not, nobody knows (until a resend answers). */
     const sentUnanswered = new Uint8Array(chunks.length);
     let deadline = 0;
     let firstErr: unknown;
+    let added = 0;
     for (let attempt = 0; ; attempt++) {
       firstErr = undefined;
       const sends: Promise<void>[] = [];
@@ -215,13 +231,11 @@ export class RedisStore implements DedupStore {
         if (ok[c]) continue;
         const ch = chunks[c]!;
         sends.push(
-          this.sendChunk(b, ch, hk).then(
-            (r) => {
-              for (let i = 0; i < ch.segs.length; i += 3) {
-                const s = ch.segs[i + 1]!;
-                const e = ch.segs[i + 2]!;
-                for (let j = s; j < e; j++) answers[j] = r.charCodeAt(ch.at[i / 3]! + j - s) - 48;
-              }
+          this.sendOnce(b, base, ch).then(
+            ([r, a]) => {
+              let at = 0;
+              for (let i = 0; i < ch.length; i += 3) for (let j = ch[i + 1]!; j < ch[i + 2]!; j++) answers[j] = r.charCodeAt(at++) - 48;
+              added += a;
               ok[c] = 1;
             },
             (err: unknown) => {
@@ -232,25 +246,98 @@ export class RedisStore implements DedupStore {
         );
       }
       await Promise.all(sends);
-      if (firstErr === undefined) return;
+      if (firstErr === undefined) break;
       // With a request record a resend returns the original answers: try again after a reconnect.
-      if (b.requestId === undefined || attempt >= 2 || this.aborted) break;
+      if (attempt >= 2 || this.aborted) break;
       // resends wait for a reconnect up to twice the command timeout after the first failure
       if (attempt === 0) deadline = performance.now() + 2 * this.pacing.commandTimeoutMs;
       // let a connection cut after a stall close before its status is read
       await new Promise((r) => setTimeout(r, 10));
       if (!(await this.readyBefore(deadline))) break;
     }
+    wt.added(added);
+    if (firstErr === undefined) return;
     let unknown = false;
-    const done = new Uint8Array(G).fill(1);
+    const done = new Uint8Array(b.count);
     for (let c = 0; c < chunks.length; c++) {
-      if (ok[c]) continue;
-      if (sentUnanswered[c]) unknown = true;
-      const segs = chunks[c]!.segs;
-      for (let i = 0; i < segs.length; i += 3) done[segs[i]!] = 0;
+      const ch = chunks[c]!;
+      if (!ok[c] && sentUnanswered[c]) unknown = true;
+      if (ok[c]) for (let i = 0; i < ch.length; i += 3) done.fill(1, ch[i + 1]!, ch[i + 2]!);
     }
     const what = this.cluster ? 'Redis Cluster did not acknowledge part of the batch' : 'Redis rejected or did not acknowledge the batch';
     throw new StoreBatchError(`${what}: ${(firstErr as Error).message}`, done, answers, firstErr, unknown);
+  }
+
+  /**
+   * The batch cut into commands of at most maxKeysPerCommand members, in member order (the same
+   * batch always gives the same commands; a Cluster: one table's members each). A chunk is
+   * segments (group, start, end) back to back.
+   */
+  private chunksOf(b: StoreBatch): Uint32Array[] {
+    const max = this.pacing.maxKeysPerCommand;
+    const out: Uint32Array[] = [];
+    let segs: number[] = [];
+    let count = 0;
+    for (let g = 0; g < b.groupKeys.length; g++) {
+      let s = b.starts[g]!;
+      const e = b.starts[g + 1]!;
+      while (s < e) {
+        if (count === max || (this.cluster && segs.length > 0)) {
+          out.push(Uint32Array.from(segs));
+          segs = [];
+          count = 0;
+        }
+        const take = Math.min(e - s, max - count);
+        segs.push(g, s, s + take);
+        count += take;
+        s += take;
+      }
+    }
+    if (segs.length > 0) out.push(Uint32Array.from(segs));
+    return out;
+  }
+
+  /** FIRST_SEEN_ONCE over the segments of one chunk: [answers, members added]. */
+  private sendOnce(b: StoreBatch, base: string, ch: Uint32Array): Promise<[string, number]> {
+    const compact = b.layout === 'compact';
+    const keys: string[] = [];
+    const args: Array<string | Buffer> = [];
+    const tps: string[] = [];
+    const tables: string[] = [];
+    let total = 0;
+    for (let i = 0; i < ch.length; i += 3) {
+      const t = b.groupBuckets[ch[i]!]!;
+      total += ch[i + 2]! - ch[i + 1]!;
+      if (compact) {
+        const tp = tablePrefix(base, t);
+        keys.push(tableStateKey(tp));
+        tps.push(tp);
+        tables.push(String(t));
+      } else keys.push(b.groupKeys[ch[i]!]!);
+    }
+    const requestId = b.requestId!;
+    // Cluster: a record per table (compact; next to the window's keys, in the table's slot) or bucket
+    const record = !this.cluster ? recordKey(base, requestId) : compact ? `${base}:r{${tables[0]!}}:${requestId}` : clusterRecordKey(keys[0]!, requestId);
+    keys.push(record);
+    let addrs: Buffer | string = '';
+    if (compact) {
+      const { dv, idx } = b.compact!;
+      addrs = Buffer.allocUnsafe(3 * total);
+      let at = 0;
+      for (let i = 0; i < ch.length; i += 3) {
+        for (let j = ch[i + 1]!; j < ch[i + 2]!; j++, at += 3) putAddress(addrs, at, addressOfHigh(dv.getUint32((idx[j]! << 4) + 4, true)));
+      }
+    }
+    const G = ch.length / 3;
+    args.push(String(G), String(b.requestTtlMs ?? this.pacing.requestTtlMs), compact ? '1' : '0', addrs);
+    for (let i = 0; i < ch.length; i += 3) args.push(String(ch[i + 2]! - ch[i + 1]!));
+    if (compact) args.push(...tables, ...tps);
+    for (let i = 0; i < ch.length; i += 3) for (let j = ch[i + 1]!; j < ch[i + 2]!; j++) args.push(b.member(j));
+    return this.lane.run(() => this.writable(() => runScript(this.redis, FIRST_SEEN_ONCE, keys.length, [...keys, ...args]))).then((r) => {
+      const [ans, added] = r as [string, number];
+      if (typeof ans !== 'string' || ans.length !== total) throw new Error(`FIRST_SEEN_ONCE answered ${typeof ans === 'string' ? ans.length : typeof ans} of ${total} members`);
+      return [ans, Number(added)];
+    });
   }
 
   /** Resolves true once the client is ready (false if `deadline` passes first or the store closes). */
@@ -273,270 +360,77 @@ export class RedisStore implements DedupStore {
   }
 
   /**
-   * The batch cut into commands of at most maxKeysPerCommand members, in member order (so the same
-   * batch always gives the same commands). A chunk is segments (group, start, end) back to back.
-   */
-  private chunksOf(b: StoreBatch): Chunk[] {
-    const max = this.pacing.maxKeysPerCommand;
-    const G = b.groupKeys.length;
-    // Every chunk's segments are views of one array made at its bound (a cut splits at most one
-    // group, so G + chunks segments): with about one group per key, arrays grown segment by
-    // segment were the largest garbage of a batch.
-    const cap = G + Math.ceil(b.count / max) + 1;
-    const segs = new Uint32Array(3 * cap);
-    const at = new Uint32Array(cap);
-    const out: Chunk[] = [];
-    let n = 0;
-    let first = 0;
-    let count = 0;
-    for (let g = 0; g < G; g++) {
-      let s = b.starts[g]!;
-      const e = b.starts[g + 1]!;
-      while (s < e) {
-        // Cluster: one bucket per command (buckets live in different slots)
-        if (count === max || (this.cluster && n > first)) {
-          out.push({ segs: segs.subarray(3 * first, 3 * n), at: at.subarray(first, n), count });
-          first = n;
-          count = 0;
-        }
-        const take = Math.min(e - s, max - count);
-        segs[3 * n] = g;
-        segs[3 * n + 1] = s;
-        segs[3 * n + 2] = s + take;
-        at[n++] = count;
-        count += take;
-        s += take;
-      }
-    }
-    if (count > 0) out.push({ segs: segs.subarray(3 * first, 3 * n), at: at.subarray(first, n), count });
-    return out;
-  }
-
-  /**
    * Hands a command to a standalone client only while its socket is writable. ioredis parks a
    * command written to a socket that already closed in its offline queue and sends it after the
    * reconnect, long after this store answered the call (fail-open) or reported it failed: a write
    * nobody waits for. Refused here, the command is known not to have been sent.
    */
   private writable<T>(send: () => Promise<T>): Promise<T> {
+    if (this.cluster) return send();
     const r = this.redis as unknown as { status: string; stream?: { writable?: boolean } };
     if (r.status !== 'ready' || r.stream?.writable === false) return Promise.reject(new NotSentError(`the Redis connection is ${r.status}`));
     return send();
   }
 
-  /** One chunk as one script call, through the in-flight limit; the reply is one '0'/'1' per member. */
-  private sendChunk(b: StoreBatch, ch: Chunk, hk: string): Promise<string> {
-    if (!this.cluster) {
-      const wire = this.encodeChunk(b, ch, hk);
-      const script = b.requestId === undefined ? FIRST_SEEN : FIRST_SEEN_ONCE;
-      return this.lane.run(() => this.writable(() => runScriptWire(this.redis as Redis, script, wire, true))).then((r) => (r as Buffer).toString('latin1'));
-    }
-    const g = ch.segs[0]!;
-    const s = ch.segs[1]!;
-    const e = ch.segs[2]!;
-    const members: Member[] = new Array(e - s);
-    for (let j = s; j < e; j++) members[j - s] = b.member(j);
-    const key = b.groupKeys[g]!;
-    let lows: Buffer | string = '';
-    if (b.compact !== undefined) {
-      const { dv, idx } = b.compact;
-      lows = Buffer.allocUnsafe(3 * (e - s));
-      for (let j = s; j < e; j++) putLow20(lows, 3 * (j - s), memberLow20(dv, idx[j]! << 4));
-    }
-    if (this.hll) this.redis.pfadd(hk, ...(members as string[])).catch(() => undefined);
-    if (b.requestId === undefined) {
-      return this.lane.run(() => runScript(this.redis, FIRST_SEEN, 1, [key, '1', '0', this.alphaOf(b), lows, String(e - s), ...members])) as Promise<string>;
-    }
-    const rk = clusterRecordKey(key, b.requestId);
-    return this.lane.run(() => runScript(this.redis, FIRST_SEEN_ONCE, 2, [key, rk, '1', '0', this.alphaOf(b), String(b.requestTtlMs ?? this.pacing.requestTtlMs), lows, String(e - s), ...members])) as Promise<string>;
-  }
-
   /**
-   * A batch of one key (the sequential service call). 'sets': a plain SADD, whose reply is the
-   * answer and which is atomic on its own. 'compact': FIRST_SEEN for one member, because only the
-   * script knows which sub-bucket of a grown bucket holds it (see growth.ts). The HyperLogLog
-   * member goes out with others later (see hllPending): it only feeds stats().approximate, so a
-   * failed PFADD after an acknowledged add does not fail the call.
-   */
-  private async addOne(b: StoreBatch, hk: string, answers: Uint8Array): Promise<void> {
-    const key = b.groupKeys[0]!;
-    const w = new RespWriter(144 + key.length * 3);
-    let member: Member;
-    if (b.compact !== undefined) {
-      const o = b.compact.idx[0]! << 4;
-      w.array(10);
-      w.str('EVALSHA');
-      w.str(FIRST_SEEN.sha);
-      w.str('1');
-      w.str(key);
-      w.str('1');
-      w.str('0');
-      w.str(this.alphaOf(b));
-      // bulkSpace first: it may move w.buf to a bigger buffer
-      const lowAt = w.bulkSpace(3);
-      putLow20(w.buf, lowAt, memberLow20(b.compact.dv, o));
-      w.str('1');
-      w.int64(b.compact.dv, o);
-      member = this.hll ? int64Decimal(b.compact.dv, o) : '';
-      const bytes = w.bytes();
-      // SCRIPT LOAD goes out ahead of the first call on each connection (runScriptWire)
-      const sent = this.lane.run(() => this.writable(() => runScriptWire(this.redis as Redis, FIRST_SEEN, bytes, true)));
-      if (this.hll) this.queueHll(hk, member);
-      let reply: Buffer;
-      try {
-        reply = await sent;
-      } catch (cause) {
-        throw new StoreBatchError(`Redis rejected or did not acknowledge the batch: ${(cause as Error).message}`, new Uint8Array(1), answers, cause, !isNotApplied(cause));
-      }
-      if (reply.length !== 1 || (reply[0] !== 48 && reply[0] !== 49)) {
-        throw new StoreBatchError('Redis answered the first-seen script with something other than 0 or 1', new Uint8Array(1), answers, new Error(reply.toString('latin1')));
-      }
-      answers[0] = reply[0]! - 48;
-      return;
-    }
-    w.array(3);
-    w.str('SADD');
-    w.str(key);
-    member = b.member(0);
-    w.member(member);
-    const bytes = w.bytes();
-    const cmd = new UntimedRawCommand('sadd', [], bytes);
-    const sadd = this.lane.run(() => this.writable(() => (this.redis as Redis).sendCommand(cmd) as Promise<unknown>));
-    if (this.hll) this.queueHll(hk, member);
-    let reply: unknown;
-    try {
-      reply = await sadd;
-    } catch (cause) {
-      throw new StoreBatchError(`Redis rejected or did not acknowledge the batch: ${(cause as Error).message}`, new Uint8Array(1), answers, cause, !isNotApplied(cause));
-    }
-    if (reply !== 0 && reply !== 1) {
-      throw new StoreBatchError('Redis answered SADD with something other than 0 or 1', new Uint8Array(1), answers, new Error(String(reply)));
-    }
-    answers[0] = reply;
-  }
-
-  /** The script's alpha for a batch: members per sub-bucket before a compact bucket splits; '0' for 'sets'. */
-  private alphaOf(b: StoreBatch): string {
-    return b.layout === 'compact' ? this.alpha : '0';
-  }
-  /** splitLoad of the server's intset limit, read with the first window's bucket count (512 until then). */
-  private alpha = String(splitLoad(512));
-
-  private queueHll(hk: string, member: Member): void {
-    const list = this.hllPending.get(hk);
-    if (list === undefined) this.hllPending.set(hk, [member]);
-    else list.push(member);
-    if (++this.hllCount >= HLL_FLUSH_KEYS) this.flushHll();
-    else if (this.hllTimer === undefined) {
-      this.hllTimer = setTimeout(() => this.flushHll(), HLL_FLUSH_MS);
-      this.hllTimer.unref();
-    }
-  }
-
-  /** Sends the queued HLL members (fire and forget: the estimate tolerates a lost PFADD). */
-  private flushHll(): void {
-    if (this.hllTimer !== undefined) clearTimeout(this.hllTimer);
-    this.hllTimer = undefined;
-    if (this.hllCount === 0) return;
-    for (const [hk, members] of this.hllPending) this.redis.pfadd(hk, ...(members as string[])).catch(() => undefined);
-    this.hllPending.clear();
-    this.hllCount = 0;
-  }
-
-  /**
-   * EVALSHA sha numkeys keys... G hll alpha [ttl] lows counts... members... of one chunk as one RESP buffer
-   * (FIRST_SEEN, or FIRST_SEEN_ONCE with the request record as last key and its TTL).
-   */
-  private encodeChunk(b: StoreBatch, ch: Chunk, hk: string): Buffer {
-    const G = ch.segs.length / 3;
-    const once = b.requestId !== undefined;
-    const numKeys = G + (this.hll ? 1 : 0) + (once ? 1 : 0);
-    const w = new RespWriter(128 + G * 48 + ch.count * (b.compact ? 29 : 40));
-    w.array(3 + numKeys + 4 + (once ? 1 : 0) + G + ch.count);
-    w.str('EVALSHA');
-    w.str(once ? FIRST_SEEN_ONCE.sha : FIRST_SEEN.sha);
-    w.uintStr(numKeys);
-    for (let i = 0; i < ch.segs.length; i += 3) w.str(b.groupKeys[ch.segs[i]!]!);
-    if (this.hll) w.str(hk);
-    if (once) w.str(recordKey(this.prefix, b.window, b.requestId!));
-    w.uintStr(G);
-    w.str(this.hll ? '1' : '0');
-    w.str(this.alphaOf(b));
-    if (once) w.uintStr(b.requestTtlMs ?? this.pacing.requestTtlMs);
-    if (b.compact !== undefined) {
-      const { dv, idx } = b.compact;
-      let at = w.bulkSpace(3 * ch.count);
-      for (let i = 0; i < ch.segs.length; i += 3) {
-        const e = ch.segs[i + 2]!;
-        for (let j = ch.segs[i + 1]!; j < e; j++, at += 3) putLow20(w.buf, at, memberLow20(dv, idx[j]! << 4));
-      }
-    } else w.str('');
-    for (let i = 0; i < ch.segs.length; i += 3) w.uintStr(ch.segs[i + 2]! - ch.segs[i + 1]!);
-    for (let i = 0; i < ch.segs.length; i += 3) {
-      const e = ch.segs[i + 2]!;
-      if (b.compact !== undefined) {
-        const { dv, idx } = b.compact;
-        for (let j = ch.segs[i + 1]!; j < e; j++) w.int64(dv, idx[j]! << 4);
-      } else {
-        for (let j = ch.segs[i + 1]!; j < e; j++) w.member(b.member(j));
-      }
-    }
-    return w.bytes();
-  }
-
-  /**
-   * Exact member count (SCARD of every bucket, and of every sub-bucket of a compact bucket that
-   * split), the largest (sub-)bucket and the sub-bucket total, 5000 buckets per round trip.
+   * Exact member count (SCARD of every bucket, or of every sub-bucket of every compact table, one
+   * COUNT script per table so no split runs between reading its state and counting), the largest
+   * (sub-)bucket and the sub-bucket total, 5000 commands per round trip.
    */
   async count(window: string, layout: Layout, buckets: number): Promise<{ exact: number; approximate: number; largestBucket: number; subBuckets: number }> {
     let exact = 0;
     let largestBucket = 0;
     let subBuckets = 0;
-    const spec = { layout, prefix: this.prefix };
+    const base = `${this.prefix}:${window}`;
     const step = 5000;
-    // standalone: one pipeline per round; Cluster: commands routed one by one, written together
-    const each = async <T>(cmds: Array<[string, string]>): Promise<T[]> => {
-      if (!this.cluster) {
-        const pl = (this.redis as Redis).pipeline();
-        for (const [c, k] of cmds) (pl as unknown as Record<string, (k: string) => unknown>)[c]!.call(pl, k);
-        const res = (await pl.exec()) ?? [];
-        return res.map(([err, v]) => {
-          if (err) throw err;
-          return v as T;
-        });
-      }
-      const r = this.redis as unknown as Record<string, (k: string) => Promise<T>>;
-      return Promise.all(cmds.map(([c, k]) => r[c]!.call(this.redis, k)));
-    };
     for (let s = 0; s < buckets; s += step) {
       const e = Math.min(buckets, s + step);
-      const bases: string[] = [];
-      for (let b = s; b < e; b++) bases.push(bucketKey(spec, window, b));
-      const subs: string[] = [];
       if (layout === 'compact') {
-        const states = await each<string | null>(bases.map((k) => ['get', tableStateKey(k)]));
-        for (let i = 0; i < bases.length; i++) {
-          const n = decodeTableState(states[i]!)?.subBuckets ?? 1;
-          for (let j = 0; j < n; j++) subs.push(subBucketKey(bases[i]!, j));
+        const calls: Promise<unknown>[] = [];
+        for (let t = s; t < e; t++) {
+          const tp = tablePrefix(base, t);
+          calls.push(runScript(this.redis, COUNT, 1, [tableStateKey(tp), tp]));
         }
-      } else subs.push(...bases);
-      for (let i = 0; i < subs.length; i += step) {
-        for (const v of await each<number>(subs.slice(i, i + step).map((k) => ['scard', k]))) {
-          exact += v;
-          if (v > largestBucket) largestBucket = v;
+        for (const r of (await Promise.all(calls)) as Array<[number, number, number]>) {
+          exact += r[0];
+          if (r[1] > largestBucket) largestBucket = r[1];
+          subBuckets += r[2];
         }
+        continue;
       }
-      subBuckets += subs.length;
+      const keys: string[] = [];
+      for (let b = s; b < e; b++) keys.push(bucketKey({ layout, prefix: this.prefix }, window, b));
+      const counts = this.cluster
+        ? await Promise.all(keys.map((k) => this.redis.scard(k)))
+        : ((await (this.redis as Redis).pipeline(keys.map((k) => ['scard', k])).exec()) ?? []).map(([err, v]) => {
+            if (err) throw err;
+            return v as number;
+          });
+      for (const v of counts) {
+        exact += v;
+        if (v > largestBucket) largestBucket = v;
+      }
+      subBuckets += keys.length;
     }
-    this.flushHll(); // same connection: the PFCOUNT below runs after these PFADDs
-    const approximate = await this.redis.pfcount(hllKey(this.prefix, window, layout));
+    const approximate = await this.approximateCount(window, layout);
     return { exact, approximate, largestBucket, subBuckets };
   }
 
-  /** HyperLogLog estimate of the window's members alone: one PFCOUNT, cheap enough for health checks. */
+  /** The window count writers report (reports of the last few ms may still be on their way): one GET. */
   async approximateCount(window: string, layout: Layout): Promise<number> {
-    this.flushHll();
-    return this.redis.pfcount(hllKey(this.prefix, window, layout));
+    await this.growth.flushCounts();
+    const v = await this.redis.get(windowCountKey(`${this.prefix}:${window}`, layout));
+    return v === null ? 0 : Number(v);
+  }
+
+  /** Sub-bucket counts of a sample of the window's tables (health: how far splitting has come). */
+  async sampleTables(window: string, buckets: number, sample = 32): Promise<number[]> {
+    const base = `${this.prefix}:${window}`;
+    const step = Math.max(1, Math.floor(buckets / sample));
+    const keys: string[] = [];
+    for (let t = 0; t < buckets && keys.length < sample; t += step) keys.push(tableStateKey(tablePrefix(base, t)));
+    const vals = await Promise.all(keys.map((k) => this.redis.get(k)));
+    return vals.map((v) => (v === null ? 1 : Number(v)));
   }
 
   /**
@@ -569,6 +463,8 @@ export class RedisStore implements DedupStore {
   }
 
   async purge(window: string): Promise<number> {
+    // a window purged and written again starts from one sub-bucket per table
+    this.growth.forget(`${this.prefix}:${window}`);
     const pattern = windowPattern(this.prefix, window);
     const nodes: Redis[] = this.cluster ? (this.redis as Cluster).nodes('master') : [this.redis as Redis];
     let deleted = 0;
@@ -594,9 +490,10 @@ export class RedisStore implements DedupStore {
   }
 
   async close(): Promise<void> {
-    this.flushHll();
+    await this.growth.close().catch(() => undefined);
     this.abort();
     this.lane.rejectWaiting('the dedup store is closing');
+    this.router.close();
     this.redis.off('ready', this.readyListener);
     this.redis.off('close', this.closeListener);
     if (!this.owned) return;
@@ -639,6 +536,62 @@ export class RedisStore implements DedupStore {
       for (const ev of ['ready', 'close', 'end'] as const) this.redis.once(ev, done);
     });
   }
+}
+
+/** The names of the live sub-buckets of a table of n sub-buckets, whose key prefix is `tp`. */
+export function* liveSubBuckets(tp: string, n: number): Generator<string> {
+  if (n <= 1) {
+    yield subBucketName(tp, 0, 0);
+    return;
+  }
+  let l2 = 1;
+  while (l2 * 2 <= n) l2 *= 2;
+  const d = Math.log2(l2);
+  for (let s = 0; s < n; s++) yield subBucketName(tp, s, s < n - l2 || s >= l2 ? d + 1 : d);
+}
+
+/**
+ * The window's recorded bucket count (first writer wins: HSETNX of `configured`), or `configured`
+ * when none is recorded and `record` is false. A compact window must carry the layout mark its
+ * names need (growth.ts); one written by an older layout is refused rather than misread.
+ */
+export async function resolveWindowBuckets(redis: RedisClient, prefix: string, window: string, layout: Layout, configured: number, record: boolean): Promise<number> {
+  const mk = metaKey(prefix, window);
+  const field = `${layout}.buckets`;
+  const [b0, l0] = await redis.hmget(mk, field, COMPACT_LAYOUT_FIELD);
+  if (layout === 'compact' && b0 !== null && l0 !== COMPACT_LAYOUT) {
+    throw new HashGateError(
+      ErrorCodes.STORE,
+      `window ${window} of prefix ${prefix} was written by an older compact layout (${mk} has no ${COMPACT_LAYOUT_FIELD} ${COMPACT_LAYOUT}): purge it (hashgate stats --purge) and load it again`,
+      { details: { window, prefix } },
+    );
+  }
+  if (b0 !== null) {
+    const v = Number(b0);
+    return Number.isInteger(v) && v > 0 ? v : configured;
+  }
+  if (!record) return configured;
+  if (layout === 'compact') await redis.hsetnx(mk, COMPACT_LAYOUT_FIELD, COMPACT_LAYOUT);
+  await redis.hsetnx(mk, field, String(configured));
+  const v = Number(await redis.hget(mk, field));
+  return Number.isInteger(v) && v > 0 ? v : configured;
+}
+
+/** A store batch as the writer takes it: the bucket of every member and where its digest is. */
+function sourceOf(b: StoreBatch, prefix: string): MemberSource {
+  let bucket = b.bucket;
+  if (bucket === undefined) {
+    bucket = new Uint32Array(b.count);
+    for (let g = 0; g < b.groupBuckets.length; g++) bucket.fill(b.groupBuckets[g]!, b.starts[g]!, b.starts[g + 1]!);
+  }
+  const src: MemberSource = { base: `${prefix}:${b.window}`, layout: b.layout, buckets: b.buckets, count: b.count, bucket };
+  if (b.compact !== undefined) {
+    const offs = new Uint32Array(b.count);
+    for (let j = 0; j < b.count; j++) offs[j] = b.compact.idx[j]! << 4;
+    src.dv = b.compact.dv;
+    src.offs = offs;
+  } else src.member = b.member;
+  return src;
 }
 
 export const storeError = (msg: string, cause: unknown): HashGateError =>

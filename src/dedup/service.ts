@@ -41,10 +41,10 @@ import {
   type Member,
 } from './layout.js';
 import { bucketOrder } from './order.js';
+import { PendingKeys, type PendingBatch } from './pending.js';
 import { parseDedupOptions, type DedupOptions, type RedisConfig, type ResolvedDedupOptions } from './options.js';
 import { emptyReport, replayJournal, type RecoverReport } from './recover.js';
 import { createRedisClient, isRedisClient, type RedisClient } from '../redis/client.js';
-import { MAX_SUB_BUCKETS, splitLoad } from './growth.js';
 import { RedisStore } from './redis-store.js';
 import { LmdbStore } from './lmdb-store.js';
 import { MemoryStore, StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
@@ -98,7 +98,7 @@ export interface DedupStats {
   buckets: number;
   /** Exact member count (sum of SCARD over the window's buckets). */
   exact: number;
-  /** HyperLogLog estimate (PFCOUNT); equals exact for the embedded store. */
+  /** The window count writers report (a few ms behind; equals exact for the embedded stores). */
   approximate: number;
   cacheEntries: number;
   journalBytes: number;
@@ -112,17 +112,18 @@ export interface DedupStats {
 }
 
 /**
- * How full a compact window's buckets are, from one PFCOUNT (cheap enough for every health check).
- * Buckets split as they fill, so the ratio stays below 1 by design; it rises past 0.9 only when
- * splitting cannot keep up (a Redis whose set-max-intset-entries was lowered after the window
- * was written, or a table at its most sub-buckets).
+ * How full a compact window's buckets are, from the window count and a sample of table states
+ * (cheap enough for every health check). Buckets split as they fill, so the ratio stays below 1 by
+ * design; it rises past 0.9 only when splitting cannot keep up (a Redis whose
+ * set-max-intset-entries was lowered after the window was written, or a table at its most
+ * sub-buckets).
  */
 export interface BucketFill {
   window: string;
   buckets: number;
-  /** HyperLogLog estimate of the window's members. */
+  /** The window's member count as writers report it. */
   approximateKeys: number;
-  /** Sub-buckets the buckets have split into, as the split rule gives for approximateKeys. */
+  /** Sub-buckets the buckets have split into (from a sample of tables). */
   subBuckets: number;
   /**
    * Expected largest sub-bucket: the sub-buckets not yet split at the current level hold the most
@@ -150,6 +151,19 @@ export interface DedupCounters {
   bucketFillRatio?: number;
 }
 
+
+/** Empty group arrays of a batch that is not grouped by bucket. */
+const NO_GROUPS = new Uint32Array(0);
+
+let ident = new Uint32Array(0);
+/** 0..n-1 (a view of one array kept at the largest n asked for). */
+function identity(n: number): Uint32Array {
+  if (ident.length < n) {
+    ident = new Uint32Array(Math.max(n, 2 * ident.length));
+    for (let i = 0; i < ident.length; i++) ident[i] = i;
+  }
+  return ident.subarray(0, n);
+}
 
 /** A flat copy of `s` (one sequential string, not a rope of the parts it was concatenated from). */
 const flatString = (s: string): string => Buffer.from(s, 'utf8').toString('utf8');
@@ -286,9 +300,9 @@ export class DedupService {
     } else if (r === undefined || r === null) {
       this.store = new MemoryStore(o.memoryMaxKeys);
     } else if (isRedisClient(r)) {
-      this.store = new RedisStore(r, o.prefix, o.hll, false, o.connectTimeoutMs, pacing);
+      this.store = new RedisStore(r, o.prefix, false, o.connectTimeoutMs, pacing);
     } else if (typeof r === 'string' || typeof r === 'object') {
-      this.store = new RedisStore(createRedisClient(r, o.commandTimeoutMs), o.prefix, o.hll, true, o.connectTimeoutMs, pacing);
+      this.store = new RedisStore(createRedisClient(r, o.commandTimeoutMs), o.prefix, true, o.connectTimeoutMs, pacing);
     } else {
       throw invalidType('options.redis', "a redis:// URL, ioredis options or { cluster: nodes }", r);
     }
@@ -570,7 +584,65 @@ export class DedupService {
     this.counters.cacheHits += hits;
     this.counters.batchDuplicates += dups;
     if (p === 0) return undefined;
+    if (this.store instanceof RedisStore) {
+      // A key an earlier batch still has in flight is not raced: this batch waits for that one
+      // (see src/dedup/pending.ts); the Redis store's second rounds can reorder batches.
+      const tracker = this.pendingOf(window);
+      const rec = tracker.begin();
+      let waits: Array<[number, PendingBatch, number]> | undefined;
+      let q = 0;
+      for (let j = 0; j < p; j++) {
+        const i = pend[j]!;
+        const held = tracker.claim(d32, i, rec, q);
+        if (held === undefined) pend[q++] = i;
+        else (waits ??= []).push([i, held[0], held[1]]);
+      }
+      const send = (count: number): Promise<void> => {
+        const answered = new Uint8Array(count);
+        const t = count === 0 ? undefined : this.send(part, digests, d32, pend, count, base, window, buckets, cache, out, bucketsKnown, requestId, callers, m, answered);
+        if (t === undefined) {
+          tracker.end(rec, answered);
+          return Promise.resolve();
+        }
+        return t.finally(() => tracker.end(rec, answered));
+      };
+      if (waits === undefined) return send(q);
+      return (async () => {
+        let count = q;
+        let list = waits;
+        while (list.length > 0) {
+          await Promise.all(list.map((w) => w[1].done));
+          const again: Array<[number, PendingBatch, number]> = [];
+          for (const [i, owner, pos] of list) {
+            // answered by the earlier batch (by Redis or, failing open, by its journal): seen.
+            // A caller's requestId call still asks Redis: its request record may hold the key.
+            if (owner.answered![pos] === 1 && !callers) {
+              out[base + i] = 0;
+              this.counters.batchDuplicates++;
+              continue;
+            }
+            const held = tracker.claim(d32, i, rec, count);
+            if (held === undefined) pend[count++] = i;
+            else again.push([i, held[0], held[1]]);
+          }
+          list = again;
+        }
+        return send(count);
+      })();
+    }
+    return this.send(part, digests, d32, pend, p, base, window, buckets, cache, out, bucketsKnown, requestId, callers, m, undefined);
+  }
 
+  /**
+   * Sends keys pend[0..p) of `part` (digests d32) to the store and writes their answers to `out`;
+   * `answered[j]` (pending-key tracking) gets 1 for every key whose answer is final.
+   */
+  private send(
+    part: CheckedKeys, digests: Uint8Array, d32: Uint32Array, pend: Uint32Array, p: number, base: number, window: string, buckets: number,
+    cache: SeenCache | undefined, out: Uint8Array, bucketsKnown: boolean, requestId: string | undefined, callers: boolean, m: number,
+    answered: Uint8Array | undefined,
+  ): Promise<void> | undefined {
+    const o = this.options;
     const all = bucketsOfDigests(digests, o.layout, buckets);
     const mem = this.memCompact;
     if (mem !== undefined && bucketsKnown) {
@@ -583,39 +655,48 @@ export class DedupService {
     }
     const pb = new Uint32Array(p);
     for (let j = 0; j < p; j++) pb[j] = all[pend[j]!]!;
-    const order = bucketOrder(pb, p);
-    // Groups counted first so their arrays are made at their size: grown by push, with about one
-    // group per key, they were a third of the garbage a batch left behind.
-    let G = 0;
-    for (let j = 0, cur = -1; j < p; j++) {
-      const b = pb[order[j]!]!;
-      if (b !== cur) {
-        cur = b;
-        G++;
-      }
-    }
-    const groupKeys = new Array<string>(G);
-    const groupBuckets = new Uint32Array(G);
-    const starts = new Uint32Array(G + 1);
-    const idx = new Uint32Array(p);
-    for (let j = 0, g = -1, cur = -1; j < p; j++) {
-      const k = pend[order[j]!]!;
-      const b = pb[order[j]!]!;
-      idx[j] = k;
-      if (b !== cur) {
-        cur = b;
-        g++;
-        groupBuckets[g] = b;
-        groupKeys[g] = this.bucketKeyOf(window, b, buckets);
-        starts[g] = j;
-      }
-    }
-    starts[G] = p;
     const dv = new DataView(digests.buffer, digests.byteOffset, digests.byteLength);
-    const batch: StoreBatch =
-      o.layout === 'compact'
-        ? { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts, count: p, member: (j) => compactMember(digests, idx[j]!, dv), compact: { dv, idx }, digests, idx, requestId, requestTtlMs: callers ? undefined : INTERNAL_REQUEST_TTL_MS }
-        : { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts, count: p, member: (j) => setsMember(part.keys, idx[j]!), digests, idx, requestId, requestTtlMs: callers ? undefined : INTERNAL_REQUEST_TTL_MS };
+    const ttl = callers ? undefined : INTERNAL_REQUEST_TTL_MS;
+    const memberOf = o.layout === 'compact' ? (j: number) => compactMember(digests, idx[j]!, dv) : (j: number) => setsMember(part.keys, idx[j]!);
+    let order: Uint32Array;
+    let idx: Uint32Array;
+    let batch: StoreBatch;
+    if (this.store instanceof RedisStore && requestId === undefined) {
+      // Plain SADDs answer each key where it stands: no grouping by bucket, members in call order.
+      order = identity(p);
+      idx = pend.subarray(0, p);
+      batch = { window, layout: o.layout, buckets, groupBuckets: NO_GROUPS, groupKeys: [], starts: NO_GROUPS, bucket: pb, count: p, member: memberOf, digests, idx, ...(o.layout === 'compact' ? { compact: { dv, idx } } : {}) };
+    } else {
+      order = bucketOrder(pb, p);
+      // Groups counted first so their arrays are made at their size: grown by push, with about one
+      // group per key, they were a third of the garbage a batch left behind.
+      let G = 0;
+      for (let j = 0, cur = -1; j < p; j++) {
+        const b = pb[order[j]!]!;
+        if (b !== cur) {
+          cur = b;
+          G++;
+        }
+      }
+      const groupKeys = new Array<string>(G);
+      const groupBuckets = new Uint32Array(G);
+      const starts = new Uint32Array(G + 1);
+      idx = new Uint32Array(p);
+      for (let j = 0, g = -1, cur = -1; j < p; j++) {
+        const k = pend[order[j]!]!;
+        const b = pb[order[j]!]!;
+        idx[j] = k;
+        if (b !== cur) {
+          cur = b;
+          g++;
+          groupBuckets[g] = b;
+          groupKeys[g] = this.bucketKeyOf(window, b, buckets);
+          starts[g] = j;
+        }
+      }
+      starts[G] = p;
+      batch = { window, layout: o.layout, buckets, groupBuckets, groupKeys, starts, count: p, member: memberOf, digests, idx, requestId, requestTtlMs: ttl, ...(o.layout === 'compact' ? { compact: { dv, idx } } : {}) };
+    }
     const answers = new Uint8Array(p);
     this.counters.batches++;
     this.counters.storeKeys += p;
@@ -627,26 +708,38 @@ export class DedupService {
         ones += a;
       }
       this.counters.firstSeen += ones;
+      answered?.fill(1);
       // the cache may have moved to a newer window while the store answered
       if (cache !== undefined && this.cacheWindow === window) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
     };
     const sent = bucketsKnown
       ? this.store.addBatch(batch, answers)
-      : Promise.reject(new StoreBatchError("the window's bucket count is unknown because the store is unavailable", new Uint8Array(groupKeys.length), answers, undefined));
+      : Promise.reject(new StoreBatchError("the window's bucket count is unknown because the store is unavailable", new Uint8Array(p), answers, undefined));
     return sent.then(finish, async (err: unknown) => {
       if (!(err instanceof StoreBatchError)) throw err;
       this.counters.storeErrors++;
+      if (answered !== undefined) for (let j = 0; j < p; j++) if (err.done[j]) answered[order[j]!] = 1;
       // fail-closed never chunks, so base is 0 and `out` covers exactly this batch there
       await this.onStoreFailure(err, batch, answers, order, pend, d32, out, cache, m);
       finish();
     });
   }
 
+  /** The pending-key tracker of `window` (the two newest windows are kept: a year rolls into the next). */
+  private pendingOf(window: string): PendingKeys {
+    let t = this.pending.get(window);
+    if (t === undefined) {
+      for (const [w, old] of this.pending) if (this.pending.size >= 2 && old.liveBatches === 0) this.pending.delete(w);
+      this.pending.set(window, (t = new PendingKeys()));
+    }
+    return t;
+  }
+  private readonly pending = new Map<string, PendingKeys>();
+
   private async onStoreFailure(
     err: StoreBatchError, batch: StoreBatch, answers: Uint8Array, order: Uint32Array, pend: Uint32Array, d32: Uint32Array,
     out: Uint8Array, cache: SeenCache | undefined, n: number,
   ): Promise<void> {
-    const G = batch.groupKeys.length;
     // close() cut this call short: say so instead of answering from a store we stopped asking.
     if (this.closed) throw new HashGateError(ErrorCodes.CLOSED, 'dedup service was closed before the store answered', { cause: err });
     this.metrics.storeError('redis', errorKind(err.cause ?? err), 1, err);
@@ -656,12 +749,10 @@ export class DedupService {
       const isPending = new Uint8Array(n);
       for (let j = 0; j < pend.length && j < answers.length; j++) isPending[pend[j]!] = 1;
       for (let i = 0; i < n; i++) if (!isPending[i]) known[i] = out[i]!;
-      for (let g = 0; g < G; g++) {
-        if (!err.done[g]) continue;
-        for (let j = batch.starts[g]!; j < batch.starts[g + 1]!; j++) {
-          known[pend[order[j]!]!] = answers[j]!;
-          if (this.cacheWindow === batch.window) cache?.add(d32, pend[order[j]!]!);
-        }
+      for (let j = 0; j < batch.count; j++) {
+        if (!err.done[j]) continue;
+        known[pend[order[j]!]!] = answers[j]!;
+        if (this.cacheWindow === batch.window) cache?.add(d32, pend[order[j]!]!);
       }
       // Outcome unknown: some command was sent and its reply lost, so its keys may be in Redis;
       // a retry with the same requestId returns their original answers. Otherwise nothing of
@@ -674,21 +765,20 @@ export class DedupService {
     }
     const o = this.options;
     let journaled = 0;
-    for (let g = 0; g < G; g++) if (!err.done[g]) journaled += batch.starts[g + 1]! - batch.starts[g]!;
+    for (let j = 0; j < batch.count; j++) if (!err.done[j]) journaled++;
     // Digests, not bucket keys: replay places each key against the window's recorded bucket count.
     const d = new Uint8Array(journaled * 16);
     const members: Member[] | undefined = o.layout === 'sets' ? new Array(journaled) : undefined;
     let q = 0;
-    for (let g = 0; g < G; g++) {
-      if (err.done[g]) continue;
-      for (let j = batch.starts[g]!; j < batch.starts[g + 1]!; j++, q++) {
-        const at = batch.idx[j]! << 4;
-        d.set(batch.digests.subarray(at, at + 16), q << 4);
-        if (members !== undefined) members[q] = batch.member(j);
-        answers[j] = 1;
-      }
+    for (let j = 0; j < batch.count; j++) {
+      if (err.done[j]) continue;
+      const at = batch.idx[j]! << 4;
+      d.set(batch.digests.subarray(at, at + 16), q << 4);
+      if (members !== undefined) members[q] = batch.member(j);
+      answers[j] = 1;
+      q++;
     }
-    const rec: JournalRecordV2 = { v: 2, t: this.now(), w: batch.window, p: o.prefix, l: o.layout, b: batch.buckets, h: o.hll ? 1 : 0, d };
+    const rec: JournalRecordV2 = { v: 2, t: this.now(), w: batch.window, p: o.prefix, l: o.layout, b: batch.buckets, h: 0, d };
     if (members !== undefined) rec.m = members;
     let bytes: number;
     try {
@@ -793,7 +883,9 @@ export class DedupService {
     let b: number;
     try {
       b = await this.store.resolveBuckets(window, o.layout, o.buckets);
-    } catch {
+    } catch (err) {
+      // a window this version cannot read (HG_ERR_STORE) is no outage: every call must say so
+      if (err instanceof HashGateError && err.code === ErrorCodes.STORE) throw err;
       return undefined; // store down: resolve on a later call
     }
     // The first writer's count wins (every process must bucket a key the same way). A window
@@ -809,7 +901,9 @@ export class DedupService {
     if (this.recovering !== undefined) return this.recovering;
     const run = (async () => {
       try {
-        return await replayJournal(this.store instanceof RedisStore ? this.store.redis : (undefined as never), this.journal!, `${this.options.prefix}:lock:recover`, this.options.lockTtlMs, {
+        const store = this.store as RedisStore;
+        return await replayJournal(store.redis, this.journal!, `${this.options.prefix}:lock:recover`, this.options.lockTtlMs, {
+          writer: store.writer,
           onReplayed: (records, bytes) => this.metrics.journalReplayed(records, bytes),
           sliceKeys: this.options.replaySliceKeys,
           liveBusy: () => this.active > 0,
@@ -862,20 +956,25 @@ export class DedupService {
   }
 
   /**
-   * How full the window's buckets are (compact layout on Redis with the HyperLogLog on; else
-   * undefined): one PFCOUNT and the recorded bucket count, never a scan of the buckets.
+   * How full the window's buckets are (compact layout on Redis; else undefined): the window count
+   * and the sub-bucket counts of a sample of tables, never a scan of the buckets.
    */
   async bucketFill(window: string = this.windowOf()): Promise<BucketFill | undefined> {
     const store = this.store;
-    if (!(store instanceof RedisStore) || this.options.layout !== 'compact' || !this.options.hll) return undefined;
+    if (!(store instanceof RedisStore) || this.options.layout !== 'compact') return undefined;
     const buckets = this.bucketsByWindow.get(window) ?? await store.resolveBuckets(window, 'compact', this.options.buckets, false);
-    const [approximateKeys, limit] = await Promise.all([store.approximateCount(window, 'compact'), store.intsetLimit()]);
-    // per bucket: n sub-buckets (the split rule), l2 of them at the level not yet split hold 1/l2 each
-    const alpha = splitLoad(limit);
-    const n = Math.min(MAX_SUB_BUCKETS, Math.max(1, Math.ceil(approximateKeys / buckets / alpha)));
-    const l2 = 2 ** Math.floor(Math.log2(n));
-    const mean = approximateKeys / buckets / l2;
-    const subBuckets = n * buckets;
+    const [approximateKeys, limit, sample] = await Promise.all([store.approximateCount(window, 'compact'), store.intsetLimit(), store.sampleTables(window, buckets)]);
+    // the fullest sub-buckets of a table of n are the pow2le(n) not split yet at its level, each
+    // holding 1/pow2le(n) of the table; the table split least far decides
+    let least = Infinity;
+    let sum = 0;
+    for (const n of sample) {
+      least = Math.min(least, 2 ** Math.floor(Math.log2(Math.max(1, n))));
+      sum += n;
+    }
+    if (!Number.isFinite(least)) least = 1;
+    const subBuckets = Math.max(buckets, Math.round((sum / Math.max(1, sample.length)) * buckets));
+    const mean = approximateKeys / buckets / least;
     const predictedLargest = Math.ceil(mean + Math.sqrt(2 * mean * Math.log(Math.max(2, subBuckets))));
     const fill: BucketFill = { window, buckets, approximateKeys, subBuckets, predictedLargest, limit, ratio: predictedLargest / limit };
     if (window === this.windowOf()) this.counters.bucketFillRatio = fill.ratio;

@@ -5,7 +5,11 @@ import type { Layout } from './options.js';
 import type { Member } from './layout.js';
 import { DigestTable } from './digest-table.js';
 
-/** Pending keys of one firstSeen call, already grouped: group g = members[starts[g]..starts[g+1]). */
+/**
+ * Pending keys of one firstSeen call, grouped by bucket (group g = members[starts[g]..starts[g+1]))
+ * or, for the Redis store without a request id, not grouped: then `bucket` gives each member's
+ * bucket and the group arrays are empty.
+ */
 export interface StoreBatch {
   window: string;
   layout: Layout;
@@ -14,6 +18,8 @@ export interface StoreBatch {
   groupBuckets: Uint32Array;
   groupKeys: string[];
   starts: Uint32Array;
+  /** Ungrouped batches: bucket of member j. */
+  bucket?: Uint32Array;
   /** Members in group order. */
   count: number;
   member(j: number): Member;
@@ -32,9 +38,9 @@ export interface StoreBatch {
 }
 
 /**
- * A store error with what is known about the batch: `done[g]` = 1 when group g was applied and
- * `answers` (per member, 1 = new) holds its answers; groups with done 0 were not acknowledged.
- * `unknown` false: none of them was applied (never sent, or refused before running); true: some
+ * A store error with what is known about the batch: `done[j]` = 1 when member j (in group order)
+ * was acknowledged and `answers[j]` (1 = new) holds its answer; members with done 0 were not.
+ * `unknown` false: none of those was applied (never sent, or refused before running); true: some
  * may have been (sent, and the reply never came).
  */
 export class StoreBatchError extends HashGateError {

@@ -164,6 +164,26 @@ export interface InspectedInputs {
   bytesTotal: number;
   /** The given field count, or the sampled majority. */
   fieldCount: number;
+  /** Mean bytes per line over the complete lines of the sampled file heads (0: none sampled). */
+  bytesPerLine: number;
+}
+
+/** Mean length of the complete lines (newline included) in the heads, up to SAMPLE_LINES lines. */
+export function meanLineBytes(heads: readonly Uint8Array[]): number {
+  let lines = 0;
+  let bytes = 0;
+  for (const h of heads) {
+    let s = 0;
+    for (;;) {
+      const e = h.indexOf(NL, s);
+      if (e < 0 || lines >= SAMPLE_LINES) break;
+      bytes += e + 1 - s;
+      lines++;
+      s = e + 1;
+    }
+    if (lines >= SAMPLE_LINES) break;
+  }
+  return lines === 0 ? 0 : bytes / lines;
 }
 
 /**
@@ -185,6 +205,7 @@ export async function inspectInputs(files: readonly string[], delimiter: number,
     }),
   );
   const sizes = inspected.map((f) => f.identity.size);
+  const bytesPerLine = meanLineBytes(inspected.map((f) => f.headBytes));
   if (fieldCount === 0) {
     const smp = sampleFieldCount(
       inspected.map((f) => f.headBytes),
@@ -199,5 +220,5 @@ export async function inspectInputs(files: readonly string[], delimiter: number,
     }
     fieldCount = smp.fieldCount;
   }
-  return { identities: inspected.map((f) => f.identity), sizes, bytesTotal: sizes.reduce((a, b) => a + b, 0), fieldCount };
+  return { identities: inspected.map((f) => f.identity), sizes, bytesTotal: sizes.reduce((a, b) => a + b, 0), fieldCount, bytesPerLine };
 }

@@ -30,6 +30,11 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   const files = await expandInputs(options.inputs, { own: o.ownFiles });
   const input = await inspectInputs(files, o.delimiter, o.fieldCount);
   o.fieldCount = input.fieldCount;
+  // a store that grows as it fills (compact Redis buckets) can size itself for the whole load
+  // first, while it is cheap: before a member is written, nothing has to move
+  if (!o.dryRun && fixedWindow !== undefined && input.bytesPerLine > 0) {
+    await deps.sink?.plan?.({ window: fixedWindow, rows: Math.ceil(input.bytesTotal / input.bytesPerLine) });
+  }
 
   const failure = new LoadFailure();
   const failedOut = o.failedPath ? new AppendFile(o.failedPath, true) : undefined;

@@ -141,7 +141,8 @@ export async function scardSum(redis: import('ioredis').Redis, pattern: string):
     if (keys.length) {
       const p = redis.pipeline();
       for (const k of keys) p.scard(k);
-      for (const [, n] of (await p.exec())!) total += n as number;
+      // a set that became a string since the SCAN (a split compact sub-bucket) counts nothing
+      for (const [err, n] of (await p.exec())!) if (err === null) total += n as number;
     }
   } while (cursor !== '0');
   return total;

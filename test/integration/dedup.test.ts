@@ -67,8 +67,9 @@ describe.skipIf(!has)('dedup on Redis', () => {
     n++;
     const s = open({ layout: 'compact', buckets: 16 });
     await s.firstSeen(Array.from({ length: 2000 }, (_, i) => `secret-id-${i}`));
-    const keys = await r.keys(`t${n}:2026:c:*`);
-    const buckets = keys.filter((k) => /:c:\d+$/.test(k));
+    const keys = await r.keys(`t${n}:2026:c{*`);
+    // one table per bucket, none split yet: its one sub-bucket is {table}0.0
+    const buckets = keys.filter((k) => /:c\{\d+\}0\.0$/.test(k));
     expect(buckets.length).toBe(16);
     for (const k of buckets) expect(await r.object('ENCODING', k)).toBe('intset');
     const members = await r.smembers(buckets[0]!);
@@ -224,8 +225,8 @@ describe.skipIf(!has)('dedup on Redis', () => {
     const keyed = new DedupService({ redis: srv.url, dedup: { journalDir: dir, prefix: `t${n}k`, buckets: 4, secret: 'pepper', replayIntervalMs: 0 }, now: () => NOW });
     expect([...(await plain.firstSeen(['id-1', 'id-2']))]).toEqual([1, 1]);
     expect([...(await keyed.firstSeen(['id-1', 'id-2', 'id-1']))]).toEqual([1, 1, 0]);
-    const a = new Set((await Promise.all([0, 1, 2, 3].map((b) => r.smembers(`t${n}:2026:c:${b}`)))).flat());
-    const b = (await Promise.all([0, 1, 2, 3].map((x) => r.smembers(`t${n}k:2026:c:${x}`)))).flat();
+    const a = new Set((await Promise.all([0, 1, 2, 3].map((b) => r.smembers(`t${n}:2026:c{${b}}0.0`)))).flat());
+    const b = (await Promise.all([0, 1, 2, 3].map((x) => r.smembers(`t${n}k:2026:c{${x}}0.0`)))).flat();
     expect(b).toHaveLength(2);
     for (const m of b) expect(a.has(m)).toBe(false);
     await plain.close();

@@ -5,7 +5,7 @@ import { createWriteStream, existsSync, fchmodSync, openSync, type WriteStream }
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { CLI_CONNECT_TIMEOUT_MS, connectCliRedis, type RedisClient } from '../../redis/client.js';
-import { DEFAULTS } from '../../dedup/options.js';
+import { DEFAULTS, warnHllOnce } from '../../dedup/options.js';
 import { LmdbStore } from '../../dedup/lmdb-store.js';
 import { RedisLayoutSink, type SinkBatch } from '../../loader/sink.js';
 import { ErrorCodes, HashGateError } from '../../errors.js';
@@ -27,7 +27,7 @@ To Redis (both layouts; what HashGate.open({ redis }) then reads):
   --connect-timeout-ms MS   wait at most MS for Redis to answer the first connection, then exit 1
                             (default ${CLI_CONNECT_TIMEOUT_MS})
   --prefix P                key prefix (default ${DEFAULTS.prefix})
-  --no-hll                  do not PFADD members to the window's HyperLogLog
+  --no-hll                  deprecated, ignored (the window count is always kept)
 To a file ('sets' layout only: compact stores digests, never raw keys):
   --out FILE                one raw key per line (created 0600; '-' = stdout); load it back with
                             hashgate load --window ID [--store PATH | --redis URL] FILE
@@ -131,37 +131,44 @@ export async function run(argv: string[]): Promise<number> {
     for (const w of windows) {
       const row = { window: w.window, layout: w.layout, buckets: w.buckets, members: 0, ...(redis ? { added: 0 } : {}) };
       summary.windows.push(row);
-      const sink = redis && new RedisLayoutSink(redis, { layout: w.layout, prefix, buckets: w.buckets, hll: values['no-hll'] !== true, ownsClient: false });
-      if (redis !== undefined) {
-        // a window keeps one bucketing: refuse to merge into a Redis window recorded differently
-        await redis.hsetnx(`${prefix}:${w.window}:meta`, `${w.layout}.buckets`, String(w.buckets));
-        const rec = Number(await redis.hget(`${prefix}:${w.window}:meta`, `${w.layout}.buckets`));
-        if (rec !== w.buckets) {
-          throw new HashGateError(ErrorCodes.INVALID_OPTION, `window ${w.window} in Redis (prefix ${prefix}) already uses ${rec} ${w.layout} buckets, the store ${w.buckets}; export to another --prefix`);
-        }
-      }
-      for (const batch of store.members(w.window, w.layout, BATCH)) {
-        row.members += batch.length;
+      const sink = redis && new RedisLayoutSink(redis, { layout: w.layout, prefix, buckets: w.buckets, ownsClient: false });
+      if (redis !== undefined && values['no-hll'] === true) warnHllOnce('--no-hll');
+      try {
         if (sink !== undefined) {
-          if (batch.length === 0) continue;
-          // the loader's sink writes what a load would: one SADD per bucket, PFADD, same members
-          const added = await sink.add(packMembers(w.window, batch));
-          row.added! += added;
-          summary.exported += batch.length;
-        } else {
-          const parts: Buffer[] = [];
-          for (const { member } of batch) {
-            if (member.includes(10) || member.includes(13) || member.includes(delim)) {
-              summary.skipped++;
-              continue;
-            }
-            parts.push(member, NL);
-            summary.exported++;
+          // a window keeps one bucketing: refuse to merge into a Redis window recorded differently
+          try {
+            await sink.prepareWindow(w.window);
+          } catch (err) {
+            const rec = (err as HashGateError).details?.['recorded'];
+            if ((err as HashGateError).code !== ErrorCodes.INVALID_OPTION || rec === undefined) throw err;
+            throw new HashGateError(ErrorCodes.INVALID_OPTION, `window ${w.window} in Redis (prefix ${prefix}) already uses ${String(rec)} ${w.layout} buckets, the store ${w.buckets}; export to another --prefix`);
           }
-          const chunk = Buffer.concat(parts);
-          if (out === undefined) await writeOut(process.stdout, chunk);
-          else await writeOut(out, chunk);
         }
+        for (const batch of store.members(w.window, w.layout, BATCH)) {
+          row.members += batch.length;
+          if (sink !== undefined) {
+            if (batch.length === 0) continue;
+            // the loader's sink writes what a load would: one SADD per (sub-)bucket, same members
+            const added = await sink.add(packMembers(w.window, batch));
+            row.added! += added;
+            summary.exported += batch.length;
+          } else {
+            const parts: Buffer[] = [];
+            for (const { member } of batch) {
+              if (member.includes(10) || member.includes(13) || member.includes(delim)) {
+                summary.skipped++;
+                continue;
+              }
+              parts.push(member, NL);
+              summary.exported++;
+            }
+            const chunk = Buffer.concat(parts);
+            if (out === undefined) await writeOut(process.stdout, chunk);
+            else await writeOut(out, chunk);
+          }
+        }
+      } finally {
+        await sink?.close();
       }
     }
     if (out !== undefined) await new Promise<void>((res, rej) => out!.end((err?: Error | null) => (err ? rej(err) : res())));

@@ -1,7 +1,7 @@
 // `hashgate load <file|dir|glob>...`: bulk-load pipe-delimited export files into the dedup store.
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { DEFAULTS as DEDUP_DEFAULTS } from '../../dedup/options.js';
+import { DEFAULTS as DEDUP_DEFAULTS, warnHllOnce } from '../../dedup/options.js';
 import { ErrorCodes, HashGateError, HashGateTypeError, HashGateRangeError } from '../../errors.js';
 import { DEFAULTS, load, type LoadOptions, type LoadSummary } from '../../loader/loader.js';
 import { createProgress } from '../../loader/progress.js';
@@ -39,7 +39,7 @@ ${CONNECT_TIMEOUT_HELP}
   --buckets N               buckets (default: the count recorded for the window, else
                             ${STORE_DEFAULTS.setsBuckets} for sets / ${STORE_DEFAULTS.compactBuckets} for compact,
                             whose buckets split as they fill; ${STORE_DEFAULTS.lmdbCompactBuckets} with --store)
-  --no-hll                  do not PFADD members to the window's HyperLogLog
+  --no-hll                  deprecated, ignored (the window count is always kept)
   --secret-env NAME         compact layout: HMAC secret (the store's dedup.secret) from env var NAME
 Windows
   --window ID               fixed window id, e.g. 2026 (default: current year in --time-zone)
@@ -292,13 +292,14 @@ export async function run(argv: string[]): Promise<number> {
         connectTimeoutMs: connectMs,
         standalone: { enableAutoPipelining: false },
       });
-      sink = new RedisLayoutSink(redis, { layout, prefix, buckets, hll: values['no-hll'] !== true });
+      if (values['no-hll'] === true) warnHllOnce('--no-hll');
+      sink = new RedisLayoutSink(redis, { layout, prefix, buckets });
       // a window keeps the bucket count it was first written with
       if (opts.window !== undefined && bucketsFlag === undefined) {
         const rec = await sink.recordedBuckets(opts.window);
         if (rec !== undefined && rec !== buckets) {
           buckets = rec;
-          sink = new RedisLayoutSink(redis, { layout, prefix, buckets, hll: values['no-hll'] !== true });
+          sink = new RedisLayoutSink(redis, { layout, prefix, buckets });
         }
       }
     }

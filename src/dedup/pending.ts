@@ -1,0 +1,148 @@
+// Keys of a window that batches have sent to Redis and not yet had answered: a later call's copy of such a key waits for the earlier call's answer instead of racing it.
+//
+// Why: the Redis store sends one SADD per key and a batch may need a second round for some keys
+// (a table split under it, a Cluster redirection), so two batches holding the same key can reach
+// Redis in the other order than they were called. "The first call answers 1" must still hold:
+// a key pending in an earlier batch is not sent by a later one; the later one waits for the
+// earlier batch and answers 0 when the earlier one got an answer for it, or sends it itself when
+// it did not (the earlier batch failed for that key).
+//
+// Open addressing over the full 128-bit digests; a cell belongs to a batch by its sequence number
+// and is free again once that batch ended (no deletion pass per batch; the table is rebuilt with
+// only live cells when dead ones fill it).
+
+/** One batch of a window's keys, from claim to end. */
+export class PendingBatch {
+  /** Per position of the batch's claimed keys: 1 when the key got a final answer. */
+  answered: Uint8Array | undefined;
+  readonly done: Promise<void>;
+  private resolveDone!: () => void;
+
+  constructor(readonly seq: number) {
+    this.done = new Promise<void>((r) => (this.resolveDone = r));
+  }
+
+  /** @internal */ finish(answered: Uint8Array): void {
+    this.answered = answered;
+    this.resolveDone();
+  }
+}
+
+const EMPTY = 0;
+
+export class PendingKeys {
+  private cells: number;
+  private mask: number;
+  private words: Uint32Array;
+  /** Sequence number of the batch owning a cell (0: never used). */
+  private owner: Float64Array;
+  /** Position of the key in its batch. */
+  private pos: Uint32Array;
+  /** Cells ever written since the last rebuild (live or dead). */
+  private used = 0;
+  private seq = 0;
+  private readonly live = new Map<number, PendingBatch>();
+
+  constructor(cells = 4096) {
+    this.cells = cells;
+    this.mask = cells - 1;
+    this.words = new Uint32Array(cells * 4);
+    this.owner = new Float64Array(cells);
+    this.pos = new Uint32Array(cells);
+  }
+
+  /** Batches claimed and not ended. */
+  get liveBatches(): number {
+    return this.live.size;
+  }
+
+  /** A new batch; its keys are claimed with claim() and released by end(). */
+  begin(): PendingBatch {
+    const b = new PendingBatch(++this.seq);
+    this.live.set(b.seq, b);
+    return b;
+  }
+
+  /**
+   * Claims digest i of `d` (4 words per digest) for `batch` at position `at`. Returns undefined
+   * when claimed, or [owner, position] when a live earlier batch holds the key.
+   */
+  claim(d: Uint32Array, i: number, batch: PendingBatch, at: number): [PendingBatch, number] | undefined {
+    if (2 * (this.used + 1) > this.cells) this.rebuild(this.live.size === 0 ? 0 : this.used + 1);
+    const o = i << 2;
+    const w0 = d[o]!;
+    const w1 = d[o + 1]!;
+    const w2 = d[o + 2]!;
+    const w3 = d[o + 3]!;
+    const words = this.words;
+    let s = (w0 ^ w2) & this.mask;
+    let free = -1;
+    for (;;) {
+      const own = this.owner[s]!;
+      if (own === EMPTY) break;
+      const p = s << 2;
+      const liveOwner = this.live.get(own);
+      if (liveOwner === undefined) {
+        if (free < 0) free = s;
+      } else if (words[p] === w0 && words[p + 1] === w1 && words[p + 2] === w2 && words[p + 3] === w3) {
+        return liveOwner === batch ? undefined : [liveOwner, this.pos[s]!];
+      }
+      s = (s + 1) & this.mask;
+    }
+    if (free < 0) {
+      free = s;
+      this.used++;
+    }
+    const p = free << 2;
+    words[p] = w0;
+    words[p + 1] = w1;
+    words[p + 2] = w2;
+    words[p + 3] = w3;
+    this.owner[free] = batch.seq;
+    this.pos[free] = at;
+    return undefined;
+  }
+
+  /** Ends `batch`: its cells are free, and waiters learn which of its keys were answered. */
+  end(batch: PendingBatch, answered: Uint8Array): void {
+    this.live.delete(batch.seq);
+    batch.finish(answered);
+    // idle with many dead cells: start over (cheaper than probing past them)
+    if (this.live.size === 0 && 4 * this.used > this.cells) this.clear();
+  }
+
+  private clear(): void {
+    this.owner.fill(EMPTY);
+    this.used = 0;
+  }
+
+  /** Keeps only live cells, in a table sized for `want` of them at load 1/4. */
+  private rebuild(want: number): void {
+    let cells = 4096;
+    while (cells < 4 * want) cells *= 2;
+    const ow = this.owner;
+    const wd = this.words;
+    const ps = this.pos;
+    this.cells = cells;
+    this.mask = cells - 1;
+    this.words = new Uint32Array(cells * 4);
+    this.owner = new Float64Array(cells);
+    this.pos = new Uint32Array(cells);
+    this.used = 0;
+    for (let c = 0; c < ow.length; c++) {
+      const own = ow[c]!;
+      if (own === EMPTY || !this.live.has(own)) continue;
+      const p = c << 2;
+      let s = (wd[p]! ^ wd[p + 2]!) & this.mask;
+      while (this.owner[s] !== EMPTY) s = (s + 1) & this.mask;
+      const q = s << 2;
+      this.words[q] = wd[p]!;
+      this.words[q + 1] = wd[p + 1]!;
+      this.words[q + 2] = wd[p + 2]!;
+      this.words[q + 3] = wd[p + 3]!;
+      this.owner[s] = own;
+      this.pos[s] = ps[c]!;
+      this.used++;
+    }
+  }
+}

@@ -1,0 +1,495 @@
+// The compact layout's tables as a writer sees them: each table's sub-bucket count (cached, refreshed when Redis says it is stale), the window count that times splits, and the splits themselves (rules in growth.ts).
+import type { Cluster, Redis } from 'ioredis';
+import calculateSlot from 'cluster-key-slot';
+import { isCluster, type RedisClient } from '../redis/client.js';
+import { lowerBound, intsetPayload, readIntsetDump } from '../redis/dump.js';
+import { PipeReplyError, encodeCommand, type ReplySink, type RespValue } from '../redis/pipe.js';
+import type { PipeRoute, PipeRouter } from '../redis/pipes.js';
+import { LuaScript, runScript } from '../redis/scripts.js';
+import {
+  MAX_SUB_BUCKETS, SPLIT_LUA, crossings, pow2le, splitBoundary, splitLoad, subBucketName, tablePrefix, tableStateKey,
+  targetSubBuckets, windowCountKey,
+} from './growth.js';
+
+export const SPLIT = new LuaScript(SPLIT_LUA);
+
+/** Members a writer adds before it reports them to the window count (or FLUSH_MS after the first). */
+const FLUSH_KEYS = 256;
+const FLUSH_MS = 20;
+/** Splits of one window in flight at once in the background. */
+const SPLITS_IN_FLIGHT = 2;
+/** Most empty sub-buckets one SPLIT call turns into tombstones. */
+const EMPTY_SPLITS_PER_CALL = 1024;
+/** A batch that would fill a table's fullest sub-buckets past this share of the intset limit splits the table first. */
+const OVERFILL = 0.9;
+/** A batch bringing each table this share of alpha on average splits its tables to the schedule first. */
+const BIG_BATCH = 0.25;
+/** Windows of up to this many tables have every table's count read at their first use. */
+const READ_ALL_MAX = 65_536;
+/** Windows whose tables a writer keeps (a year rolls over into the next: two are live at once). */
+const MAX_WINDOWS = 4;
+
+const limits = new WeakMap<object, Promise<number>>();
+
+/**
+ * Redis's `set-max-intset-entries` (on a Cluster, of its first master), read once per client.
+ * 512, Redis's default, when CONFIG is refused (managed Redis services often rename it).
+ */
+export function intsetLimitOf(redis: RedisClient): Promise<number> {
+  let p = limits.get(redis);
+  if (p === undefined) {
+    p = (async () => {
+      try {
+        const node = isCluster(redis) ? (redis as Cluster).nodes('master')[0] : (redis as Redis);
+        const r = (await node?.config('GET', 'set-max-intset-entries')) as string[] | undefined;
+        const v = Number(r?.[1]);
+        return Number.isInteger(v) && v > 0 ? v : 512;
+      } catch {
+        return 512;
+      }
+    })();
+    limits.set(redis, p);
+  }
+  return p;
+}
+
+/** Replies of a send of GETs / one MGET, read as sub-bucket counts (nil = 1). */
+class CountsSink implements ReplySink {
+  err: string | undefined;
+  constructor(
+    readonly out: Int32Array,
+    readonly tables: ArrayLike<number>,
+    readonly mget: boolean,
+  ) {}
+  int(): void {
+    this.err ??= 'a state read returned an integer';
+  }
+  error(_i: number, m: string): void {
+    this.err ??= m;
+  }
+  value(i: number, v: RespValue): void {
+    if (this.mget) {
+      if (!Array.isArray(v)) {
+        this.err ??= 'MGET returned no array';
+        return;
+      }
+      for (let k = 0; k < v.length; k++) this.set(k, v[k] ?? null);
+    } else this.set(i, v);
+  }
+  private set(k: number, v: RespValue): void {
+    const n = v === null ? 1 : Number(Buffer.isBuffer(v) ? v.toString('latin1') : v);
+    const t = this.tables[k]!;
+    // counts only grow: a read older than one already taken never lowers the cache
+    if (Number.isInteger(n) && n >= 1 && n > this.out[t]!) this.out[t] = n;
+  }
+}
+
+/**
+ * One window's tables (of one layout): cached sub-bucket counts and the window count. A 'sets'
+ * window has buckets that never split; only its count is kept.
+ */
+export class WindowTables {
+  /** Sub-bucket count per table as last read (0: not read yet). */
+  readonly n: Int32Array;
+  /** The window count as last read or returned by our INCRBY. */
+  count = 0;
+  countKnown = false;
+  /** Members added and not yet reported to the window count. */
+  pending = 0;
+  private flushing = false;
+  private timer: NodeJS.Timeout | undefined;
+  /** Background splits: table -> target, and the tables being split now. */
+  private readonly wanted = new Map<number, number>();
+  private readonly running = new Map<number, Promise<void>>();
+  private readonly slotOf: Int32Array | undefined;
+  /** Key prefix up to the table number ("{base}:c{" compact, "{base}:" sets), for writers that build keys themselves. */
+  readonly keyHead: Buffer;
+  readonly countKey: string;
+  readonly compact: boolean;
+  /** First error of a background split or count report since the last look (for diagnostics). */
+  lastError: unknown;
+
+  constructor(
+    private readonly growth: TableGrowth,
+    /** `${prefix}:${window}`: every key of the window starts with it. */
+    readonly base: string,
+    readonly layout: 'compact' | 'sets',
+    readonly T: number,
+    readonly alpha: number,
+    readonly limit: number,
+  ) {
+    this.compact = layout === 'compact';
+    this.n = new Int32Array(this.compact ? T : 0);
+    this.slotOf = growth.router.cluster ? new Int32Array(T).fill(-1) : undefined;
+    this.keyHead = Buffer.from(this.compact ? `${base}:c{` : `${base}:`, 'latin1');
+    this.countKey = windowCountKey(base, layout);
+  }
+
+  tablePrefix(t: number): string {
+    return tablePrefix(this.base, t);
+  }
+
+  private mark: Uint32Array | undefined;
+  /** Stamp of the current marks() pass. */
+  epoch = 0;
+  /** A per-table stamp array for finding a batch's distinct tables without a Set; advances epoch. */
+  marks(): Uint32Array {
+    this.mark ??= new Uint32Array(this.T);
+    if (++this.epoch === 0xffff_ffff) {
+      this.mark.fill(0);
+      this.epoch = 1;
+    }
+    return this.mark;
+  }
+
+  /** Cluster slot of table (or 'sets' bucket) t's keys. */
+  slot(t: number): number {
+    const s = this.slotOf;
+    if (s === undefined) return 0;
+    let v = s[t]!;
+    if (v < 0) s[t] = v = calculateSlot(this.compact ? `{${t}}` : `${this.base}:${t}`);
+    return v;
+  }
+
+  /** The route of table t's keys (undefined: a Cluster whose slot map does not know the slot). */
+  route(t: number): PipeRoute | undefined {
+    return this.growth.router.forSlot(this.slot(t));
+  }
+
+  /**
+   * Reads the sub-bucket counts of `tables` (with `fresh`, also those already known: a writer was
+   * told its count is stale). Rejects when Redis cannot answer.
+   */
+  async read(tables: ArrayLike<number>, fresh = false): Promise<void> {
+    if (!this.compact) {
+      if (!this.countKnown) await this.readCount();
+      return;
+    }
+    const want: number[] = [];
+    if (!fresh && !this.allRead && this.T <= READ_ALL_MAX) {
+      // a window of up to READ_ALL_MAX tables is read whole at its first use: one MGET, and no
+      // later batch waits on a read
+      for (let t = 0; t < this.T; t++) if (this.n[t] === 0) want.push(t);
+    } else {
+      for (let i = 0; i < tables.length; i++) {
+        const t = tables[i]!;
+        if (fresh || this.n[t] === 0) want.push(t);
+      }
+    }
+    if (want.length === 0) {
+      if (!this.countKnown) await this.readCount();
+      return;
+    }
+    const sends: Promise<void>[] = [];
+    if (this.growth.router.cluster) {
+      // tables live in many slots: GETs through the Cluster client, which follows redirections
+      const client = this.growth.router.client as Cluster;
+      for (let s0 = 0; s0 < want.length; s0 += 4096) {
+        const part = want.slice(s0, s0 + 4096);
+        sends.push(Promise.all(part.map((t) => client.get(tableStateKey(this.tablePrefix(t))))).then((vals) => {
+          const sink = new CountsSink(this.n, part, true);
+          sink.value(0, vals.map((v) => (v === null ? null : Buffer.from(v))));
+        }));
+      }
+    } else {
+      const route = this.growth.router.main();
+      for (let s0 = 0; s0 < want.length; s0 += 4096) {
+        const part = want.slice(s0, s0 + 4096);
+        const bytes = encodeCommand(['MGET', ...part.map((t) => tableStateKey(this.tablePrefix(t)))]);
+        const sink = new CountsSink(this.n, part, true);
+        sends.push(route.lane.run(() => route.pipe.send(bytes, 1, sink)).then(() => {
+          if (sink.err !== undefined) throw new PipeReplyError(sink.err);
+        }));
+      }
+    }
+    await Promise.all(sends);
+    if (!fresh && this.T <= READ_ALL_MAX) this.allRead = true;
+    if (!this.countKnown) await this.readCount();
+  }
+  private allRead = false;
+
+  private async readCount(): Promise<void> {
+    const v = await this.growth.command(this.countKey, ['GET', this.countKey]);
+    const k = v === null ? 0 : Number(Buffer.isBuffer(v) ? v.toString('latin1') : v);
+    if (Number.isFinite(k) && k > this.count) this.count = k;
+    this.countKnown = true;
+  }
+
+  /**
+   * Before a batch of `c` members to `tables`: splits (and waits for) the tables the batch would
+   * take past their schedule before any writer could split them. A batch that brings a table a
+   * good part of a sub-bucket's members (BIG_BATCH of alpha on average) is written into tables
+   * already split for the window count after it; any batch whose members would fill a table's
+   * fullest sub-buckets near the intset limit (OVERFILL, with three standard deviations of
+   * Poisson spread) does the same. Small batches rely on the schedule's headroom.
+   */
+  async prepare(tables: ArrayLike<number>, c: number): Promise<void> {
+    if (!this.compact) return;
+    const expected = this.count + this.pending + c;
+    const perTable = expected / this.T;
+    const big = c / this.T >= BIG_BATCH * this.alpha;
+    const splits: Promise<void>[] = [];
+    for (let i = 0; i < tables.length; i++) {
+      const t = tables[i]!;
+      const n = this.n[t]!;
+      const target = targetSubBuckets(t, expected, this.T, this.alpha);
+      if (n >= target) continue;
+      // the fullest sub-buckets are the pow2le(n) not split yet at the table's level
+      const mean = perTable / pow2le(n);
+      if (big || mean + 3 * Math.sqrt(mean) > OVERFILL * this.limit) splits.push(this.splitTo(t, target));
+    }
+    await Promise.all(splits);
+  }
+
+  /** Reports `added` new members to the window count (batched; see FLUSH_KEYS). */
+  added(added: number): void {
+    if (added <= 0) return;
+    this.pending += added;
+    if (this.pending >= FLUSH_KEYS) void this.flush();
+    else this.arm();
+  }
+
+  private arm(): void {
+    if (this.timer !== undefined || this.disposed) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.flush();
+    }, FLUSH_MS);
+    this.timer.unref();
+  }
+
+  /** Sends the pending count now (one INCRBY in flight per window); splits what its reply says. */
+  flush(): Promise<void> {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.flushing || this.pending === 0 || this.disposed) return this.flushDone ?? Promise.resolve();
+    const delta = this.pending;
+    this.pending = 0;
+    this.flushing = true;
+    const run = (async () => {
+      let ok = false;
+      try {
+        const v = await this.growth.command(this.countKey, ['INCRBY', this.countKey, String(delta)]);
+        const k = Number(v);
+        const before = k - delta;
+        if (k > this.count) this.count = k;
+        this.countKnown = true;
+        ok = true;
+        if (this.compact) crossings(before, k, this.T, this.alpha, (t, target) => this.want(t, target));
+      } catch (err) {
+        // not counted yet: the next report (a timer's, not at once) carries it
+        this.pending += delta;
+        this.lastError = err;
+      } finally {
+        this.flushing = false;
+        this.flushDone = undefined;
+        if (!this.disposed && this.pending > 0) {
+          if (ok && this.pending >= FLUSH_KEYS) void this.flush();
+          else this.arm();
+        }
+      }
+    })();
+    this.flushDone = run;
+    return run;
+  }
+  private flushDone: Promise<void> | undefined;
+
+  /** Schedules a background split of table t to `target` sub-buckets. */
+  want(t: number, target: number): void {
+    if ((this.wanted.get(t) ?? 0) >= target || this.n[t]! >= target) return;
+    this.wanted.set(t, target);
+    this.pump();
+  }
+
+  private pump(): void {
+    if (this.disposed) return;
+    for (const [t, target] of this.wanted) {
+      if (this.running.size >= SPLITS_IN_FLIGHT) return;
+      if (this.running.has(t)) continue;
+      this.wanted.delete(t);
+      const p = this.splitTo(t, target).catch((err: unknown) => {
+        this.lastError = err;
+        // tried again at the table's next threshold, or by a writer that finds it overfull
+      });
+      this.running.set(t, p);
+      void p.finally(() => {
+        this.running.delete(t);
+        this.pump();
+      });
+    }
+  }
+
+  /** Waits for the background splits and the count report (close, tests). */
+  async settle(): Promise<void> {
+    await this.flush();
+    while (!this.disposed && (this.running.size > 0 || this.wanted.size > 0)) {
+      this.pump();
+      await Promise.all(this.running.values());
+    }
+  }
+
+  /** Splits of this writer in progress, per table: one at a time per table, the others wait for it. */
+  private readonly splitting = new Map<number, Promise<void>>();
+
+  /** Splits table t until it has at least `target` sub-buckets (more when another writer split it further). */
+  async splitTo(t: number, target: number): Promise<void> {
+    target = Math.min(target, MAX_SUB_BUCKETS);
+    for (;;) {
+      const running = this.splitting.get(t);
+      if (running === undefined) break;
+      await running.catch(() => undefined);
+      if (this.n[t]! >= target) return;
+    }
+    if (this.n[t]! >= target) return;
+    const p = this.split(t, target);
+    this.splitting.set(t, p);
+    try {
+      await p;
+    } finally {
+      if (this.splitting.get(t) === p) this.splitting.delete(t);
+    }
+  }
+
+  private async split(t: number, target: number): Promise<void> {
+    if (this.n[t] === 0) await this.read([t]);
+    const tp = this.tablePrefix(t);
+    const sk = tableStateKey(tp);
+    let conflicts = 0;
+    let idle = 0;
+    while (this.n[t]! < target) {
+      const n = this.n[t]!;
+      const l2 = pow2le(n);
+      const d = Math.log2(l2);
+      const p = n - l2;
+      // the sub-bucket that splits next is p, still at depth d
+      const src = subBucketName(tp, p, d);
+      const payload = await this.growth.command(src, ['DUMP', src]);
+      let r: number;
+      if (payload === null) {
+        r = await this.growth.split(sk, [tp, String(n), 'empty', String(target), String(EMPTY_SPLITS_PER_CALL)]);
+      } else {
+        const dump = Buffer.isBuffer(payload) ? readIntsetDump(payload) : undefined;
+        const b = splitBoundary(p, d);
+        if (dump !== undefined && conflicts === 0) {
+          const hi = Number(BigInt.asIntN(32, b >> 32n));
+          const lo = Number(BigInt.asUintN(32, b));
+          const k = lowerBound(dump, hi, lo);
+          r = await this.growth.split(sk, [tp, String(n), 'apply', String(dump.count), intsetPayload(dump, 0, k), intsetPayload(dump, k, dump.count), b.toString()]);
+          if (r < 0) {
+            // a name the split would make exists already: split member by member instead
+            conflicts++;
+            continue;
+          }
+        } else {
+          r = await this.growth.split(sk, [tp, String(n), 'scan', b.toString()]);
+        }
+      }
+      if (r > this.n[t]!) this.n[t] = r;
+      else if (r < n) throw new Error(`table ${t} reports ${r} sub-buckets, fewer than the ${n} read before`);
+      // no progress (a member arrived between the DUMP and the split): a few more rounds at most
+      if (r <= n && ++idle > 8) throw new Error(`table ${t} did not split after ${idle} attempts`);
+    }
+  }
+
+  /** Forgets the cached count of table t (a writer found its sub-bucket gone). */
+  stale(t: number): void {
+    this.n[t] = 0;
+  }
+
+  /** Set by dispose(): no more reports or splits. */
+  private disposed = false;
+
+  dispose(): void {
+    this.disposed = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.wanted.clear();
+  }
+}
+
+/** The tables of every window a store, loader or replay writes, over one router. */
+export class TableGrowth {
+  private readonly windows = new Map<string, WindowTables>();
+
+  constructor(readonly router: PipeRouter) {}
+
+  /**
+   * The tables of the window under `base` (`${prefix}:${window}`) in `layout`, T tables (buckets),
+   * made on first use; `limit` = the server's intset limit.
+   */
+  window(base: string, layout: 'compact' | 'sets', T: number, limit: number): WindowTables {
+    const key = `${base}\u0000${layout}\u0000${T}`;
+    let w = this.windows.get(key);
+    if (w === undefined) {
+      if (this.windows.size >= MAX_WINDOWS) {
+        const [oldest, ow] = this.windows.entries().next().value as [string, WindowTables];
+        void ow.flush();
+        ow.dispose();
+        this.windows.delete(oldest);
+      }
+      w = new WindowTables(this, base, layout, T, splitLoad(limit), limit);
+      this.windows.set(key, w);
+    }
+    return w;
+  }
+
+  /** Forgets a window's tables (after a purge: a new window of that name starts from one sub-bucket). */
+  forget(base: string): void {
+    for (const [k, w] of this.windows) {
+      if (w.base !== base) continue;
+      w.dispose();
+      this.windows.delete(k);
+    }
+  }
+
+  /**
+   * One command about `key`: over the pipe of a standalone Redis; on a Cluster through the Cluster
+   * client, which routes it by its key and follows redirections (these commands are few).
+   */
+  async command(key: string, args: Array<string | Buffer>): Promise<RespValue> {
+    if (this.router.cluster) {
+      const [cmd, ...rest] = args as [string, ...Array<string | Buffer>];
+      return (await (this.router.client as Cluster).callBuffer(cmd, ...rest)) as RespValue;
+    }
+    void key;
+    const route = this.router.main();
+    return route.lane.run(() => route.pipe.call(args));
+  }
+
+  /** Runs SPLIT for the table whose state key is `stateKey`: EVALSHA, and SCRIPT LOAD + again after a NOSCRIPT. */
+  async split(stateKey: string, args: Array<string | Buffer>): Promise<number> {
+    if (this.router.cluster) return Number(await runScript(this.router.client, SPLIT, 1, [stateKey, ...args]));
+    const route = this.router.main();
+    const call = ['EVALSHA', SPLIT.sha, '1', stateKey, ...args];
+    if (!this.loaded.has(route.pipe)) {
+      // loaded ahead of the first call on the connection (same socket: Redis runs it first)
+      this.loaded.add(route.pipe);
+      route.lane.run(() => route.pipe.call(['SCRIPT', 'LOAD', SPLIT.lua])).catch(() => this.loaded.delete(route.pipe));
+    }
+    try {
+      return Number(await route.lane.run(() => route.pipe.call(call)));
+    } catch (err) {
+      if (!(err instanceof PipeReplyError && err.message.startsWith('NOSCRIPT'))) throw err;
+      await route.lane.run(() => route.pipe.call(['SCRIPT', 'LOAD', SPLIT.lua]));
+      return Number(await route.lane.run(() => route.pipe.call(call)));
+    }
+  }
+  private readonly loaded = new WeakSet<object>();
+
+  /** Every window's pending count, reported. */
+  async flushCounts(): Promise<void> {
+    await Promise.all([...this.windows.values()].map((w) => w.flush()));
+  }
+
+  /** Every window's count reports and background splits, done. */
+  async settle(): Promise<void> {
+    await Promise.all([...this.windows.values()].map((w) => w.settle()));
+  }
+
+  /** Reports pending counts (best effort) and stops the timers. */
+  async close(): Promise<void> {
+    await Promise.all([...this.windows.values()].map((w) => w.flush().catch(() => undefined)));
+    for (const w of this.windows.values()) w.dispose();
+    this.windows.clear();
+  }
+}
