@@ -77,15 +77,17 @@ export class PendingKeys {
     const words = this.words;
     let s = (w0 ^ w2) & this.mask;
     let free = -1;
+    // a key has at most one cell: liveness is looked up only for that cell, and a dead cell of
+    // the same key is reused (dead cells of other keys wait for the next rebuild)
     for (;;) {
       const own = this.owner[s]!;
       if (own === EMPTY) break;
       const p = s << 2;
-      const liveOwner = this.live.get(own);
-      if (liveOwner === undefined) {
-        if (free < 0) free = s;
-      } else if (words[p] === w0 && words[p + 1] === w1 && words[p + 2] === w2 && words[p + 3] === w3) {
-        return liveOwner === batch ? undefined : [liveOwner, this.pos[s]!];
+      if (words[p] === w0 && words[p + 1] === w1 && words[p + 2] === w2 && words[p + 3] === w3) {
+        const liveOwner = this.live.get(own);
+        if (liveOwner !== undefined) return liveOwner === batch ? undefined : [liveOwner, this.pos[s]!];
+        free = s;
+        break;
       }
       s = (s + 1) & this.mask;
     }

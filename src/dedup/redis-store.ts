@@ -9,7 +9,8 @@ import { ErrorCodes, HashGateError } from '../errors.js';
 import { isCluster, type RedisClient } from '../redis/client.js';
 import { InFlightLimit, NotSentError } from '../redis/inflight.js';
 import { PipeRouter } from '../redis/pipes.js';
-import { LuaScript, runScript } from '../redis/scripts.js';
+import { LuaScript, runScript, runScriptWire } from '../redis/scripts.js';
+import { RespWriter } from '../redis/resp.js';
 import type { Layout } from './options.js';
 import { bucketKey, metaKey, windowPattern } from './layout.js';
 import { FIRST_SEEN_ONCE } from './scripts.js';
@@ -332,12 +333,37 @@ export class RedisStore implements DedupStore {
     args.push(String(G), String(b.requestTtlMs ?? this.pacing.requestTtlMs), compact ? '1' : '0', addrs);
     for (let i = 0; i < ch.length; i += 3) args.push(String(ch[i + 2]! - ch[i + 1]!));
     if (compact) args.push(...tables, ...tps);
-    for (let i = 0; i < ch.length; i += 3) for (let j = ch[i + 1]!; j < ch[i + 2]!; j++) args.push(b.member(j));
-    return this.lane.run(() => this.writable(() => runScript(this.redis, FIRST_SEEN_ONCE, keys.length, [...keys, ...args]))).then((r) => {
-      const [ans, added] = r as [string, number];
-      if (typeof ans !== 'string' || ans.length !== total) throw new Error(`FIRST_SEEN_ONCE answered ${typeof ans === 'string' ? ans.length : typeof ans} of ${total} members`);
+    const check = (r: unknown): [string, number] => {
+      const [raw, added] = r as [string | Buffer, number];
+      const ans = typeof raw === 'string' ? raw : Buffer.isBuffer(raw) ? raw.toString('latin1') : undefined;
+      if (ans === undefined || ans.length !== total) throw new Error(`FIRST_SEEN_ONCE answered ${ans === undefined ? typeof raw : ans.length} of ${total} members`);
       return [ans, Number(added)];
-    });
+    };
+    if (this.cluster) {
+      for (let i = 0; i < ch.length; i += 3) for (let j = ch[i + 1]!; j < ch[i + 2]!; j++) args.push(b.member(j));
+      return this.lane.run(() => runScript(this.redis, FIRST_SEEN_ONCE, keys.length, [...keys, ...args])).then(check);
+    }
+    // one RESP buffer (compact members written from the digests), untimed by ioredis: the lane
+    // times it from when Redis can start on it, and a command ioredis timed out would let the
+    // next one go while Redis may still run this one
+    const w = new RespWriter(128 + keys.length * 48 + total * 29 + 3 * total);
+    w.array(3 + keys.length + args.length + total);
+    w.str('EVALSHA');
+    w.str(FIRST_SEEN_ONCE.sha);
+    w.uintStr(keys.length);
+    for (const k of keys) w.str(k);
+    for (const a of args) {
+      if (typeof a === 'string') w.str(a);
+      else w.bulk(a, 0, a.length);
+    }
+    for (let i = 0; i < ch.length; i += 3) {
+      for (let j = ch[i + 1]!; j < ch[i + 2]!; j++) {
+        if (compact) w.int64(b.compact!.dv, b.compact!.idx[j]! << 4);
+        else w.member(b.member(j));
+      }
+    }
+    const wire = w.bytes();
+    return this.lane.run(() => this.writable(() => runScriptWire(this.redis as Redis, FIRST_SEEN_ONCE, wire, true))).then(check);
   }
 
   /** Resolves true once the client is ready (false if `deadline` passes first or the store closes). */

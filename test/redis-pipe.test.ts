@@ -1,0 +1,153 @@
+// The pipelined RESP connection against a real redis-server: thousands of commands per send with
+// replies split anywhere by the network, every reply type, per-command errors, a connection cut
+// mid-send (which replies arrived is reported), a dead server, AUTH and SELECT.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import fc from 'fast-check';
+import { NotSentError } from '../src/redis/inflight.js';
+import { PipeLostError, PipeReplyError, RespError, RespPipe, encodeCommand, type ReplySink, type RespValue } from '../src/redis/pipe.js';
+import { endpointOf } from '../src/redis/pipes.js';
+import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
+import { startProxy, type TcpProxy } from './helpers/tcp-proxy.js';
+
+const has = requireRedisOrSkip('redis pipe');
+
+/** Collects every reply of a send, in order. */
+class Collect implements ReplySink {
+  readonly got: Array<RespValue | { err: string }> = [];
+  int(i: number, v: number): void {
+    this.got[i] = v;
+  }
+  error(i: number, message: string): void {
+    this.got[i] = { err: message };
+  }
+  value(i: number, v: RespValue): void {
+    this.got[i] = v;
+  }
+}
+
+describe.skipIf(!has)('RespPipe', () => {
+  let srv: RedisServer;
+  let r: Redis;
+  beforeAll(async () => {
+    srv = await startRedis();
+    r = new Redis(srv.url);
+  });
+  afterAll(async () => {
+    r?.disconnect();
+    await srv?.stop();
+  });
+
+  it('answers thousands of pipelined SADDs in order, whatever the chunk boundaries of the replies', async () => {
+    const pipe = new RespPipe({ host: '127.0.0.1', port: srv.port, connectTimeoutMs: 2000 });
+    try {
+      await fc.assert(
+        fc.asyncProperty(fc.array(fc.integer({ min: 0, max: 300 }), { minLength: 1, maxLength: 3000 }), async (members) => {
+          await r.del('pipe:set');
+          const bytes = Buffer.concat(members.map((m) => encodeCommand(['SADD', 'pipe:set', String(m)])));
+          const sink = new Collect();
+          await pipe.send(bytes, members.length, sink);
+          const seen = new Set<number>();
+          expect(sink.got).toEqual(members.map((m) => (seen.has(m) ? 0 : (seen.add(m), 1))));
+        }),
+        { numRuns: 40, seed: 5 },
+      );
+    } finally {
+      pipe.close();
+    }
+  });
+
+  it('every reply type: integers, errors per command, bulk (binary, empty, nil), simple strings, nested arrays', async () => {
+    const pipe = new RespPipe({ host: '127.0.0.1', port: srv.port, connectTimeoutMs: 2000 });
+    try {
+      const bin = Buffer.from([0, 13, 10, 255, 36, 42]);
+      await r.set('pipe:bin', bin);
+      await r.set('pipe:str', 'x');
+      const cmds: Array<Array<string | Buffer>> = [
+        ['SET', 'pipe:k', 'v'], ['GET', 'pipe:bin'], ['GET', 'pipe:none'], ['SET', 'pipe:empty', ''], ['GET', 'pipe:empty'],
+        ['INCRBY', 'pipe:n', '-12345678901'], ['SADD', 'pipe:str', 'm'], ['MGET', 'pipe:k', 'pipe:none', 'pipe:bin'],
+        ['EVAL', "return {1, 'a', {redis.error_reply('E1 nested'), -2}}", '0'], ['PING'],
+      ];
+      const sink = new Collect();
+      await pipe.send(Buffer.concat(cmds.map(encodeCommand)), cmds.length, sink);
+      expect(sink.got).toEqual([
+        'OK', bin, null, 'OK', Buffer.alloc(0), -12345678901, { err: expect.stringMatching(/^WRONGTYPE /) as unknown as string },
+        [Buffer.from('v'), null, bin], [1, Buffer.from('a'), [new RespError('E1 nested'), -2]], 'PONG',
+      ]);
+      await expect(pipe.call(['SADD', 'pipe:str', 'm'])).rejects.toBeInstanceOf(PipeReplyError);
+      expect(await pipe.call(['GET', 'pipe:k'])).toEqual(Buffer.from('v'));
+    } finally {
+      pipe.close();
+    }
+  });
+
+  it('a cut mid-send fails it with PipeLostError saying how many replies came; the next send reconnects', async () => {
+    const proxy: TcpProxy = await startProxy(srv.port);
+    const pipe = new RespPipe({ host: '127.0.0.1', port: proxy.port, connectTimeoutMs: 2000 });
+    try {
+      await r.del('pipe:cut');
+      expect(await pipe.call(['PING'])).toBe('PONG');
+      await proxy.stall('down');
+      const sink = new Collect();
+      const sending = pipe.send(Buffer.concat(Array.from({ length: 100 }, (_, i) => encodeCommand(['SADD', 'pipe:cut', String(i)]))), 100, sink);
+      await new Promise((res) => setTimeout(res, 200));
+      pipe.destroy('test cut');
+      const err = await sending.then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(PipeLostError);
+      expect((err as PipeLostError).received).toBe(sink.got.length);
+      await proxy.resume();
+      // the commands did reach Redis (outcome unknown to the pipe, known here)
+      expect(await r.scard('pipe:cut')).toBe(100);
+      expect(await pipe.call(['SADD', 'pipe:cut', '100'])).toBe(1);
+    } finally {
+      pipe.close();
+      await proxy.close();
+    }
+  });
+
+  it('a server nobody listens on: NotSentError (nothing written), and the pipe works once it is back', async () => {
+    const other = await startRedis();
+    const pipe = new RespPipe({ host: '127.0.0.1', port: other.port, connectTimeoutMs: 1000 });
+    try {
+      await other.kill();
+      await expect(pipe.call(['PING'])).rejects.toBeInstanceOf(NotSentError);
+      await other.restart();
+      expect(await pipe.call(['PING'])).toBe('PONG');
+    } finally {
+      pipe.close();
+      await other.stop();
+    }
+  });
+
+  it('connects as the ioredis client does: password, username (ACL) and db', async () => {
+    const secured = await startRedis();
+    const setup = new Redis(secured.port);
+    await setup.config('SET', 'requirepass', 'sekret');
+    setup.disconnect();
+    const admin = new Redis({ port: secured.port, password: 'sekret' });
+    try {
+      await admin.acl('SETUSER', 'svc', 'on', '>pw2', '~*', '+@all');
+      const client = new Redis({ port: secured.port, username: 'svc', password: 'pw2', db: 3, lazyConnect: true });
+      const pipe = new RespPipe(endpointOf(client, 2000));
+      try {
+        await pipe.call(['SET', 'where', 'db3']);
+        await admin.select(3);
+        expect(await admin.get('where')).toBe('db3');
+        expect(String(await pipe.call(['ACL', 'WHOAMI']))).toBe('svc');
+      } finally {
+        pipe.close();
+        client.disconnect();
+      }
+      const wrong = new RespPipe({ host: '127.0.0.1', port: secured.port, password: 'nope', connectTimeoutMs: 2000 });
+      const err = await wrong.call(['PING']).then(() => undefined, (e: unknown) => e as Error);
+      expect(err).toBeInstanceOf(NotSentError);
+      // the reason, never the password
+      expect(err!.message).toMatch(/WRONGPASS|invalid/);
+      expect(err!.message).not.toContain('nope');
+      wrong.close();
+    } finally {
+      admin.disconnect();
+      await secured.stop();
+    }
+  });
+});
