@@ -149,6 +149,35 @@ describe.each(['compact', 'sets'] as const)('LMDB store, layout %s', (layout) =>
     }
   });
 
+  it('one commit per sequential new-key call, and one per round of closed-loop callers', async () => {
+    const path = dir();
+    const svc = new DedupService({ dedup: { path, layout } });
+    const env = lmdbOpen({ path, maxDbs: 8 });
+    try {
+      await svc.firstSeen(['warm'], { at: T2026 }); // records the window
+      const txn = (): number => (env.getStats() as { lastTxnId: number }).lastTxnId;
+      // a lone caller: its own commit and nothing else (no second transaction per call)
+      let before = txn();
+      for (let i = 0; i < 20; i++) expect([...(await svc.firstSeen([`seq${i}`], { at: T2026 }))]).toEqual([1]);
+      expect(txn() - before).toBe(20);
+      // 16 callers, each awaiting its answer before its next call (as request handlers do): the
+      // callers woken by one commit go into the next one together, round after round
+      const rounds = 20;
+      before = txn();
+      const answered = await Promise.all(Array.from({ length: 16 }, async (_, c) => {
+        let ones = 0;
+        for (let r = 0; r < rounds; r++) ones += (await svc.firstSeen([`loop${c}-${r}`], { at: T2026 }))[0]!;
+        return ones;
+      }));
+      expect(answered).toEqual(Array.from({ length: 16 }, () => rounds));
+      // a commit per call would be 320
+      expect(txn() - before).toBeLessThanOrEqual(rounds + 4);
+    } finally {
+      await svc.close();
+      await env.close();
+    }
+  });
+
   it('keeps the first recorded bucket count for a window', async () => {
     const path = dir();
     const a = new DedupService({ dedup: { path, layout, buckets: 64 } });
