@@ -579,7 +579,16 @@ export class BloomFilter {
       }
       // putUnits, inlined: this loop is most of a string check's JS time.
       if (len > NATIVE_UTF16_FROM) pos += buf.ucs2Write(key, pos << 1) >>> 1;
-      else for (let j = 0; j < len; j++) u16[pos++] = key.charCodeAt(j);
+      else {
+        let j = 0;
+        for (; j + 4 <= len; j += 4, pos += 4) {
+          u16[pos] = key.charCodeAt(j);
+          u16[pos + 1] = key.charCodeAt(j + 1);
+          u16[pos + 2] = key.charCodeAt(j + 2);
+          u16[pos + 3] = key.charCodeAt(j + 3);
+        }
+        for (; j < len; j++) u16[pos++] = key.charCodeAt(j);
+      }
       offs[++count] = pos - base;
     }
     total += this.#flush16(add, out, done, count, s, 0);

@@ -156,7 +156,16 @@ export function fillLane(lane: Lane, keys: Keys, from: number, total: number, ut
       if (p + len > capUnits) break;
       // putUnits, inlined: this loop is the calling thread's share of a pooled string batch.
       if (len > NATIVE_UTF16_FROM) p += buf.ucs2Write(k, p << 1) >>> 1;
-      else for (let j = 0; j < len; j++) units[p++] = k.charCodeAt(j);
+      else {
+        let j = 0;
+        for (; j + 4 <= len; j += 4, p += 4) {
+          units[p] = k.charCodeAt(j);
+          units[p + 1] = k.charCodeAt(j + 1);
+          units[p + 2] = k.charCodeAt(j + 2);
+          units[p + 3] = k.charCodeAt(j + 3);
+        }
+        for (; j < len; j++) units[p++] = k.charCodeAt(j);
+      }
       offsets[i - from + 1] = p;
     }
   } else if (Array.isArray(keys)) {
