@@ -121,6 +121,11 @@ export class LanePool {
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
+  /** A free lane, or undefined when every lane is busy or promised to a waiter. */
+  tryAcquire(): Lane | undefined {
+    return this.waiters.length === 0 ? this.free.pop() : undefined;
+  }
+
   release(lane: Lane): void {
     const next = this.waiters.shift();
     if (next !== undefined) next(lane);

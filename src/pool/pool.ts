@@ -109,6 +109,10 @@ export class KernelPool {
       filename: workerFile(),
       minThreads: options.threads,
       maxThreads: options.threads,
+      // Every lane's task may wait at a worker, not in piscina's queue on this thread: a worker
+      // that finishes one starts the next at once, instead of idling until this thread (busy
+      // filling the next lane, or descheduled) turns its event loop to hand one over.
+      concurrentTasksPerWorker: Math.max(1, Math.ceil(options.lanes / options.threads)),
       idleTimeout: options.idleTimeoutMs,
       workerData,
       ...(WORKER_EXEC_ARGV === undefined ? {} : { execArgv: WORKER_EXEC_ARGV }),
@@ -165,9 +169,25 @@ export class KernelPool {
     const running: Promise<void>[] = [];
     let firstError: unknown;
     let from = 0;
+    // Unordered jobs: when every lane is busy and some hold this batch's own tasks, this thread
+    // answers the next keys itself instead of idling until a lane frees (busy lanes' tasks are
+    // queued at the workers, see the constructor, so they stay busy meanwhile). Keys answered
+    // here are copied once, into this thread's own scratch, and never cross to another core. A
+    // batch that holds no lane yet (concurrent small calls) waits for one, as before.
+    const share = job.ordered !== true;
+    const shareKeys = Math.max(1, chunkKeys >>> 1);
     try {
       while (from < total && firstError === undefined) {
-        const lane = await lanes.acquire();
+        let lane = share ? lanes.tryAcquire() : undefined;
+        if (lane === undefined && share && running.length > 0) {
+          const to = Math.min(total, from + shareKeys);
+          acc = job.fromInline(acc, job.inline(batch.slice(from, to)), from);
+          from = to;
+          // One event-loop turn: finished tasks (their messages) free their lanes.
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          continue;
+        }
+        lane ??= await lanes.acquire();
         let to: number;
         try {
           to = fillLane(lane, keys, from, total, utf16, per);
