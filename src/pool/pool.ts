@@ -98,9 +98,13 @@ export class KernelPool {
 
   constructor(private readonly options: KernelPoolOptions) {
     if (options.threads === 0) return;
-    this.lanes = new LanePool(options.layout, options.lanes);
+    // With a Bloom filter, the lanes go in its memory: a worker then probes the bits straight
+    // from a lane, not from a copy of its keys in the worker's scratch region.
+    const b = options.bloom;
+    this.lanes = new LanePool(options.layout, options.lanes, b === undefined ? undefined : { memory: b.memory, end: b.bitsOffset + b.bitSize / 8 });
     const workerData: KernelWorkerData = {
       lanes: this.lanes.memories,
+      laneBases: this.lanes.bases,
       layout: options.layout,
       ...(options.bloom === undefined ? {} : { bloom: options.bloom }),
       ...(options.testHooks === true ? { testHooks: true } : {}),
@@ -252,5 +256,6 @@ export class KernelPool {
 
   async close(): Promise<void> {
     await this.piscina?.destroy();
+    this.lanes?.close();
   }
 }
