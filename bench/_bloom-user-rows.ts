@@ -43,7 +43,7 @@ export async function userCaseRows(s: Suite, sides: [UserSide, 'bloomfilter'], q
   s.note(
     `"${NAME}" rows: ${n} shape-A keys per pass as flat strings from JSON.parse, half of them added, all new string objects each pass; ` +
       `${reps} processes per side, sides alternating, ${passes} passes each (the first is the process's cold pass, reported apart); ` +
-      `one gate.bloomCheck of the whole array (hashgate) vs test() per key (bloomfilter); a minor GC after each parse, before the clock, on every side ` +
+      `one gate.bloomCheck of the whole array (hashgate) vs test() per key (bloomfilter); two minor GCs after each parse, before the clock, on every side ` +
       `(else the parse's due scavenge lands in whichever side first yields to the event loop: the pool's); 1-min load ${uc.load[0].toFixed(1)} -> ${uc.load[1].toFixed(1)} on this 2-core box.`,
   );
   const warm = s.ratio(`${NAME} (warm)`, impl(ours), 'bloomfilter');

@@ -31,7 +31,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const packedMix = packKeys(mix);
   const expectedHash = hashBatch(keys);
   s.note(`n = ${n} shape-A keys (Chinese name + 18-digit ID), p = ${P}; ${cores} cores; ${runs} timed runs after 1 warm-up.`);
-  s.note('Pool rows run through HashGate: keys are UTF-8 encoded on the calling thread into shared slots, workers hash/probe them.');
+  s.note('Pool rows run through HashGate: the calling thread encodes keys into shared lanes (string keys of Bloom calls as UTF-16 code units, in the filter memory), workers hash/probe them there; while every lane is busy the calling thread answers a slice itself.');
 
   // Peer: bloomfilter with Guava's shape for the same (n, p).
   const shape = BloomFilter.create({ expectedItems: n, fpp: P });

@@ -36,7 +36,11 @@ export interface HashGateOptions {
    * exceed it rejects with HG_ERR_QUEUE_FULL instead of queueing without bound. Default 1024.
    */
   maxQueue?: number;
-  /** Batches with at most this many keys run on the calling thread. Default 4096. */
+  /**
+   * Batches with at most this many keys run on the calling thread. Default 4096. Larger ones go
+   * to the workers lane by lane; while every lane is busy, the calling thread answers slices of a
+   * check or hash batch itself rather than wait.
+   */
   inlineThreshold?: number;
   /**
    * Keys per worker task. Default 8192. A batch of more than 4 * threads * chunkKeys keys goes in

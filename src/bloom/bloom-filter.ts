@@ -84,6 +84,44 @@ function shapeError(msg: string, details: Record<string, unknown>): HashGateErro
 
 let batchEntry: (f: BloomFilter, batch: CheckedKeys, add: boolean, out: Uint8Array | undefined) => number;
 let unitsEntry: (f: BloomFilter, keys: PackedUnits, add: boolean, out: Uint8Array | undefined) => number;
+let inMemoryEntry: (f: BloomFilter, keys: KeysInMemory, op: InMemoryOp) => number;
+
+/**
+ * Keys that already sit in the filter's own memory (a worker lane the pool placed there), by
+ * address: key i is [bytes + offsets[i], bytes + offsets[i+1]) with `offsets` count + 1 LE u32
+ * at address `offsets`, in code units (2 bytes each) when `utf16`. `out`: the address of a
+ * count-byte region for per-key answers (checks) or flags. The kernel reads them in place.
+ */
+export interface KeysInMemory {
+  bytes: number;
+  offsets: number;
+  count: number;
+  utf16: boolean;
+  out: number;
+}
+
+const InMemoryOp = { Check: 0, Add: 1, AddFlags: 2 } as const;
+type InMemoryOp = (typeof InMemoryOp)[keyof typeof InMemoryOp];
+
+/** True when `memory` is this filter's and its kernel can take keys there (KeysInMemory). */
+export function takesKeysIn(f: BloomFilter, memory: WebAssembly.Memory): boolean {
+  return memory === f.memory && f.engine === 'wasm';
+}
+
+/** mightContainAll of keys in the filter's memory: 1/0 per key at keys.out; returns the 1s. */
+export function containsInMemory(f: BloomFilter, keys: KeysInMemory): number {
+  return inMemoryEntry(f, keys, InMemoryOp.Check);
+}
+
+/** addAll of keys in the filter's memory; returns how many changed at least one bit. */
+export function addInMemory(f: BloomFilter, keys: KeysInMemory): number {
+  return inMemoryEntry(f, keys, InMemoryOp.Add);
+}
+
+/** addFlagsChecked of keys in the filter's memory (flags at keys.out); returns the bits it set. */
+export function addFlagsInMemory(f: BloomFilter, keys: KeysInMemory): number {
+  return inMemoryEntry(f, keys, InMemoryOp.AddFlags);
+}
 
 /**
  * String keys as their UTF-16 code units, back to back: key i is units[offsets[i] ..
@@ -255,6 +293,7 @@ export class BloomFilter {
   static {
     batchEntry = (f, batch, add, out) => f.#batch(batch, add, out);
     unitsEntry = (f, keys, add, out) => f.#batchUnits(keys, add, out);
+    inMemoryEntry = (f, keys, op) => f.#inMemory(keys, op);
   }
 
   /** How many keys changed at least one bit. */
@@ -579,11 +618,48 @@ export class BloomFilter {
       }
       // putUnits, inlined: this loop is most of a string check's JS time.
       if (len > NATIVE_UTF16_FROM) pos += buf.ucs2Write(key, pos << 1) >>> 1;
-      else for (let j = 0; j < len; j++) u16[pos++] = key.charCodeAt(j);
+      else {
+        let j = 0;
+        for (; j + 4 <= len; j += 4, pos += 4) {
+          u16[pos] = key.charCodeAt(j);
+          u16[pos + 1] = key.charCodeAt(j + 1);
+          u16[pos + 2] = key.charCodeAt(j + 2);
+          u16[pos + 3] = key.charCodeAt(j + 3);
+        }
+        for (; j < len; j++) u16[pos++] = key.charCodeAt(j);
+      }
       offs[++count] = pos - base;
     }
     total += this.#flush16(add, out, done, count, s, 0);
     return total;
+  }
+
+  /** KeysInMemory: one kernel call over the keys where they are (see takesKeysIn). */
+  #inMemory(keys: KeysInMemory, op: InMemoryOp): number {
+    const k = this.#kernel;
+    if (k === null) throw new HashGateError(ErrorCodes.INVALID_ARG, 'bloom: keys in memory need the wasm engine');
+    const { bytes, offsets, count, out } = keys;
+    if (count === 0) return 0;
+    const s = this.#scratch;
+    const seed = this.seed | 0;
+    if (op === InMemoryOp.Check) {
+      return keys.utf16
+        ? k.bloomCheckBatch16(this.bitsOffset, this.bitSize, this.hashFunctions, seed, bytes, offsets, count, out, s.tmp16Ptr)
+        : k.bloomCheckBatch(this.bitsOffset, this.bitSize, this.hashFunctions, seed, bytes, offsets, count, out);
+    }
+    if (op === InMemoryOp.Add) {
+      // The bit count goes to this thread's scratch result region, as #flush's does.
+      const changed = keys.utf16
+        ? k.bloomAddBatch16(this.bitsOffset, this.bitSize, this.hashFunctions, seed, bytes, offsets, count, s.outPtr, s.tmp16Ptr)
+        : k.bloomAddBatch(this.bitsOffset, this.bitSize, this.hashFunctions, seed, bytes, offsets, count, s.outPtr);
+      this.#countSet(s);
+      return changed;
+    }
+    const set = keys.utf16
+      ? k.bloomAddFlags16(this.bitsOffset, this.bitSize, this.hashFunctions, seed, bytes, offsets, count, out, s.tmp16Ptr)
+      : k.bloomAddFlags(this.bitsOffset, this.bitSize, this.hashFunctions, seed, bytes, offsets, count, out);
+    if (set > 0) Atomics.add(this.#count, 0, BigInt(set));
+    return set;
   }
 
   /** PackedUnits (a worker lane's string keys): runs of keys copied into scratch, as #batchPacked. */

@@ -64,11 +64,21 @@ export const NATIVE_UTF16_FROM = 48;
  * The UTF-16 code units of `s` into `u16` from index `at` (caller guarantees s.length units of
  * room); returns the end index. `buf` must view the same memory as `u16` (for long strings, one
  * native copy beats a loop). The kernel's *16 exports hash these units as TextEncoder's UTF-8.
+ * The batch copies (the Bloom filter's and the worker lanes') inline this loop, four units a
+ * step: measured faster on shape-A keys than one unit a step (less loop overhead per
+ * charCodeAt).
  */
 export function putUnits(s: string, u16: Uint16Array, at: number, buf: Buffer): number {
   const n = s.length;
   if (n > NATIVE_UTF16_FROM) return at + ((buf as Ucs2Writer).ucs2Write(s, at << 1) >>> 1);
-  for (let i = 0; i < n; i++) u16[at + i] = s.charCodeAt(i);
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    u16[at + i] = s.charCodeAt(i);
+    u16[at + i + 1] = s.charCodeAt(i + 1);
+    u16[at + i + 2] = s.charCodeAt(i + 2);
+    u16[at + i + 3] = s.charCodeAt(i + 3);
+  }
+  for (; i < n; i++) u16[at + i] = s.charCodeAt(i);
   return at + n;
 }
 

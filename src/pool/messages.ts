@@ -5,8 +5,10 @@ import type { BloomSharedDescriptor } from '../bloom/index.js';
 import type { LaneLayout } from './lanes.js';
 
 export interface KernelWorkerData {
-  /** One shared kernel memory per lane (src/pool/lanes.ts lays it out). */
+  /** Lane i's memory (src/pool/lanes.ts lays it out): its own, or the Bloom filter's. */
   lanes: WebAssembly.Memory[];
+  /** Byte offset of lane i in lanes[i]. */
+  laneBases: number[];
   layout: LaneLayout;
   bloom?: BloomSharedDescriptor;
   /** Lets tests make a worker throw or die on purpose; never set in production. */

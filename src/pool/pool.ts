@@ -98,9 +98,13 @@ export class KernelPool {
 
   constructor(private readonly options: KernelPoolOptions) {
     if (options.threads === 0) return;
-    this.lanes = new LanePool(options.layout, options.lanes);
+    // With a Bloom filter, the lanes go in its memory: a worker then probes the bits straight
+    // from a lane, not from a copy of its keys in the worker's scratch region.
+    const b = options.bloom;
+    this.lanes = new LanePool(options.layout, options.lanes, b === undefined ? undefined : { memory: b.memory, end: b.bitsOffset + b.bitSize / 8 });
     const workerData: KernelWorkerData = {
       lanes: this.lanes.memories,
+      laneBases: this.lanes.bases,
       layout: options.layout,
       ...(options.bloom === undefined ? {} : { bloom: options.bloom }),
       ...(options.testHooks === true ? { testHooks: true } : {}),
@@ -109,6 +113,10 @@ export class KernelPool {
       filename: workerFile(),
       minThreads: options.threads,
       maxThreads: options.threads,
+      // Every lane's task may wait at a worker, not in piscina's queue on this thread: a worker
+      // that finishes one starts the next at once, instead of idling until this thread (busy
+      // filling the next lane, or descheduled) turns its event loop to hand one over.
+      concurrentTasksPerWorker: Math.max(1, Math.ceil(options.lanes / options.threads)),
       idleTimeout: options.idleTimeoutMs,
       workerData,
       ...(WORKER_EXEC_ARGV === undefined ? {} : { execArgv: WORKER_EXEC_ARGV }),
@@ -165,9 +173,25 @@ export class KernelPool {
     const running: Promise<void>[] = [];
     let firstError: unknown;
     let from = 0;
+    // Unordered jobs: when every lane is busy and some hold this batch's own tasks, this thread
+    // answers the next keys itself instead of idling until a lane frees (busy lanes' tasks are
+    // queued at the workers, see the constructor, so they stay busy meanwhile). Keys answered
+    // here are copied once, into this thread's own scratch, and never cross to another core. A
+    // batch that holds no lane yet (concurrent small calls) waits for one, as before.
+    const share = job.ordered !== true;
+    const shareKeys = Math.max(1, chunkKeys >>> 1);
     try {
       while (from < total && firstError === undefined) {
-        const lane = await lanes.acquire();
+        let lane = share ? lanes.tryAcquire() : undefined;
+        if (lane === undefined && share && running.length > 0) {
+          const to = Math.min(total, from + shareKeys);
+          acc = job.fromInline(acc, job.inline(batch.slice(from, to)), from);
+          from = to;
+          // One event-loop turn: finished tasks (their messages) free their lanes.
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          continue;
+        }
+        lane ??= await lanes.acquire();
         let to: number;
         try {
           to = fillLane(lane, keys, from, total, utf16, per);
@@ -232,5 +256,6 @@ export class KernelPool {
 
   async close(): Promise<void> {
     await this.piscina?.destroy();
+    this.lanes?.close();
   }
 }
