@@ -17,7 +17,8 @@ import { Redis } from 'ioredis';
 import { Suite, makeKeys, repoRoot, runWhenMain, spread, type BenchRow, type SuiteOptions, type SuiteResult } from './common.js';
 import { startBenchRedis, type BenchRedis } from './redis-server.js';
 import type { ChildResult, PathKind, Spec } from './_redis-path-child.js';
-import { bucketKey, bucketsOfDigests, compactMember, digestKeys } from '../src/dedup/layout.js';
+import { bucketsOfDigests, compactMember, digestKeys } from '../src/dedup/layout.js';
+import { addressOf, depthOf, splitLoad, subBucketName, subBucketOf, tablePrefix, targetSubBuckets } from '../src/dedup/growth.js';
 
 const BATCH = 10_000;
 const MARK = 200_000;
@@ -47,15 +48,21 @@ const redisCpuUs = async (r: Redis): Promise<number> => {
   return (f('used_cpu_user') + f('used_cpu_sys')) * 1e6;
 };
 
-/** RESP of SADD bucket member for every key, exactly as hashgate's compact layout places them. */
+/**
+ * RESP of SADD sub-bucket member for every key, as hashgate's compact layout places them once the
+ * window holds them all (each table at the sub-bucket count its schedule gives; src/dedup/growth.ts).
+ */
 function saddFeed(file: string, keys: string[], window: string, buckets: number): void {
   const d = digestKeys(keys);
   const b = bucketsOfDigests(d, 'compact', buckets);
   const dv = new DataView(d.buffer, d.byteOffset, d.byteLength);
+  const alpha = splitLoad(512);
   const parts: string[] = [];
   for (let i = 0; i < keys.length; i++) {
-    const k = bucketKey({ layout: 'compact', prefix: PREFIX }, window, b[i]!);
+    const n = targetSubBuckets(b[i]!, keys.length, buckets, alpha);
     const m = compactMember(d, i, dv);
+    const s = subBucketOf(addressOf(BigInt(m)), n);
+    const k = subBucketName(tablePrefix(`${PREFIX}:${window}`, b[i]!), s, n <= 1 ? 0 : depthOf(s, n));
     parts.push(`*3\r\n$4\r\nSADD\r\n$${k.length}\r\n${k}\r\n$${m.length}\r\n${m}\r\n`);
   }
   writeFileSync(file, parts.join(''));

@@ -308,8 +308,10 @@ export class RedisWriter {
     try {
       wt = await this.tables(src);
       const tables = wt.compact ? this.touched(wt, src) : [];
-      await wt.read(tables);
-      await wt.prepare(tables, src.count);
+      const r = wt.read(tables);
+      if (r !== undefined) await r;
+      const p = wt.prepare(tables, src.count);
+      if (p !== undefined) await p;
     } catch (err) {
       status.fill(MemberStatus.NotApplied, 0, src.count);
       return { added: 0, error: err, unknown: false };
@@ -474,8 +476,10 @@ export class RedisWriter {
   async addGrouped(src: MemberSource): Promise<number> {
     const wt = await this.tables(src);
     const tables = wt.compact ? this.touched(wt, src) : [];
-    await wt.read(tables);
-    await wt.prepare(tables, src.count);
+    const r = wt.read(tables);
+    if (r !== undefined) await r;
+    const p = wt.prepare(tables, src.count);
+    if (p !== undefined) await p;
     let todo: Uint32Array = new Uint32Array(src.count);
     for (let j = 0; j < src.count; j++) todo[j] = j;
     let added = 0;

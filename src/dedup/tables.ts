@@ -160,7 +160,18 @@ export class WindowTables {
    * Reads the sub-bucket counts of `tables` (with `fresh`, also those already known: a writer was
    * told its count is stale). Rejects when Redis cannot answer.
    */
-  async read(tables: ArrayLike<number>, fresh = false): Promise<void> {
+  read(tables: ArrayLike<number>, fresh = false): Promise<void> | undefined {
+    if (!fresh && this.countKnown && (this.allRead || !this.compact)) {
+      // nothing to read unless a table is still unknown (a window past READ_ALL_MAX tables)
+      if (!this.compact || this.T <= READ_ALL_MAX) return undefined;
+      let unknown = false;
+      for (let i = 0; i < tables.length && !unknown; i++) unknown = this.n[tables[i]!] === 0;
+      if (!unknown) return undefined;
+    }
+    return this.readNow(tables, fresh);
+  }
+
+  private async readNow(tables: ArrayLike<number>, fresh: boolean): Promise<void> {
     if (!this.compact) {
       if (!this.countKnown) await this.readCount();
       return;
@@ -223,8 +234,8 @@ export class WindowTables {
    * fullest sub-buckets near the intset limit (OVERFILL, with three standard deviations of
    * Poisson spread) does the same. Small batches rely on the schedule's headroom.
    */
-  async prepare(tables: ArrayLike<number>, c: number): Promise<void> {
-    if (!this.compact) return;
+  prepare(tables: ArrayLike<number>, c: number): Promise<void> | undefined {
+    if (!this.compact) return undefined;
     const expected = this.count + this.pending + c;
     const perTable = expected / this.T;
     const big = c / this.T >= BIG_BATCH * this.alpha;
@@ -238,7 +249,7 @@ export class WindowTables {
       const mean = perTable / pow2le(n);
       if (big || mean + 3 * Math.sqrt(mean) > OVERFILL * this.limit) splits.push(this.splitTo(t, target));
     }
-    await Promise.all(splits);
+    return splits.length === 0 ? undefined : Promise.all(splits).then(() => undefined);
   }
 
   /** Reports `added` new members to the window count (batched; see FLUSH_KEYS). */
@@ -418,6 +429,8 @@ export class TableGrowth {
    * made on first use; `limit` = the server's intset limit.
    */
   window(base: string, layout: 'compact' | 'sets', T: number, limit: number): WindowTables {
+    const last = this.last;
+    if (last !== undefined && last.base === base && last.layout === layout && last.T === T) return last;
     const key = `${base}\u0000${layout}\u0000${T}`;
     let w = this.windows.get(key);
     if (w === undefined) {
@@ -426,15 +439,20 @@ export class TableGrowth {
         void ow.flush();
         ow.dispose();
         this.windows.delete(oldest);
+        if (this.last === ow) this.last = undefined;
       }
       w = new WindowTables(this, base, layout, T, splitLoad(limit), limit);
       this.windows.set(key, w);
     }
+    this.last = w;
     return w;
   }
+  /** The tables asked for last (a service writes one window for a year). */
+  private last: WindowTables | undefined;
 
   /** Forgets a window's tables (after a purge: a new window of that name starts from one sub-bucket). */
   forget(base: string): void {
+    if (this.last?.base === base) this.last = undefined;
     for (const [k, w] of this.windows) {
       if (w.base !== base) continue;
       w.dispose();

@@ -67,9 +67,19 @@ export function windowId(at: Date | number, window: WindowSpec = 'year', timeZon
     }
     return id;
   }
+  // Every UTC offset in the time zone database is a whole number of seconds, so the local date
+  // cannot change inside one UTC second: a service asking for the window of "now" on every call
+  // formats the date (a few µs of Intl) once a second.
+  const sec = Math.floor(ms / 1000);
+  const c = lastId;
+  if (c.sec === sec && c.kind === window && c.timeZone === timeZone) return c.id;
   const { year, month, day } = localDate(ms, timeZone);
-  return formatWindowId(year, month, day, window);
+  const id = formatWindowId(year, month, day, window);
+  lastId = { sec, kind: window, timeZone, id };
+  return id;
 }
+
+let lastId: { sec: number; kind: WindowKind | undefined; timeZone: string; id: string } = { sec: Number.NaN, kind: undefined, timeZone: '', id: '' };
 
 /** The id of the `kind` window holding a local calendar date: '2026', '2026-03' or '2026-03-07'. */
 export function formatWindowId(year: number, month: number, day: number, kind: WindowKind): string {

@@ -29,7 +29,6 @@ interface Entry {
   send: () => Promise<unknown>;
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
-  timer: NodeJS.Timeout | undefined;
   done: boolean;
 }
 
@@ -39,6 +38,13 @@ export class InFlightLimit {
   private flying: Entry[] = [];
   /** Set from a stall until the commands then in flight settled: new commands fail at once meanwhile. */
   private stalled = false;
+  /**
+   * One watchdog timer for the whole lane rather than one per command: re-arming a timer on every
+   * reply cost more than the rest of the bookkeeping of a single-key call. `headSince` is when the
+   * oldest command in flight became the oldest (when Redis could start on it).
+   */
+  private watchdog: NodeJS.Timeout | undefined;
+  private headSince = 0;
 
   constructor(
     private readonly max: number,
@@ -63,7 +69,7 @@ export class InFlightLimit {
         reject(new NotSentError(`the Redis connection stalled (no reply within ${this.timeoutMs} ms)`));
         return;
       }
-      const e: Entry = { send, resolve: resolve as (v: unknown) => void, reject, timer: undefined, done: false };
+      const e: Entry = { send, resolve: resolve as (v: unknown) => void, reject, done: false };
       if (this.flying.length < this.max && this.queued === 0) this.start(e);
       else this.waiting.push(e);
     });
@@ -91,7 +97,10 @@ export class InFlightLimit {
 
   private start(e: Entry): void {
     this.flying.push(e);
-    if (this.flying.length === 1) this.arm(e);
+    if (this.flying.length === 1) {
+      this.headSince = performance.now();
+      this.arm(this.timeoutMs);
+    }
     let p: Promise<unknown>;
     try {
       p = e.send();
@@ -104,39 +113,54 @@ export class InFlightLimit {
     );
   }
 
-  private arm(e: Entry): void {
-    e.timer = setTimeout(() => {
-      e.timer = undefined;
-      // Our own event loop may have been busy (hashing a big batch) while the reply sat in the
-      // socket: timers run before I/O is read, setImmediate after. Only a reply still missing
-      // once the socket was read is a stall.
-      setImmediate(() => {
-        if (!e.done && this.flying[0] === e) this.stall();
-      });
-    }, this.timeoutMs);
+  private arm(ms: number): void {
+    if (this.watchdog !== undefined) return;
+    // unref: a command in flight keeps its socket (and so the process) alive anyway
+    this.watchdog = setTimeout(() => this.check(), Math.max(1, Math.ceil(ms))).unref();
+  }
+
+  private check(): void {
+    this.watchdog = undefined;
+    const head = this.flying[0];
+    if (head === undefined || this.stalled) return;
+    const since = this.headSince;
+    const left = since + this.timeoutMs - performance.now();
+    if (left > 0) {
+      this.arm(left);
+      return;
+    }
+    // Our own event loop may have been busy (hashing a big batch) while the reply sat in the
+    // socket: timers run before I/O is read, setImmediate after. Only a reply still missing
+    // once the socket was read is a stall.
+    setImmediate(() => {
+      if (!head.done && this.flying[0] === head && this.headSince === since) this.stall();
+      else if (this.flying.length > 0) this.arm(Math.max(1, this.headSince + this.timeoutMs - performance.now()));
+    });
   }
 
   private fail(e: Entry, err: unknown): void {
-    if (e.timer !== undefined) clearTimeout(e.timer);
-    e.timer = undefined;
     if (e.done) return;
     e.done = true;
     e.reject(err);
   }
 
   private settle(e: Entry, failed: boolean, v: unknown): void {
-    if (e.timer !== undefined) clearTimeout(e.timer);
-    e.timer = undefined;
-    const i = this.flying.indexOf(e);
-    if (i >= 0) this.flying.splice(i, 1);
+    const f = this.flying;
+    const i = f[0] === e ? 0 : f.indexOf(e);
+    if (i === 0) f.shift();
+    else if (i > 0) f.splice(i, 1);
     if (!e.done) {
       e.done = true;
       if (failed) e.reject(v);
       else e.resolve(v);
     }
-    if (this.flying.length === 0) this.stalled = false;
+    // an idle lane leaves its watchdog to fire once and lapse (cheaper than clearing it per reply)
+    if (f.length === 0) this.stalled = false;
     // the next command's predecessors all answered: Redis can start on it now
-    else if (i === 0 && !this.stalled && this.flying[0]!.timer === undefined) this.arm(this.flying[0]!);
+    else if (i === 0 && !this.stalled) {
+      this.headSince = performance.now();
+      this.arm(this.timeoutMs);
+    }
     this.pump();
   }
 
