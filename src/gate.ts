@@ -339,7 +339,7 @@ export class HashGate {
     }
     this.unregister.push(
       this.metrics.dedupSource('gate', () => {
-        this.dedup.refreshBucketFill(); // one PFCOUNT a minute at most, in the background
+        this.dedup.refreshBucketFill(); // a sample of table counts a minute at most, in the background
         return this.dedup.counters;
       }),
     );

@@ -34,7 +34,7 @@
 // payload of the set in two and RESTOREs the halves (src/redis/dump.ts), with no member moved one
 // by one.
 // When a table splits: the window count K decides, for every writer alike. Table t should have
-// target(t, K) = max(1, floor((K / alpha + t) / T)) sub-buckets (alpha = a third of the intset
+// target(t, K) = max(1, floor((K / alpha + t) / T)) sub-buckets (alpha = SPLIT_SHARE, 0.3, of the intset
 // limit, the members a sub-bucket averages), so tables split one after another, not all at once.
 // A writer adds what it added to K (INCRBY); the writer whose INCRBY carried K past a table's next
 // threshold splits that table. A writer about to send a batch big enough to overfill a table

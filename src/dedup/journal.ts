@@ -56,7 +56,7 @@ export interface JournalRecordV2 {
   l: Layout;
   /** Bucket count the writer was configured with: used only when the window has none recorded yet. */
   b: number;
-  /** 1 when the HyperLogLog is maintained. */
+  /** Written as 0 (once: 1 when the writer kept a HyperLogLog, which replay no longer feeds). */
   h: 0 | 1;
   /** 16-byte digests, back to back (compact: member = bytes 0..7, bucket from bytes 8..15). */
   d: Uint8Array;

@@ -47,17 +47,19 @@ export interface DedupOptions {
   /** Redis command timeout used when hashgate builds the client. Default 2000. */
   commandTimeoutMs?: number;
   /**
-   * Most keys one Redis command of ours carries. A firstSeen batch is split into commands of at
-   * most this many keys, so no single script keeps a shared Redis busy for long (other clients'
-   * commands wait while a script runs). All-or-nothing for the caller comes from requestId
+   * Most keys one send of ours carries: that many single-key SADDs written together, or one
+   * request-record script call (requestId and fail-closed batches) of that many keys. A script
+   * keeps a shared Redis busy while it runs (other clients' commands wait), so a batch is split
+   * into scripts of at most this many keys; all-or-nothing for the caller comes from requestId
    * retries, not from one giant script. Default 2000.
    */
   maxKeysPerCommand?: number;
   /**
-   * Dedup commands one store keeps in flight at once; the rest wait locally, untimed, in call
-   * order. A command's commandTimeoutMs starts only once the commands ahead of it answered, so a
-   * long local queue never turns into timeouts (and fail-open answers). Default 2 (Redis works on
-   * one while the next is on the wire).
+   * Dedup sends (see maxKeysPerCommand) the store keeps in flight at once per connection (per
+   * master on a Cluster); the rest wait locally, untimed, in call order. A send's
+   * commandTimeoutMs starts only once the sends ahead of it answered, so a long local queue never
+   * turns into timeouts (and fail-open answers). Default 2 (Redis works on one while the next is
+   * on the wire).
    */
   maxInFlight?: number;
   /**

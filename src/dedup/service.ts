@@ -4,10 +4,12 @@
 // Answers: 1 = first time in the key's window, 0 = seen before (or earlier in the same batch).
 // Order of checks per key: duplicate inside the batch -> local seen-cache (only ever holds keys
 // the store confirmed or journaled, and "seen" never becomes "unseen" inside a window; skipped for
-// a caller's requestId) -> store. Redis: the batch goes out as scripts of at most
-// dedup.maxKeysPerCommand keys (a shared Redis is never held long by one of ours), at most
-// dedup.maxInFlight in flight, the rest queued locally and untimed; a command is timed from when
-// Redis can start on it (src/redis/inflight.ts). Fail-open batches are also hashed in 2500-key
+// a caller's requestId) -> store. Redis: one plain SADD per key (its reply is the answer), in
+// sends of at most dedup.maxKeysPerCommand commands (a shared Redis serves other clients between
+// them), at most dedup.maxInFlight sends in flight per connection, the rest queued locally and
+// untimed; a send is timed from when Redis can start on it (src/redis/inflight.ts). Batches with
+// a request id (the caller's, or one of ours under fail-closed) run a script per chunk instead,
+// which records the keys it answered 1. Fail-open batches are also hashed in 2500-key
 // pieces so Redis works on one while the next is hashed. Batches beyond dedup.maxQueuedKeys
 // waiting keys reject with HG_ERR_OVERLOADED before anything is sent.
 //
@@ -19,7 +21,7 @@
 //               at all: the keys are journaled as digests and replay buckets them by the count
 //               the window records.
 //   fail-closed reject. HG_ERR_STORE_UNAVAILABLE: nothing of what is unknown was written (never
-//               sent, or refused before the script ran). HG_ERR_STORE_OUTCOME_UNKNOWN: a command
+//               sent, or refused before it ran). HG_ERR_STORE_OUTCOME_UNKNOWN: a command
 //               was sent and its reply lost, its keys may be in Redis. error.details.answers (per
 //               input index: 0/1, or 255 = unknown) tells which answers are known, and
 //               details.requestId the id whose retry returns the original answers: every
@@ -178,7 +180,7 @@ const BUCKET_KEY_CACHE_MAX = 65_536;
  */
 const INTERNAL_REQUEST_TTL_MS = 60_000;
 
-/** Keys per script call when fail-open batches are pipelined (see firstSeen). */
+/** Keys hashed and sent per piece when fail-open batches are pipelined (see the header). */
 const PIPELINE_CHUNK = 2500;
 
 // One shared executor instead of a closure per call: new Promise() runs it synchronously, so the
@@ -529,8 +531,9 @@ export class DedupService {
     const buckets = resolved ?? o.buckets;
     // Taken after the await: a call for a newer window may have switched the cache meanwhile.
     const cache = this.cacheFor(window, ms);
-    // fail-open batches go out in chunks so Redis runs chunk k while we hash chunk k+1; under
-    // fail-closed the whole batch stays ONE script call (all-or-nothing, see the header).
+    // fail-open batches go out in pieces so Redis works on piece k while we hash piece k+1; a
+    // fail-closed batch stays one store batch under one request id (its error then covers the
+    // whole call, and a retry with that id answers every key as the first attempt did).
     const chunk = o.onStoreError === 'fail-open' && this.store.kind === 'redis' ? PIPELINE_CHUNK : n;
     // Used only by the synchronous loop below (submit checks every key before it returns).
     const inBatch = this.inBatchSet(n);

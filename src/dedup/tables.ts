@@ -29,6 +29,10 @@ const READ_ALL_MAX = 65_536;
 /** Windows whose tables a writer keeps (a year rolls over into the next: two are live at once). */
 const MAX_WINDOWS = 4;
 
+/** An error reply saying the command is renamed away, disabled or denied (not a failure of Redis). */
+const refusedCommand = (err: unknown): boolean =>
+  /NOPERM|unknown command|Unknown Redis command|disabled command|can't run this command/.test((err as Error)?.message ?? '');
+
 const limits = new WeakMap<object, Promise<number>>();
 
 /**
@@ -232,7 +236,8 @@ export class WindowTables {
    * good part of a sub-bucket's members (BIG_BATCH of alpha on average) is written into tables
    * already split for the window count after it; any batch whose members would fill a table's
    * fullest sub-buckets near the intset limit (OVERFILL, with three standard deviations of
-   * Poisson spread) does the same. Small batches rely on the schedule's headroom.
+   * Poisson spread) does the same. Small batches rely on the schedule's headroom. Resolves once
+   * the splits are done or failed (a failed one is kept in lastError).
    */
   prepare(tables: ArrayLike<number>, c: number): Promise<void> | undefined {
     if (!this.compact) return undefined;
@@ -247,7 +252,14 @@ export class WindowTables {
       if (n >= target) continue;
       // the fullest sub-buckets are the pow2le(n) not split yet at the table's level
       const mean = perTable / pow2le(n);
-      if (big || mean + 3 * Math.sqrt(mean) > OVERFILL * this.limit) splits.push(this.splitTo(t, target));
+      // A split that fails does not fail the batch: its members still go, exactly, to the
+      // sub-buckets as they are (one may outgrow the intset limit: memory, which bucketFill
+      // reports, not a wrong or fail-open answer); the table splits at its next chance.
+      if (big || mean + 3 * Math.sqrt(mean) > OVERFILL * this.limit) {
+        splits.push(this.splitTo(t, target).catch((err: unknown) => {
+          this.lastError = err;
+        }));
+      }
     }
     return splits.length === 0 ? undefined : Promise.all(splits).then(() => undefined);
   }
@@ -374,18 +386,40 @@ export class WindowTables {
       const p = n - l2;
       // the sub-bucket that splits next is p, still at depth d
       const src = subBucketName(tp, p, d);
-      const payload = await this.growth.command(src, ['DUMP', src]);
+      const b = splitBoundary(p, d);
       let r: number;
+      if (!this.growth.dumpAllowed) {
+        r = await this.growth.split(sk, [tp, String(n), 'scan', b.toString()]);
+        if (r > this.n[t]!) this.n[t] = r;
+        else if (r <= n && ++idle > 8) throw new Error(`table ${t} did not split after ${idle} attempts`);
+        continue;
+      }
+      let payload: RespValue;
+      try {
+        payload = await this.growth.command(src, ['DUMP', src]);
+      } catch (err) {
+        if (!refusedCommand(err)) throw err;
+        // a managed Redis that renames or ACL-blocks DUMP: the script moves members itself
+        this.growth.dumpAllowed = false;
+        continue;
+      }
       if (payload === null) {
         r = await this.growth.split(sk, [tp, String(n), 'empty', String(target), String(EMPTY_SPLITS_PER_CALL)]);
       } else {
         const dump = Buffer.isBuffer(payload) ? readIntsetDump(payload) : undefined;
-        const b = splitBoundary(p, d);
         if (dump !== undefined && conflicts === 0) {
           const hi = Number(BigInt.asIntN(32, b >> 32n));
           const lo = Number(BigInt.asUintN(32, b));
           const k = lowerBound(dump, hi, lo);
-          r = await this.growth.split(sk, [tp, String(n), 'apply', String(dump.count), intsetPayload(dump, 0, k), intsetPayload(dump, k, dump.count), b.toString()]);
+          try {
+            r = await this.growth.split(sk, [tp, String(n), 'apply', String(dump.count), intsetPayload(dump, 0, k), intsetPayload(dump, k, dump.count), b.toString()]);
+          } catch (err) {
+            // RESTORE refused inside the script (renamed, or denied by an ACL): nothing was
+            // written (the script checks before it writes); split member by member from now on
+            if (!refusedCommand(err)) throw err;
+            this.growth.dumpAllowed = false;
+            continue;
+          }
           if (r < 0) {
             // a name the split would make exists already: split member by member instead
             conflicts++;
@@ -423,6 +457,12 @@ export class TableGrowth {
   private readonly windows = new Map<string, WindowTables>();
 
   constructor(readonly router: PipeRouter) {}
+
+  /**
+   * False once Redis refused DUMP or RESTORE (renamed away or denied by an ACL, as some managed
+   * services do): splits then run the script that moves the members itself (slower, same result).
+   */
+  dumpAllowed = true;
 
   /**
    * The tables of the window under `base` (`${prefix}:${window}`) in `layout`, T tables (buckets),

@@ -3,9 +3,11 @@
 // Why not ioredis for these: ioredis makes a Command object, a promise and a parsed reply value per
 // command. For a 10k-key batch of single-member SADDs that was ~10 us of Node CPU per key against
 // ~1 us here, where one buffer carries a whole chunk of commands and the replies are read straight
-// into the caller's answer array (`ReplySink`). Everything else (scripts, reads, administration)
-// still goes through the application's ioredis client, whose connection details this pipe copies
-// (endpointOf): the same host, port or socket path, TLS options, username, password and db.
+// into the caller's answer array (`ReplySink`). On a standalone Redis the compact tables' own
+// commands (count reads, INCRBY, DUMP, the split script) use the pipe too; the request-record
+// scripts, Cluster control commands and administration go through the application's ioredis
+// client, whose connection details this pipe copies (endpointOf): the same host, port or socket
+// path, TLS options, username, password and db.
 //
 // Failure model: a reply error ("-WRONGTYPE ...") is one command's answer and goes to the sink.
 // A connection that fails or closes fails every send whose replies are still owed with

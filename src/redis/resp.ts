@@ -1,6 +1,6 @@
 // RESP commands built straight into one Buffer, and the ioredis command that sends such a buffer.
 // ioredis would otherwise create a string per member and re-encode every argument (~10% of the CPU
-// of a batch); the dedup store's script calls and the loader's SADD/PFADD are written here.
+// of a batch); the dedup store's request-record script calls are written here.
 import { Command } from 'ioredis';
 import { int64Bulk } from './int64.js';
 

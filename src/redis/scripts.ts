@@ -85,19 +85,3 @@ export async function runScriptWire(redis: Redis, script: LuaScript, wire: Buffe
     return (await redis.sendCommand(new Cmd('evalsha', [], wire))) as Buffer;
   }
 }
-
-/**
- * Lua: PFADD of ARGV[first..#ARGV] to the key in variable `hk`, at most 4000 members a call (Lua's
- * unpack limit), in its own block. Scripts that feed the window's HyperLogLog with every member
- * they were given end with it.
- */
-export const luaPfaddRest = (hk: string, first: string): string => `do
-  local last = #ARGV
-  local s = ${first}
-  while s <= last do
-    local e = s + 3999
-    if e > last then e = last end
-    redis.call('PFADD', ${hk}, unpack(ARGV, s, e))
-    s = e + 1
-  end
-end`;

@@ -254,6 +254,69 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
     expect(await misplaced(r, 'two', '2030')).toBe(0);
   });
 
+  it('splits without DUMP or RESTORE where Redis refuses them (renamed away; denied by an ACL): same answers, every set an intset', async () => {
+    const noDump = await startRedis({ args: ['--set-max-intset-entries', String(LIMIT), '--rename-command', 'DUMP', '""'] });
+    const noRestore = await startRedis({ args: ['--set-max-intset-entries', String(LIMIT)] });
+    const admin = [new Redis(noDump.url), new Redis(noRestore.url)] as const;
+    try {
+      await expect(admin[0].call('DUMP', 'x')).rejects.toThrow(/unknown command/);
+      await admin[1].call('ACL', 'SETUSER', 'default', '-restore');
+      await expect(admin[1].call('RESTORE', 'x', '0', 'y')).rejects.toThrow(/NOPERM/);
+      for (const [i, url] of [noDump.url, noRestore.url].entries()) {
+        const gate = await open({ buckets: 2, prefix: 'ref', window: () => '2030' }, url);
+        const keys = Array.from({ length: 3000 }, (_, k) => `refused-${k}`);
+        try {
+          const first = await gate.firstSeen(keys);
+          expect(ones(first)).toBe(keys.length);
+          for (let o = 0; o < keys.length; o += 100) {
+            const got = await gate.firstSeen(keys.slice(o, o + 100).concat([`new-${o}`]));
+            expect([i, o, ones(got), got[100]]).toEqual([i, o, 1, 1]);
+          }
+          expect(ones(await gate.firstSeen(keys))).toBe(0);
+        } finally {
+          await gate.close();
+        }
+        const all = await compactSets(admin[i]!, 'ref', '2030');
+        // 3030 members in 2 tables at 19 a sub-bucket: the tables did split
+        expect(all.length).toBeGreaterThan(40);
+        expect(all.every((x) => x.encoding === 'intset')).toBe(true);
+        expect(all.reduce((n, x) => n + x.size, 0)).toBe(keys.length + 30);
+        expect(await misplaced(admin[i]!, 'ref', '2030')).toBe(0);
+      }
+    } finally {
+      for (const a of admin) a.disconnect();
+      await noDump.stop();
+      await noRestore.stop();
+    }
+  });
+
+  it('a table that cannot split (scripts denied) still answers exactly: its sub-buckets outgrow the intset, nothing fails open', async () => {
+    const noScripts = await startRedis({ args: ['--set-max-intset-entries', String(LIMIT)] });
+    const admin = new Redis(noScripts.url);
+    try {
+      await admin.call('ACL', 'SETUSER', 'default', '-@scripting');
+      const gate = await open({ buckets: 2, prefix: 'nos', window: () => '2030' }, noScripts.url);
+      const keys = Array.from({ length: 2000 }, (_, k) => `nosplit-${k}`);
+      try {
+        expect(ones(await gate.firstSeen(keys))).toBe(keys.length);
+        for (let o = 0; o < keys.length; o += 100) {
+          const got = await gate.firstSeen(keys.slice(o, o + 100).concat([`new-${o}`]));
+          expect([o, ones(got), got[100]]).toEqual([o, 1, 1]);
+        }
+        expect(gate.dedup.journalBacklogBytes()).toBe(0);
+        expect(gate.dedup.counters.storeErrors).toBe(0);
+      } finally {
+        await gate.close();
+      }
+      const all = await compactSets(admin, 'nos', '2030');
+      expect(all.reduce((n, x) => n + x.size, 0)).toBe(keys.length + 20);
+      expect(all.some((x) => x.encoding === 'hashtable')).toBe(true);
+    } finally {
+      admin.disconnect();
+      await noScripts.stop();
+    }
+  });
+
   it('hashgate load sizes the window first: exact new members, every key then seen, all intsets, nothing misplaced', () => {
     const file = join(dir, 'export.txt');
     const rows = Array.from({ length: 30_000 }, (_, i) => `张${i % 20_000}|${220101199001010000 + (i % 20_000)}`);

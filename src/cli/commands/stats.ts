@@ -1,5 +1,6 @@
-// `hashgate stats --window 2026`: exact (SCARD over the window's buckets) and approximate
-// (PFCOUNT) member counts of a dedup window; `--purge` deletes the window (SCAN + UNLINK).
+// `hashgate stats --window 2026`: exact (an atomic count per table of the window's sub-buckets) and
+// approximate (the window count writers keep) member counts of a dedup window; `--purge` deletes
+// the window (SCAN + UNLINK).
 // With `--store PATH` the same for the durable embedded store (exact = approximate there).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,7 +14,7 @@ import { fail, wantsJson } from '../output.js';
 
 export const HELP = `usage: hashgate stats [--window ID] [flags]
 
-Prints the exact and approximate (HyperLogLog) member counts of a dedup window.
+Prints the exact and approximate (the window count writers keep) member counts of a dedup window.
 
   --window ID               window id, e.g. 2026 (default: the current window in --time-zone)
   --purge                   delete every key of that window instead (the yearly cleanup)
