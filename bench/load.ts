@@ -354,7 +354,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
           ok: members === gen.distinct && sum.failed === 0, ...(members === gen.distinct ? {} : { error: `SCARD sum ${members} != ${gen.distinct}` }),
           extra: { peakRssMiB: Math.round(sum.peakRssBytes / 2 ** 20), buckets, seconds: Math.round(sum.elapsedMs / 100) / 10, rowsPerCpuSec: Math.round(sum.rowsPerCpuSec) },
         });
-        s.target(`hashgate load into Redis (${layout} layout)`, '>=', 500_000, sum.rowsPerSec, 'rows/s', 'includes PFADD to the window HyperLogLog and the exact SCARD check afterwards');
+        s.target(`hashgate load into Redis (${layout} layout)`, '>=', 500_000, sum.rowsPerSec, 'rows/s', 'the CLI rate over its whole run: window-count reports and compact-table splits included; the SCARD check of every member runs afterwards, untimed');
       }
       // bounded memory: peak RSS for one file vs all files (sets layout)
       await redis.flushall();

@@ -276,24 +276,35 @@ return n + 1
 `;
 
 /**
- * COUNT: KEYS[1] = a table's state key, ARGV[1] = its prefix TP. Returns { members, the largest
- * sub-bucket's members, sub-buckets } of the table, read atomically (a split cannot run between
- * reading the state and counting the sub-buckets it names).
+ * COUNT: KEYS[1] = a table's state key, ARGV[1] = its prefix TP, ARGV[2] = the sub-bucket count
+ * an earlier call on this table saw (-1 on the first), ARGV[3] = the first sub-bucket to count,
+ * ARGV[4] = the most sub-buckets to count in this call. Returns { members, the largest
+ * sub-bucket's members, sub-buckets n, the next sub-bucket to count } over that range, or
+ * { -1, 0, n, 0 } when n is no longer the count ARGV[2] names (a split ran between two calls: the
+ * caller starts the table again). A table of millions of sub-buckets is so counted in slices of a
+ * few ms each (other clients of a shared Redis are served between them), yet exactly: every slice
+ * reads the state with the sub-buckets it counts.
  */
-export const COUNT_LUA: string = `local v = redis.call('GET', KEYS[1])
+export const COUNT_LUA: string = `#!lua flags=no-writes
+local v = redis.call('GET', KEYS[1])
 local n = 1
 if v then n = tonumber(v) end
+local expect = tonumber(ARGV[2])
+if expect >= 0 and n ~= expect then return { -1, 0, n, 0 } end
 local tp = ARGV[1]
 ${PLACE_LUA}
 local l2 = pow2le(n)
 local d = log2i(l2)
+local from = tonumber(ARGV[3])
+local last = from + tonumber(ARGV[4]) - 1
+if last > n - 1 then last = n - 1 end
 local sum, most = 0, 0
-for s = 0, n - 1 do
+for s = from, last do
   local dd = d
   if n > 1 and (s < n - l2 or s >= l2) then dd = d + 1 end
   local c = redis.call('SCARD', tp .. s .. '.' .. dd)
   sum = sum + c
   if c > most then most = c end
 end
-return { sum, most, n }
+return { sum, most, n, last + 1 }
 `;

@@ -30,6 +30,10 @@ export interface StorePacing {
 }
 
 const COUNT = new LuaScript(COUNT_LUA);
+/** Sub-buckets one COUNT call reads (about 2 ms of Redis time). */
+const COUNT_SLICE = 1000;
+/** Tables counted at once (Redis runs one script at a time; a few in flight hide the round trips). */
+const COUNT_LANES = 4;
 
 /** Meta field that marks a compact window as written with tombstoned sub-bucket names (growth.ts). */
 const COMPACT_LAYOUT_FIELD = 'compact.layout';
@@ -336,7 +340,10 @@ export class RedisStore implements DedupStore {
     const check = (r: unknown): [string, number] => {
       const [raw, added] = r as [string | Buffer, number];
       const ans = typeof raw === 'string' ? raw : Buffer.isBuffer(raw) ? raw.toString('latin1') : undefined;
-      if (ans === undefined || ans.length !== total) throw new Error(`FIRST_SEEN_ONCE answered ${ans === undefined ? typeof raw : ans.length} of ${total} members`);
+      if (ans === undefined || ans.length !== total) {
+        const got = ans === undefined ? 'no answer string' : `${ans.length} answers`;
+        throw new Error(`FIRST_SEEN_ONCE returned ${got} for ${total} members`);
+      }
       return [ans, Number(added)];
     };
     if (this.cluster) {
@@ -399,9 +406,10 @@ export class RedisStore implements DedupStore {
   }
 
   /**
-   * Exact member count (SCARD of every bucket, or of every sub-bucket of every compact table, one
-   * COUNT script per table so no split runs between reading its state and counting), the largest
-   * (sub-)bucket and the sub-bucket total, 5000 commands per round trip.
+   * Exact member count (SCARD of every bucket, 5000 commands per round trip; or of every
+   * sub-bucket of every compact table, by COUNT scripts of at most COUNT_SLICE sub-buckets, each
+   * reading the table's state with what it counts, COUNT_LANES tables at a time so a shared Redis
+   * serves its other clients between slices), the largest (sub-)bucket and the sub-bucket total.
    */
   async count(window: string, layout: Layout, buckets: number): Promise<{ exact: number; approximate: number; largestBucket: number; subBuckets: number }> {
     let exact = 0;
@@ -412,16 +420,16 @@ export class RedisStore implements DedupStore {
     for (let s = 0; s < buckets; s += step) {
       const e = Math.min(buckets, s + step);
       if (layout === 'compact') {
-        const calls: Promise<unknown>[] = [];
-        for (let t = s; t < e; t++) {
-          const tp = tablePrefix(base, t);
-          calls.push(runScript(this.redis, COUNT, 1, [tableStateKey(tp), tp]));
-        }
-        for (const r of (await Promise.all(calls)) as Array<[number, number, number]>) {
-          exact += r[0];
-          if (r[1] > largestBucket) largestBucket = r[1];
-          subBuckets += r[2];
-        }
+        let next = s;
+        const lane = async (): Promise<void> => {
+          while (next < e) {
+            const r = await this.countTable(tablePrefix(base, next++));
+            exact += r.members;
+            if (r.largest > largestBucket) largestBucket = r.largest;
+            subBuckets += r.subBuckets;
+          }
+        };
+        await Promise.all(Array.from({ length: Math.min(COUNT_LANES, e - s) }, lane));
         continue;
       }
       const keys: string[] = [];
@@ -440,6 +448,32 @@ export class RedisStore implements DedupStore {
     }
     const approximate = await this.approximateCount(window, layout);
     return { exact, approximate, largestBucket, subBuckets };
+  }
+
+  /** One compact table's members, counted slice by slice; started again if it splits meanwhile. */
+  private async countTable(tp: string): Promise<{ members: number; largest: number; subBuckets: number }> {
+    const sk = tableStateKey(tp);
+    for (let attempt = 0; ; attempt++) {
+      let members = 0;
+      let largest = 0;
+      let n = -1;
+      let from = 0;
+      let split = false;
+      do {
+        const r = (await runScript(this.redis, COUNT, 1, [sk, tp, String(n), String(from), String(COUNT_SLICE)])) as [number, number, number, number];
+        if (r[0] < 0) {
+          split = true;
+          break;
+        }
+        members += r[0];
+        if (r[1] > largest) largest = r[1];
+        n = r[2];
+        from = r[3];
+      } while (from < n);
+      if (!split) return { members, largest, subBuckets: n };
+      // a live window's table splits a few times per thousand new keys: a handful of restarts at most
+      if (attempt >= 100) throw new Error(`table ${tp} kept splitting while it was counted (${attempt} attempts)`);
+    }
   }
 
   /** The window count writers report (reports of the last few ms may still be on their way): one GET. */

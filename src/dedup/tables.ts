@@ -17,7 +17,7 @@ export const SPLIT = new LuaScript(SPLIT_LUA);
 const FLUSH_KEYS = 256;
 const FLUSH_MS = 20;
 /** Splits of one window in flight at once in the background. */
-const SPLITS_IN_FLIGHT = 2;
+const SPLITS_IN_FLIGHT = 32;
 /** Most empty sub-buckets one SPLIT call turns into tombstones. */
 const EMPTY_SPLITS_PER_CALL = 1024;
 /** A batch that would fill a table's fullest sub-buckets past this share of the intset limit splits the table first. */
@@ -207,7 +207,7 @@ export class WindowTables {
         }));
       }
     } else {
-      const route = this.growth.router.main();
+      const route = this.growth.router.control();
       for (let s0 = 0; s0 < want.length; s0 += 4096) {
         const part = want.slice(s0, s0 + 4096);
         const bytes = encodeCommand(['MGET', ...part.map((t) => tableStateKey(this.tablePrefix(t)))]);
@@ -510,14 +510,14 @@ export class TableGrowth {
       return (await (this.router.client as Cluster).callBuffer(cmd, ...rest)) as RespValue;
     }
     void key;
-    const route = this.router.main();
+    const route = this.router.control();
     return route.lane.run(() => route.pipe.call(args));
   }
 
   /** Runs SPLIT for the table whose state key is `stateKey`: EVALSHA, and SCRIPT LOAD + again after a NOSCRIPT. */
   async split(stateKey: string, args: Array<string | Buffer>): Promise<number> {
     if (this.router.cluster) return Number(await runScript(this.router.client, SPLIT, 1, [stateKey, ...args]));
-    const route = this.router.main();
+    const route = this.router.control();
     const call = ['EVALSHA', SPLIT.sha, '1', stateKey, ...args];
     if (!this.loaded.has(route.pipe)) {
       // loaded ahead of the first call on the connection (same socket: Redis runs it first)

@@ -27,6 +27,9 @@ export function endpointOf(client: Redis, connectTimeoutMs: number): PipeEndpoin
   return e;
 }
 
+/** Commands in flight on the control route: each is small (a read, an INCRBY, a DUMP, a split). */
+const CONTROL_IN_FLIGHT = 64;
+
 export interface PipeRoute {
   pipe: RespPipe;
   lane: InFlightLimit;
@@ -51,12 +54,12 @@ export class PipeRouter {
     this.cluster = isCluster(client);
   }
 
-  private make(key: string, endpoint: () => PipeEndpoint): PipeRoute {
+  private make(key: string, endpoint: () => PipeEndpoint, maxInFlight = this.opts.maxInFlight): PipeRoute {
     let r = this.routes.get(key);
     if (r === undefined) {
       const pipe = new RespPipe(endpoint());
       // a stalled pipe is cut: what it still owes is lost anyway, and the next send reconnects
-      const lane = new InFlightLimit(this.opts.maxInFlight, this.opts.commandTimeoutMs, () => pipe.destroy(`no reply within ${this.opts.commandTimeoutMs} ms`));
+      const lane = new InFlightLimit(maxInFlight, this.opts.commandTimeoutMs, () => pipe.destroy(`no reply within ${this.opts.commandTimeoutMs} ms`));
       r = { pipe, lane };
       if (this.closed) pipe.close();
       this.routes.set(key, r);
@@ -67,6 +70,17 @@ export class PipeRouter {
   /** The route of a standalone client. */
   main(): PipeRoute {
     return this.make('main', () => endpointOf(this.client as Redis, this.opts.connectTimeoutMs));
+  }
+
+  /**
+   * A second route of a standalone client, for the small commands that keep the compact tables
+   * growing (state reads, count reports, DUMP and the split script). On the main pipe they waited
+   * behind the writes of big batches (each send thousands of SADDs), so splits fell behind the
+   * window count and a later batch had to split hundreds of tables before it could go. Redis
+   * serves its connections in turn, so these get through between two sends.
+   */
+  control(): PipeRoute {
+    return this.make('control', () => endpointOf(this.client as Redis, this.opts.connectTimeoutMs), CONTROL_IN_FLIGHT);
   }
 
   /** Cluster: the route of the master that serves `slot` by the client's slot map; undefined when the map does not know it. */
