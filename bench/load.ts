@@ -15,7 +15,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { Suite, size, spread, type SuiteOptions, type SuiteResult } from './common.js';
-import { startBenchRedis } from './redis-server.js';
+import { startBenchCluster, startBenchRedis } from './redis-server.js';
 import { generateExport } from '../src/loader/generate.js';
 import { bucketOf } from '../src/hash/index.js';
 import { isMainModule } from '../src/util/main-module.js';
@@ -401,6 +401,44 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
           samples: [...r.rowsPerSec].sort((a, b) => a - b), extra: { buckets: r.buckets },
         });
         s.target(`hashgate load into Redis at ${r.buckets} buckets`, '>=', 600_000, Math.max(...r.rowsPerSec), 'rows/s', 'sets layout, about one row per bucket per batch at the larger count');
+      }
+
+      // the same export, default flags, into one Redis and into a 3-master Cluster on this host
+      // (the loader writes to every master at once), round by round so a busy box slows both alike
+      const cl = await startBenchCluster('load');
+      if (!cl) s.notes.push('a 3-master Redis Cluster did not start here: the cluster rows are not measured');
+      else {
+        try {
+          const targets = [
+            { label: 'one Redis', flag: '--redis', address: srv.url, nodes: [{ host: '127.0.0.1', port: srv.port }] },
+            { label: '3-master Redis Cluster', flag: '--cluster', address: cl.address, nodes: cl.nodes },
+          ];
+          const got = targets.map(() => ({ rates: [] as number[], redisUsPerRow: [] as number[], ok: true }));
+          for (let round = 0; round < (opts.quick ? 1 : 2); round++) {
+            for (const [k, t] of targets.entries()) {
+              await flushNodes(t.nodes);
+              const cpu0 = await redisCpu(t.nodes);
+              const sum = await cliLoad([dir, t.flag, t.address, '--window', '2026', '--checkpoint', join(dir, `cp-default-${k}-${round}.json`), '--failed-file', join(dir, 'failed.txt')]);
+              const g = got[k]!;
+              g.rates.push(Math.round(sum.rowsPerSec));
+              g.redisUsPerRow.push(((await redisCpu(t.nodes)) - cpu0) * 1e6 / sum.rows);
+              if (sum.failed !== 0 || sum.newMembers !== gen.distinct) g.ok = false;
+            }
+          }
+          for (const [k, t] of targets.entries()) {
+            const g = got[k]!;
+            s.addRow({
+              name: `into Redis ${name}, default flags`, impl: `hashgate load -> ${t.label}`, role: 'hashgate', opsPerSec: median(g.rates), unit: 'rows/s', ok: g.ok, ...spread(g.rates),
+              ...(g.ok ? {} : { error: 'a run failed rows or counted new members other than the distinct keys' }),
+              extra: { masters: t.nodes.length, redisCpuUsPerRow: +median(g.redisUsPerRow).toFixed(2) },
+            });
+          }
+          const [a, b] = got;
+          s.notes.push(`default flags, ${gen.rows} rows: one Redis ${a!.rates.join(' / ')} rows/s, 3-master Cluster ${b!.rates.join(' / ')} rows/s (rounds alternating; the three masters and the loader share this box's cores); Redis CPU per row summed over the masters ${b!.redisUsPerRow.map((x) => x.toFixed(2)).join(' / ')} us against ${a!.redisUsPerRow.map((x) => x.toFixed(2)).join(' / ')} us for one Redis`);
+          s.target('hashgate load into a 3-master Redis Cluster, default flags', '>=', 600_000, median(b!.rates), 'rows/s', 'masters loaded in parallel by one loader process; new members counted exactly');
+        } finally {
+          await cl.stop();
+        }
       }
     } finally {
       redis.disconnect();
