@@ -321,6 +321,47 @@ async function dryRunAsUser(s: Suite, opts: SuiteOptions, dir: string): Promise<
   rmSync(genDir, { recursive: true, force: true });
 }
 
+/** Peak RSS (VmHWM) of a running process in bytes, 0 once it is gone or off Linux. */
+function peakRss(pid: number): number {
+  try {
+    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * `hashgate buckets` over the export (duplicates included) at the 4,194,304 buckets a 1e9-key sets
+ * window would use: a fresh process, wall time and peak RSS, and whether it counted distinct keys
+ * (a repeated row counted as a key makes every real export look skewed).
+ */
+async function bucketsReport(s: Suite, dir: string, rows: number, distinct: number): Promise<void> {
+  const buckets = 4_194_304;
+  const t0 = performance.now();
+  const child = spawn(process.execPath, [CLI, 'buckets', dir, '--buckets', String(buckets), '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  let rss = 0;
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (err += d));
+  const poll = setInterval(() => (rss = Math.max(rss, peakRss(child.pid ?? 0))), 100);
+  const code = await new Promise<number | null>((r) => child.once('exit', r));
+  clearInterval(poll);
+  const sec = (performance.now() - t0) / 1000;
+  if (code !== 0) throw new Error(`hashgate buckets exited ${code}: ${err.trim()}`);
+  const rep = JSON.parse(out) as { keys: number; methods: Array<{ method: string; stats: { pValue: number; maxOverMean: number } }> };
+  const mod = rep.methods.find((m) => m.method === 'mod');
+  const ok = rep.keys === distinct && mod !== undefined;
+  s.addRow({
+    name: `hashgate buckets, ${rows} rows (${distinct} distinct), ${buckets} buckets`, impl: 'hashgate buckets', role: 'hashgate', opsPerSec: rows / sec, unit: 'rows/s', ok,
+    ...(ok ? {} : { error: `counted ${rep.keys} keys, the export holds ${distinct} distinct` }),
+    extra: { wallSec: +sec.toFixed(1), peakRssMiB: Math.round(rss / 2 ** 20), keys: rep.keys, modPValue: +(mod?.stats.pValue ?? NaN).toFixed(3) },
+  });
+  s.notes.push(`hashgate buckets: ${rows} rows with 20% repeated, ${buckets} buckets: ${rep.keys} distinct keys counted, ${sec.toFixed(1)} s wall incl. start, peak RSS ${Math.round(rss / 2 ** 20)} MiB, chi-square p of murmur mod N ${mod?.stats.pValue.toFixed(3)}`);
+  s.target(`hashgate buckets at ${buckets} buckets, ${rows} rows`, '<=', 60, sec, ' s', 'a fresh process, wall time; distinct keys counted');
+}
+
 export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const s = new Suite('load', opts);
   const files = size(opts, 10, 2);
@@ -336,6 +377,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     // --dry-run as a user runs it: a fresh `hashgate load FILE --dry-run` process on one
     // 10.5M-line export written by `hashgate gen-export`, default flags, timed from spawn to exit
     await dryRunAsUser(s, opts, dir);
+    await bucketsReport(s, dir, gen.rows, gen.distinct);
 
     if (!srv) {
       s.notes.push('redis-server not available: Redis rows not measured');
