@@ -10,19 +10,35 @@ const sockets = new Set();
 let accepted = 0;
 let refusing = false;
 
+// Delayed chunks wait in one FIFO per direction and one timer writes whatever is due, in order.
+// (A timer per chunk could reorder them: a chunk's timeout was computed from two clock reads, and a
+// millisecond tick between them gave a later chunk a shorter timer than the one before it. A TCP
+// stream never reorders, so that fabricated wrong replies in the client.)
+const drain = (p) => {
+  p.timer = undefined;
+  const now = Date.now();
+  while (p.head < p.queue.length && p.queue[p.head].at <= now) {
+    const c = p.queue[p.head].chunk;
+    p.queue[p.head++] = undefined;
+    if (!p.to.destroyed) p.to.write(c);
+  }
+  if (p.head === p.queue.length) {
+    p.queue = [];
+    p.head = 0;
+  } else arm(p);
+};
+const arm = (p) => {
+  if (p.timer !== undefined) return;
+  p.timer = setTimeout(drain, Math.max(1, p.queue[p.head].at - Date.now()), p);
+};
 const send = (p, chunk) => {
   const d = delayMs[p.dir];
-  if (d <= 0 && p.last <= Date.now()) {
+  if (p.head === p.queue.length && d <= 0) {
     if (!p.to.destroyed) p.to.write(chunk);
     return;
   }
-  const at = Math.max(Date.now() + d, p.last);
-  p.last = at;
-  const t = setTimeout(() => {
-    p.timers.delete(t);
-    if (!p.to.destroyed) p.to.write(chunk);
-  }, at - Date.now());
-  p.timers.add(t);
+  p.queue.push({ at: Date.now() + Math.max(0, d), chunk });
+  arm(p);
 };
 const push = (p, chunk) => {
   if (stalled[p.dir]) p.held.push(chunk);
@@ -38,15 +54,15 @@ const server = createServer((client) => {
   const upstream = connect(targetPort, targetHost);
   sockets.add(client);
   sockets.add(upstream);
-  const up = { dir: 'up', to: upstream, held: [], last: 0, timers: new Set() };
-  const down = { dir: 'down', to: client, held: [], last: 0, timers: new Set() };
+  const up = { dir: 'up', to: upstream, held: [], queue: [], head: 0, timer: undefined };
+  const down = { dir: 'down', to: client, held: [], queue: [], head: 0, timer: undefined };
   pipes.add(up);
   pipes.add(down);
   client.on('data', (c) => push(up, c));
   upstream.on('data', (c) => push(down, c));
   const end = () => {
     for (const p of [up, down]) {
-      for (const t of p.timers) clearTimeout(t);
+      if (p.timer !== undefined) clearTimeout(p.timer);
       pipes.delete(p);
     }
     client.destroy();

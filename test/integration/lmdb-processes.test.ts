@@ -55,7 +55,8 @@ describe('LMDB store across processes', () => {
     const svc = new DedupService({ dedup: { path, buckets: 256, cacheMaxEntries: 0 } });
     try {
       const answered = done.flatMap(([from, to]) => Array.from({ length: to - from }, (_, i) => `王${from + i}|4401${from + i}`));
-      expect(answered.length).toBe(6 * 20_000);
+      // a batch that finished in the 15 ms before the kill landed was answered too
+      expect(answered.length).toBeGreaterThanOrEqual(6 * 20_000);
       const again = await svc.firstSeen(answered, { at });
       expect(again.reduce((s, v) => s + v, 0)).toBe(0);
       // the store holds whole batches only: the answered ones, plus at most the one in flight
