@@ -122,18 +122,8 @@ class SaddBuffer {
   }
   /** `*{2+members}\r\n$4\r\nSADD\r\n$len\r\n` + head + t + '}' + s + '.' + d + `\r\n` (a compact sub-bucket key). */
   compactKey(members: number, head: Buffer, t: number, s: number, d: number): void {
-    const len = head.length + digits(t) + 1 + digits(s) + 1 + digits(d);
-    this.room(len + 40);
-    const b = this.buf;
-    let p = this.p;
-    p = this.header(p, members);
-    b[p++] = 36;
-    p = putUint(b, p, len);
-    b[p++] = 13;
-    b[p++] = 10;
-    // a key head of a few dozen bytes copies faster in JS than through a native copy per member
-    for (let i = 0; i < head.length; i++) b[p++] = head[i]!;
-    p = putUint(b, p, t);
+    const b = this.keyStart(members, head, head.length + digits(t) + 1 + digits(s) + 1 + digits(d));
+    let p = putUint(b, this.p, t);
     b[p++] = 125; // '}'
     p = putUint(b, p, s);
     b[p++] = 46; // '.'
@@ -144,7 +134,14 @@ class SaddBuffer {
   }
   /** The same for a 'sets' bucket key: head + bucket. */
   setsKey(members: number, head: Buffer, bucket: number): void {
-    const len = head.length + digits(bucket);
+    const b = this.keyStart(members, head, head.length + digits(bucket));
+    let p = putUint(b, this.p, bucket);
+    b[p++] = 13;
+    b[p++] = 10;
+    this.p = p;
+  }
+  /** Makes room for a key of `len` bytes, then writes the SADD header, the key's `$len` and `head`; returns the buffer (this.p is after head). */
+  private keyStart(members: number, head: Buffer, len: number): Buffer {
     this.room(len + 40);
     const b = this.buf;
     let p = this.header(this.p, members);
@@ -152,11 +149,10 @@ class SaddBuffer {
     p = putUint(b, p, len);
     b[p++] = 13;
     b[p++] = 10;
+    // a key head of a few dozen bytes copies faster in JS than through a native copy per member
     for (let i = 0; i < head.length; i++) b[p++] = head[i]!;
-    p = putUint(b, p, bucket);
-    b[p++] = 13;
-    b[p++] = 10;
     this.p = p;
+    return b;
   }
   private header(p: number, members: number): number {
     const b = this.buf;

@@ -393,12 +393,6 @@ export class WindowTables {
     let emptyRun = false;
     while (this.n[t]! < target) {
       const n = this.n[t]!;
-      if (emptyRun) {
-        const r = await this.growth.split(sk, [tp, String(n), 'empty', String(target), String(EMPTY_SPLITS_PER_CALL)]);
-        if (r > this.n[t]!) this.n[t] = r;
-        emptyRun = r === n + EMPTY_SPLITS_PER_CALL;
-        continue;
-      }
       const l2 = pow2le(n);
       const d = Math.log2(l2);
       const p = n - l2;
@@ -412,14 +406,16 @@ export class WindowTables {
         else if (r <= n && ++idle > 8) throw new Error(`table ${t} did not split after ${idle} attempts`);
         continue;
       }
-      let payload: RespValue;
-      try {
-        payload = await this.growth.command(src, ['DUMP', src]);
-      } catch (err) {
-        if (!refusedCommand(err)) throw err;
-        // a managed Redis that renames or ACL-blocks DUMP: the script moves members itself
-        this.growth.dumpAllowed = false;
-        continue;
+      let payload: RespValue = null;
+      if (!emptyRun) {
+        try {
+          payload = await this.growth.command(src, ['DUMP', src]);
+        } catch (err) {
+          if (!refusedCommand(err)) throw err;
+          // a managed Redis that renames or ACL-blocks DUMP: the script moves members itself
+          this.growth.dumpAllowed = false;
+          continue;
+        }
       }
       if (payload === null) {
         r = await this.growth.split(sk, [tp, String(n), 'empty', String(target), String(EMPTY_SPLITS_PER_CALL)]);
