@@ -25,6 +25,9 @@ describe('test TCP proxy', () => {
     c.setNoDelay(true);
     await new Promise<void>((r) => c.once('connect', () => r()));
     const N = 100_000;
+    const parts: string[] = [];
+    for (let i = 0; i < N; i++) parts.push(`${i};`);
+    const expected = parts.join('');
     let got = '';
     const done = new Promise<void>((r) => {
       c.on('data', (d: Buffer) => {
@@ -32,9 +35,6 @@ describe('test TCP proxy', () => {
         if (got.length >= expected.length) r();
       });
     });
-    const parts: string[] = [];
-    for (let i = 0; i < N; i++) parts.push(`${i};`);
-    const expected = parts.join('');
     // writes land across many event-loop turns and clock ticks, so chunks reach the proxy at
     // every phase of a millisecond
     for (let i = 0; i < N; i += 2) {

@@ -11,9 +11,9 @@ let accepted = 0;
 let refusing = false;
 
 // Delayed chunks wait in one FIFO per direction and one timer writes whatever is due, in order.
-// (A timer per chunk could reorder them: a chunk's timeout was computed from two clock reads, and a
-// millisecond tick between them gave a later chunk a shorter timer than the one before it. A TCP
-// stream never reorders, so that fabricated wrong replies in the client.)
+// Why not a timer per chunk: timeouts are whole milliseconds taken from the clock, so two chunks
+// read within one millisecond can get timers that fire in the other order, and a reordered stream
+// hands the client replies that belong to other commands (a TCP connection never does that).
 const drain = (p) => {
   p.timer = undefined;
   const now = Date.now();
