@@ -29,6 +29,7 @@ interface CliSummary {
   loaded: number;
   failed: number;
   newMembers: number;
+  rejected: number;
   elapsedMs: number;
   rowsPerSec: number;
   rowsPerCpuSec: number;
@@ -44,7 +45,19 @@ async function cliLoad(args: string[], cli = CLI): Promise<CliSummary> {
   child.stderr.on('data', (d) => (err += d));
   const code = await new Promise<number | null>((r) => child.once('exit', r));
   if (code !== 0) throw new Error(`hashgate load exited ${code}: ${err.trim()}`);
-  return JSON.parse(out) as CliSummary;
+  const sum = JSON.parse(out) as CliSummary;
+  // the bench's exports hold no bad line: a rejected one means the run read a file that is not the export
+  if (sum.rejected > 0) throw new Error(`hashgate load rejected ${sum.rejected} lines of the bench export`);
+  return sum;
+}
+
+/**
+ * A run's checkpoint, failed-rows and rejects files under `outDir`: never in the directory being
+ * loaded (a later run would read an earlier run's files as rows) nor in the working directory
+ * (where the rejects file goes by default).
+ */
+function runFiles(outDir: string, name: string): string[] {
+  return ['--checkpoint', join(outDir, `cp-${name}.json`), '--failed-file', join(outDir, `failed-${name}.txt`), '--rejects-file', join(outDir, `rejects-${name}.tsv`)];
 }
 
 /** The obvious Node loader: readline + split + per-bucket string arrays + pipelined SADD. */
@@ -167,27 +180,32 @@ export async function bucketSweep(o: {
 }): Promise<SweepResult[]> {
   const builds: [string, string][] = [['this build', CLI], ...Object.entries(o.others ?? {})];
   const out: SweepResult[] = [];
-  for (const buckets of SWEEP_BUCKETS) {
-    const res = builds.map(([build]) => ({ target: o.target.label, build, buckets, rowsPerSec: [] as number[], loaderCpuSec: [] as number[], redisCpuSec: [] as number[], ok: true }));
-    for (let round = 0; round < o.rounds; round++) {
-      for (let b = 0; b < builds.length; b++) {
-        await o.target.flush();
-        const cpu0 = await redisCpu(o.target.nodes);
-        const sum = await cliLoad(
-          [o.dir, o.target.flag, o.target.address, '--layout', 'sets', '--prefix', 'hg', '--window', '2026', '--buckets', String(buckets), ...(o.batch ? ['--batch', String(o.batch)] : []),
-            '--checkpoint', join(o.dir, `cp-sweep-${b}.json`), '--failed-file', join(o.dir, 'failed-sweep.txt')],
-          builds[b]![1],
-        );
-        const rcpu = (await redisCpu(o.target.nodes)) - cpu0;
-        const r = res[b]!;
-        r.rowsPerSec.push(Math.round(sum.rowsPerSec));
-        r.loaderCpuSec.push(Math.round((sum.rows / sum.rowsPerCpuSec) * 100) / 100);
-        r.redisCpuSec.push(Math.round(rcpu * 100) / 100);
-        if (sum.failed !== 0 || sum.newMembers !== o.distinct) r.ok = false;
-        o.log?.(`${o.target.label} ${buckets} buckets ${r.build} round ${round}: ${Math.round(sum.rowsPerSec)} rows/s, loader ${r.loaderCpuSec.at(-1)} CPU s, redis ${r.redisCpuSec.at(-1)} CPU s, ${sum.newMembers} new of ${o.distinct}, ${sum.failed} failed`);
+  const runs = mkdtempSync(join(tmpdir(), 'hashgate-bench-runs-'));
+  try {
+    for (const buckets of SWEEP_BUCKETS) {
+      const res = builds.map(([build]) => ({ target: o.target.label, build, buckets, rowsPerSec: [] as number[], loaderCpuSec: [] as number[], redisCpuSec: [] as number[], ok: true }));
+      for (let round = 0; round < o.rounds; round++) {
+        for (let b = 0; b < builds.length; b++) {
+          await o.target.flush();
+          const cpu0 = await redisCpu(o.target.nodes);
+          const sum = await cliLoad(
+            [o.dir, o.target.flag, o.target.address, '--layout', 'sets', '--prefix', 'hg', '--window', '2026', '--buckets', String(buckets), ...(o.batch ? ['--batch', String(o.batch)] : []),
+              ...runFiles(runs, `sweep-${b}`)],
+            builds[b]![1],
+          );
+          const rcpu = (await redisCpu(o.target.nodes)) - cpu0;
+          const r = res[b]!;
+          r.rowsPerSec.push(Math.round(sum.rowsPerSec));
+          r.loaderCpuSec.push(Math.round((sum.rows / sum.rowsPerCpuSec) * 100) / 100);
+          r.redisCpuSec.push(Math.round(rcpu * 100) / 100);
+          if (sum.failed !== 0 || sum.newMembers !== o.distinct) r.ok = false;
+          o.log?.(`${o.target.label} ${buckets} buckets ${r.build} round ${round}: ${Math.round(sum.rowsPerSec)} rows/s, loader ${r.loaderCpuSec.at(-1)} CPU s, redis ${r.redisCpuSec.at(-1)} CPU s, ${sum.newMembers} new of ${o.distinct}, ${sum.failed} failed`);
+        }
       }
+      out.push(...res);
     }
-    out.push(...res);
+  } finally {
+    rmSync(runs, { recursive: true, force: true });
   }
   return out;
 }
@@ -367,6 +385,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const files = size(opts, 10, 2);
   const rowsPerFile = size(opts, 1_000_000, 20_000);
   const dir = mkdtempSync(join(tmpdir(), 'hashgate-bench-export-'));
+  const runs = mkdtempSync(join(tmpdir(), 'hashgate-bench-runs-'));
   const srv = await startBenchRedis('load');
   try {
     const t0 = performance.now();
@@ -389,7 +408,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       for (const layout of ['sets', 'compact'] as const) {
         await redis.flushall();
         const buckets = layout === 'sets' ? 1000 : 65_536;
-        const sum = await cliLoad([dir, '--redis', srv.url, '--layout', layout, '--prefix', 'hg', '--window', '2026', '--buckets', String(buckets), '--checkpoint', join(dir, `cp-${layout}.json`), '--failed-file', join(dir, 'failed.txt'), '--rejects-file', join(dir, 'rejects.tsv')]);
+        const sum = await cliLoad([dir, '--redis', srv.url, '--layout', layout, '--prefix', 'hg', '--window', '2026', '--buckets', String(buckets), ...runFiles(runs, layout)]);
         const members = await scardSum(redis, 'hg', buckets, layout === 'compact');
         s.addRow({
           name: `into Redis ${name}`, impl: `hashgate load (${layout})`, role: 'hashgate', opsPerSec: sum.rowsPerSec, unit: 'rows/s',
@@ -400,7 +419,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       }
       // bounded memory: peak RSS for one file vs all files (sets layout)
       await redis.flushall();
-      const one = await cliLoad([gen.files[0]!, '--redis', srv.url, '--layout', 'sets', '--prefix', 'hg1', '--window', '2026', '--buckets', '1000', '--checkpoint', join(dir, 'cp-one.json'), '--failed-file', join(dir, 'failed.txt')]);
+      const one = await cliLoad([gen.files[0]!, '--redis', srv.url, '--layout', 'sets', '--prefix', 'hg1', '--window', '2026', '--buckets', '1000', ...runFiles(runs, 'one')]);
       const all = s.rows.find((r) => r.impl === 'hashgate load (sets)');
       const allRss = Number(all?.extra?.peakRssMiB ?? NaN);
       const oneRss = Math.round(one.peakRssBytes / 2 ** 20);
@@ -460,7 +479,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
             for (const [k, t] of targets.entries()) {
               await flushNodes(t.nodes);
               const cpu0 = await redisCpu(t.nodes);
-              const sum = await cliLoad([dir, t.flag, t.address, '--window', '2026', '--checkpoint', join(dir, `cp-default-${k}-${round}.json`), '--failed-file', join(dir, 'failed.txt')]);
+              const sum = await cliLoad([dir, t.flag, t.address, '--window', '2026', ...runFiles(runs, `default-${k}-${round}`)]);
               const g = got[k]!;
               g.rates.push(Math.round(sum.rowsPerSec));
               g.redisUsPerRow.push(((await redisCpu(t.nodes)) - cpu0) * 1e6 / sum.rows);
@@ -490,6 +509,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   } finally {
     await srv?.stop();
     rmSync(dir, { recursive: true, force: true });
+    rmSync(runs, { recursive: true, force: true });
   }
 }
 
