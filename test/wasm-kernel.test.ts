@@ -27,6 +27,7 @@ describe('wasm kernel (raw exports)', () => {
       'HIGHWAY_ABI', 'highway128', 'redissonIndexes', 'redissonContains',
       'UTF16_TMP_BYTES', 'mm128One16', 'mm128Batch16', 'utf8Length16', 'utf16ToUtf8',
       'bloomAddOne16', 'bloomCheckOne16', 'bloomAddBatch16', 'bloomAddFlags16', 'bloomCheckBatch16',
+      'saddCompactBatch',
     ]) expect(names).toContain(n);
     const mem = createKernelMemory(2);
     expect(mem.buffer).toBeInstanceOf(SharedArrayBuffer);

@@ -1,5 +1,5 @@
-// Builds wasm/hashgate.wasm (committed), the one WebAssembly kernel: MurmurHash3, XXH64 and the
-// Bloom filter kernels, from wasm/assembly/index.ts. Run with `npm run build:wasm`.
+// Builds wasm/hashgate.wasm (committed), the one WebAssembly kernel: MurmurHash3, XXH64, the
+// Bloom filter kernels and the compact SADD writer, from wasm/assembly/index.ts. Run with `npm run build:wasm`.
 // Flags: stub runtime (no GC, we never allocate), SIMD (ASCII runs of UTF-16 keys; every Node
 // this package supports has it), imported shared memory so worker threads can
 // instantiate the same Module on one WebAssembly.Memory (a filter's bits or a hashing arena),

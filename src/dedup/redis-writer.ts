@@ -7,6 +7,7 @@
 // client, which follows redirections and refreshes its slot map (ours reads the same map).
 import type { Cluster } from 'ioredis';
 import { NotSentError } from '../redis/inflight.js';
+import { arena } from '../hash/arena.js';
 import { int64Bulk } from '../redis/int64.js';
 import type { ReplySink, RespValue } from '../redis/pipe.js';
 import type { PipeRoute, PipeRouter } from '../redis/pipes.js';
@@ -406,27 +407,35 @@ export class RedisWriter {
   }
 
   private encodeEach(src: MemberSource, wt: WindowTables, idx: Uint32Array): SaddBuffer {
-    const w = new SaddBuffer(idx.length * (wt.compact ? 96 : 128) + 64);
     const head = wt.keyHead;
     if (wt.compact) {
+      // built by the kernel from four words per member (see wasm/assembly/resp.ts)
       const dv = src.dv!;
       const offs = src.offs!;
+      const bucket = src.bucket;
       const n = wt.n;
-      for (let i = 0; i < idx.length; i++) {
-        const j = idx[i]!;
-        const t = src.bucket[j]!;
-        const o = offs[j]!;
-        const c = n[t]!;
-        const s = c <= 1 ? 0 : subBucketOf(addressOfHigh(dv.getUint32(o + 4, true)), c);
-        w.compactKey(1, head, t, s, c <= 1 ? 0 : depthOf(s, c));
-        w.int64(dv, o);
-      }
-    } else {
-      for (let i = 0; i < idx.length; i++) {
-        const j = idx[i]!;
-        w.setsKey(1, head, src.bucket[j]!);
-        w.raw(src.member!(j));
-      }
+      const resp = arena().compactSadds(head, idx.length, (u32, at) => {
+        for (let i = 0; i < idx.length; i++) {
+          const j = idx[i]!;
+          const o = offs[j]!;
+          const t = bucket[j]!;
+          u32[at] = dv.getUint32(o, true);
+          u32[at + 1] = dv.getUint32(o + 4, true);
+          u32[at + 2] = t;
+          u32[at + 3] = n[t]!;
+          at += 4;
+        }
+      });
+      const w = new SaddBuffer(resp.length);
+      w.buf.set(resp, 0);
+      w.p = resp.length;
+      return w;
+    }
+    const w = new SaddBuffer(idx.length * 128 + 64);
+    for (let i = 0; i < idx.length; i++) {
+      const j = idx[i]!;
+      w.setsKey(1, head, src.bucket[j]!);
+      w.raw(src.member!(j));
     }
     return w;
   }

@@ -216,6 +216,25 @@ export class HashArena {
     return a.kernel.mm128JumpOne(a.bytesPtr, len, seed, buckets);
   }
 
+  /**
+   * One-member compact SADDs (`SADD <head>t}s.d <member>` per record) built by the kernel:
+   * `fill(u32, at)` writes `count` records of four words from word index `at` (member low and
+   * high words, table, the table's sub-bucket count). Returns the RESP as a view of kernel
+   * memory, valid until this arena's next call: copy it out before anything else runs here.
+   */
+  compactSadds(head: Uint8Array, count: number, fill: (u32: Uint32Array, at: number) => void): Uint8Array {
+    const headAt = 0;
+    const inAt = align64(head.length);
+    const outAt = inAt + count * 16;
+    this.refresh();
+    this.ensureBytes(outAt + count * (head.length + 80));
+    const base = this.bytesPtr;
+    this.u8.set(head, base + headAt);
+    fill(this.u32, (base + inAt) >>> 2);
+    const len = this.kernel.saddCompactBatch(base + inAt, count, base + headAt, head.length, base + outAt);
+    return this.u8.subarray(base + outAt, base + outAt + len);
+  }
+
   // ---- batches ----
 
   private run(kind: BatchKind, base: number, count: number, seed: number, param: number): void {

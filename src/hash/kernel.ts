@@ -1,5 +1,5 @@
-// Loads hashgate's one WebAssembly kernel (wasm/hashgate.wasm: MurmurHash3, XXH64 and the Bloom
-// filter kernels, built by `npm run build:wasm`). The Module is compiled lazily, on the first call
+// Loads hashgate's one WebAssembly kernel (wasm/hashgate.wasm: MurmurHash3, XXH64, the Bloom
+// filter kernels and the compact SADD writer, built by `npm run build:wasm`). The Module is compiled lazily, on the first call
 // that needs it (importing hashgate loads nothing), once per thread, and cached. Every instance
 // imports a *shared* WebAssembly.Memory so a worker can instantiate the same Module on the memory
 // the main thread created (postMessage the Memory, then `instantiateKernel(memory)` there).
@@ -58,6 +58,12 @@ export interface KernelExports {
   utf8Length16(ptr: number, units: number): number;
   /** TextEncoder's UTF-8 of `units` code units at `src` to `dst` (3 bytes of slack); returns its length. */
   utf16ToUtf8(src: number, units: number, dst: number): number;
+  /**
+   * RESP of one compact-layout SADD per 16-byte record at `inp` (member i64 LE, table u32, the
+   * table's sub-bucket count u32), the key being `head` (headLen bytes) + t + '}' + s + '.' + d;
+   * writes at most count * (headLen + 80) bytes at `out` and returns how many.
+   */
+  saddCompactBatch(inp: number, count: number, head: number, headLen: number, out: number): number;
   /**
    * The Bloom filter exports (bloomAddOne, bloomCheckBatch, ..., BLOOM_ABI) of the same module,
    * typed where they are used: src/bloom/kernel.ts.

@@ -6,3 +6,4 @@ export * from './xxh64';
 export * from './bloom';
 export * from './highway';
 export * from './utf16';
+export * from './resp';
