@@ -223,15 +223,15 @@ export class HashArena {
    * memory, valid until this arena's next call: copy it out before anything else runs here.
    */
   compactSadds(head: Uint8Array, count: number, fill: (u32: Uint32Array, at: number) => void): Uint8Array {
-    const headAt = 0;
+    // bytes region: the key head, then the records, then the RESP
     const inAt = align64(head.length);
     const outAt = inAt + count * 16;
     this.refresh();
     this.ensureBytes(outAt + count * (head.length + 80));
     const base = this.bytesPtr;
-    this.u8.set(head, base + headAt);
+    this.u8.set(head, base);
     fill(this.u32, (base + inAt) >>> 2);
-    const len = this.kernel.saddCompactBatch(base + inAt, count, base + headAt, head.length, base + outAt);
+    const len = this.kernel.saddCompactBatch(base + inAt, count, base, head.length, base + outAt);
     return this.u8.subarray(base + outAt, base + outAt + len);
   }
 

@@ -1,8 +1,9 @@
 // Loads hashgate's one WebAssembly kernel (wasm/hashgate.wasm: MurmurHash3, XXH64, the Bloom
-// filter kernels and the compact SADD writer, built by `npm run build:wasm`). The Module is compiled lazily, on the first call
-// that needs it (importing hashgate loads nothing), once per thread, and cached. Every instance
-// imports a *shared* WebAssembly.Memory so a worker can instantiate the same Module on the memory
-// the main thread created (postMessage the Memory, then `instantiateKernel(memory)` there).
+// filter kernels and the compact SADD writer, built by `npm run build:wasm`). The Module is
+// compiled lazily, on the first call that needs it (importing hashgate loads nothing), once per
+// thread, and cached. Every instance imports a *shared* WebAssembly.Memory so a worker can
+// instantiate the same Module on the memory the main thread created (postMessage the Memory, then
+// `instantiateKernel(memory)` there).
 //
 // Fallback rule, the same for hashing and Bloom filters: none. A missing or uncompilable binary
 // throws HashGateError HG_ERR_WASM from the first call that needs the kernel (and again on every
