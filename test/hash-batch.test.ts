@@ -122,6 +122,43 @@ describe('hashBatch == one key at a time', () => {
   });
 });
 
+describe('string batches hash from UTF-16 code units (the same digests)', () => {
+  // arrays of strings only take the kernel's UTF-16 route; the one-key functions encode UTF-8
+  const strArb = fc.oneof(
+    fc.string({ unit: 'binary', maxLength: 60 }), // lone surrogates included: U+FFFD, as TextEncoder
+    fc.string({ unit: 'grapheme', maxLength: 30 }),
+    fc.constantFrom('王小明110101199003071234', '\ud800', 'a\udc00b', '\ud83d\ude00', 'x'.repeat(1025), '王'.repeat(1100)),
+  );
+
+  it('any strings, any seed, equal one key at a time', () => {
+    fc.assert(
+      fc.property(fc.array(strArb, { maxLength: 80 }), seedArb, (keys, seed) => {
+        expect(hashBatch(keys, { seed })).toEqual(oneByOne('murmur3_128', keys, seed));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('chunking, keys larger than the bytes region, memory growth, keys beyond maxBytes', () => {
+    const memory = new WebAssembly.Memory({ initial: 2, maximum: 1024, shared: true });
+    const a = new HashArena({ memory, chunkKeys: 7, maxBytes: 256 * 1024 });
+    const keys: string[] = [];
+    for (let i = 0; i < 500; i++) keys.push(i % 50 === 0 ? '王'.repeat(40_000 + i) : i % 97 === 0 ? 'z'.repeat(200_000) : `key-${i}-王${'\ud800'.repeat(i % 3)}`);
+    const want = oneByOne('murmur3_128', keys, 5);
+    const got = new Uint8Array(want.length);
+    a.batch(keys, BatchKind.Murmur128, 5, 0, got);
+    expect(got).toEqual(want);
+    expect(memory.buffer.byteLength).toBeGreaterThan(2 * 65536);
+  });
+
+  it('an arena whose fixed region cannot hold the UTF-16 scratch hashes strings from UTF-8', () => {
+    const a = new HashArena({ chunkKeys: 4, end: 65536 + 64 + 64 + 64 + 4 * 16 + 256 });
+    const got = new Uint8Array(32);
+    a.batch(['short', '王二'], BatchKind.Murmur128, 0, 0, got);
+    expect(got).toEqual(oneByOne('murmur3_128', ['short', '王二'], 0));
+  });
+});
+
 describe('packLines', () => {
   it('splits LF and CRLF lines without separators; final line without newline counts', () => {
     const p = packLines(Buffer.from('alpha\r\nbeta\n\n王伟\ngamma'));

@@ -195,8 +195,13 @@ const capture = (resolve: (a: Uint8Array) => void, reject: (e: unknown) => void)
 function concatKeys(calls: PendingCall[], total: number): CheckedKeys {
   const out: Array<string | Uint8Array> = new Array(total);
   let j = 0;
-  for (const c of calls) for (let i = 0; i < c.n; i++) out[j++] = c.keys.at(i);
-  return CheckedKeys.trusted(out, total, undefined);
+  // strings only when every call's were: they are then hashed from their UTF-16 code units
+  let strings = true;
+  for (const c of calls) {
+    strings &&= c.keys.strings;
+    for (let i = 0; i < c.n; i++) out[j++] = c.keys.at(i);
+  }
+  return CheckedKeys.trusted(out, total, undefined, strings);
 }
 
 /** The calls' digests back to back, or undefined unless every call brought its own. */

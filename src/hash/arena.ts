@@ -14,7 +14,7 @@ import { ErrorCodes, HashGateError, checkInt, invalidType, outOfRange } from '..
 import { KERNEL_MAX_PAGES, KERNEL_RESERVED_BYTES, WASM_PAGE, createKernelMemory, instantiateKernel } from './kernel.js';
 import type { KernelExports } from './kernel.js';
 import type { PackedKeys } from './packed.js';
-import { checkKeys, encodeUtf8, type CheckedKeys, type Key, type Keys } from './keys.js';
+import { checkKeys, encodeUtf8, putUnits, type CheckedKeys, type Key, type Keys } from './keys.js';
 
 export const ARENA_DEFAULTS = {
   chunkKeys: 8192,
@@ -66,7 +66,10 @@ export class HashArena {
   private bytesEnd = 0;
   private u8!: Uint8Array;
   private u32!: Uint32Array;
+  private u16!: Uint16Array;
   private buf!: Buffer & Utf8Writer;
+  /** Bytes of the kernel's UTF-16 scratch (its UTF16_TMP_BYTES), at the start of the bytes region for the *16 batches. */
+  private readonly tmp16Bytes: number;
 
   constructor(options: HashArenaOptions = {}) {
     this.chunkKeys = checkInt('chunkKeys', options.chunkKeys ?? ARENA_DEFAULTS.chunkKeys, 1, 1 << 20);
@@ -76,6 +79,7 @@ export class HashArena {
     this.memory = options.memory ?? createKernelMemory(ARENA_DEFAULTS.initialPages);
     if (!(this.memory.buffer instanceof SharedArrayBuffer)) throw invalidType('memory', 'a shared WebAssembly.Memory', this.memory);
     this.kernel = instantiateKernel(this.memory);
+    this.tmp16Bytes = align64(Number((this.kernel.UTF16_TMP_BYTES as WebAssembly.Global).value));
     this.scratch = base;
     this.offPtr = base + 64;
     this.outPtr = this.offPtr + align64((this.chunkKeys + 1) * 4);
@@ -83,7 +87,10 @@ export class HashArena {
     this.fixedEnd = options.end === undefined ? undefined : checkInt('end', options.end, this.bytesPtr + 64, 2 ** 32);
     this.refresh();
     if (this.bytesEnd < this.bytesPtr + 64) this.growTo(this.bytesPtr + 64 * 1024);
+    // a region fixed too small for the UTF-16 scratch and some keys hashes strings from UTF-8
+    this.unitsFit = this.fixedEnd === undefined || this.fixedEnd - this.bytesPtr >= 2 * this.tmp16Bytes;
   }
+  private readonly unitsFit: boolean;
 
   /** Rebuilds views if the memory grew (here or in another thread sharing it). */
   private refresh(): void {
@@ -91,6 +98,7 @@ export class HashArena {
     if (this.u8 !== undefined && this.u8.byteLength === ab.byteLength) return;
     this.u8 = new Uint8Array(ab);
     this.u32 = new Uint32Array(ab);
+    this.u16 = new Uint16Array(ab);
     this.buf = Buffer.from(ab) as Buffer & Utf8Writer;
     this.bytesEnd = Math.min(this.fixedEnd ?? ab.byteLength, ab.byteLength);
   }
@@ -258,8 +266,57 @@ export class HashArena {
   batch(keys: Keys | CheckedKeys, kind: BatchKind, seed: number, param: number, dest: Uint8Array): void {
     const c = checkKeys(keys);
     this.refresh();
-    if (c.packed === undefined) this.batchList(c.keys as ReadonlyArray<Key>, kind, seed, param, dest);
-    else this.batchPacked(c.packed, kind, seed, param, dest);
+    if (c.packed !== undefined) this.batchPacked(c.packed, kind, seed, param, dest);
+    else if (c.strings && kind === BatchKind.Murmur128 && this.unitsFit) this.batchUnits(c.keys as ReadonlyArray<string>, seed, dest);
+    else this.batchList(c.keys as ReadonlyArray<Key>, kind, seed, param, dest);
+  }
+
+  /**
+   * murmur3_128 of strings from their UTF-16 code units (mm128Batch16: the kernel transcodes to
+   * TextEncoder's UTF-8 while it hashes, so the digests are those of batchList). Copying code
+   * units costs JS a charCodeAt a unit; encoding UTF-8 cost a native utf8Write call per key past
+   * 16 units (name + ID number keys are about 20), which made it most of the hashing time.
+   * Bytes region: the kernel's UTF-16 scratch, then the keys' code units.
+   */
+  private batchUnits(keys: ReadonlyArray<string>, seed: number, dest: Uint8Array): void {
+    const n = keys.length;
+    const offIdx = this.offPtr >>> 2;
+    const chunk = this.chunkKeys;
+    const tmp = this.bytesPtr;
+    const unitsPtr = this.bytesPtr + this.tmp16Bytes;
+    const base = unitsPtr >>> 1;
+    let buf = this.buf;
+    let u16 = this.u16;
+    let u32 = this.u32;
+    let room = (this.bytesEnd - unitsPtr) >>> 1;
+    let i = 0;
+    while (i < n) {
+      const i0 = i;
+      let at = 0;
+      let c = 0;
+      u32[offIdx] = 0;
+      while (c < chunk && i < n) {
+        const key = keys[i]!;
+        if (at + key.length > room) {
+          if (c > 0) break;
+          if (key.length * 2 > this.maxBytes) {
+            this.oversized(key, BatchKind.Murmur128, seed, 0, dest, i * 16);
+            i++;
+            break; // empty chunk; the next one starts after this key
+          }
+          this.ensureBytes(this.tmp16Bytes + key.length * 2);
+          ({ buf, u16, u32 } = this);
+          room = (this.bytesEnd - unitsPtr) >>> 1;
+        }
+        at = putUnits(key, u16, base + at, buf) - base;
+        c++;
+        i++;
+        u32[offIdx + c] = at;
+      }
+      if (c === 0) continue;
+      this.kernel.mm128Batch16(unitsPtr, this.offPtr, c, seed, this.outPtr, tmp);
+      this.copyOut(dest, i0 * 16, c * 16);
+    }
   }
 
   private batchList(keys: ReadonlyArray<Key>, kind: BatchKind, seed: number, param: number, dest: Uint8Array): void {
