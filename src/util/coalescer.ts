@@ -42,6 +42,7 @@ export interface ResolvedCoalesce {
 export const COALESCE_DEFAULTS: Readonly<ResolvedCoalesce> = Object.freeze({ maxKeys: 128, maxDelayMs: 0 });
 
 const KNOWN = new Set(['maxKeys', 'maxDelayMs']);
+const RESOLVED = Promise.resolve();
 
 /** Validates `coalesce: { maxKeys, maxDelayMs } | false`; false (or maxKeys 1) disables merging. */
 export function parseCoalesceOptions(v: unknown, name = 'coalesce'): ResolvedCoalesce | false {
@@ -120,7 +121,9 @@ export class Coalescer<T> {
     if (this.opts.maxDelayMs > 0) this.scheduled = setTimeout(this.run, this.opts.maxDelayMs);
     else if (this.inflight === 0) {
       this.micro = true;
-      queueMicrotask(this.runMicro);
+      // a promise reaction, not queueMicrotask: Node wraps every queueMicrotask callback in an
+      // AsyncResource of its own, which measured as a fifth of a lone call's JS time
+      RESOLVED.then(this.runMicro);
     } else this.scheduled = setImmediate(this.run);
   }
 
