@@ -28,7 +28,7 @@ describe.skipIf(!has)('dedup under faults', () => {
     const key = (i: number) => `${i}|id${i * 7919}`;
     const svc = new DedupService({
       redis: srv.url,
-      dedup: { prefix: 'kill', expectedKeys: N, journalDir: jdir, replayIntervalMs: 0, commandTimeoutMs: 1000 },
+      dedup: { prefix: 'kill', expectedKeys: N, journalDir: jdir, replayIntervalMs: 0, commandTimeoutMs: 3000 },
       now: () => NOW,
     });
     let first = 0;

@@ -81,7 +81,7 @@ describe.skipIf(!has)('dedup pacing on a real Redis (appendfsync always)', () =>
   // Durations on a shared test machine are noise; the shape is not: a 200k-key call is split into
   // commands of at most dedup.maxKeysPerCommand keys, and none of them holds a large share of the
   // Redis time the call took (one script of the whole batch held all of it).
-  it('a 200k-key call is many short commands, none holding Redis for a tenth of the call (SLOWLOG, commandstats), fail-closed and fail-open', async () => {
+  it('a 200k-key call is many short commands, none holding Redis for a third of the call (SLOWLOG, commandstats), fail-closed and fail-open', async () => {
     for (const onStoreError of ['fail-closed', 'fail-open'] as const) {
       const svc = new DedupService({ redis: srv.url, dedup: { prefix: `p3-${onStoreError}`, onStoreError, journalDir: jdir(), replayIntervalMs: 0 }, now });
       await svc.firstSeen(['warm-up']);
@@ -102,9 +102,20 @@ describe.skipIf(!has)('dedup pacing on a real Redis (appendfsync always)', () =>
       }
       expect(calls).toBeGreaterThanOrEqual(100);
       const log = (await admin.slowlog('GET', -1)) as Array<[number, number, number, string[]]>;
-      const longest = Math.max(0, ...log.filter((e) => /^(evalsha|sadd|dump)$/i.test(String(e[3][0]))).map((e) => e[2]));
+      const ours = log.filter((e) => /^(evalsha|sadd|dump)$/i.test(String(e[3][0])));
+      // SLOWLOG keeps 32 arguments and ends with "... (N more arguments)": the true count
+      const argc = (a: string[]): number => {
+        const more = /^\.\.\. \((\d+) more arguments\)$/.exec(String(a[a.length - 1]));
+        return more ? a.length - 1 + Number(more[1]) : a.length;
+      };
+      // at most maxKeysPerCommand (2000) members a command, next to the script's keys and fixed
+      // arguments; one whole-batch script would carry all 200k
+      expect(Math.max(...ours.map((e) => argc(e[3])))).toBeLessThan(2 * 2000);
+      const longest = Math.max(0, ...ours.map((e) => e[2]));
       expect(longest).toBeGreaterThan(0);
-      expect(longest).toBeLessThan(usec / 10);
+      // a whole-batch script would hold all of the call's Redis time; a command preempted once on
+      // a loaded 2-core machine can take ten times its neighbours, so the bound leaves room for that
+      expect(longest).toBeLessThan(usec / 3);
       await svc.close();
     }
     await admin.config('SET', 'slowlog-log-slower-than', '10000');
