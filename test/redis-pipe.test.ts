@@ -57,6 +57,29 @@ describe.skipIf(!has)('RespPipe', () => {
     }
   });
 
+  it('a send of 32 KiB or more leaves at once; a smaller one waits for the end of the tick, to leave with the others of that tick', async () => {
+    const pipe = new RespPipe({ host: '127.0.0.1', port: srv.port, connectTimeoutMs: 2000 });
+    try {
+      await pipe.send(encodeCommand(['PING']), 1, new Collect());
+      // TIME runs when Redis reads the send: before or after the caller let go of the thread
+      const ranWhileBusy = async (filler: number): Promise<boolean> => {
+        const sink = new Collect();
+        const sent = pipe.send(Buffer.concat([encodeCommand(['SET', 'pipe:filler', 'x'.repeat(filler)]), encodeCommand(['TIME'])]), 2, sink);
+        const end = Date.now() + 300;
+        while (Date.now() < end) {
+          // the caller keeps the thread (hashing its next piece, say)
+        }
+        await sent;
+        const [sec, usec] = (sink.got[1] as Buffer[]).map(Number) as [number, number];
+        return sec * 1000 + usec / 1000 < end;
+      };
+      expect(await ranWhileBusy(40_000)).toBe(true);
+      expect(await ranWhileBusy(100)).toBe(false);
+    } finally {
+      pipe.close();
+    }
+  });
+
   it('every reply type: integers, errors per command, bulk (binary, empty, nil), simple strings, nested arrays', async () => {
     const pipe = new RespPipe({ host: '127.0.0.1', port: srv.port, connectTimeoutMs: 2000 });
     try {

@@ -63,6 +63,14 @@ const ERR_STALE = /^WRONGTYPE /;
 /** Rounds of "a table split under us, read its count again and resend" before giving up. */
 const MAX_STALE_ROUNDS = 16;
 
+/** The cached sub-bucket counts of `tables`, as a round of sends is encoded with them. */
+function countsOf(wt: WindowTables, tables: readonly number[]): Int32Array {
+  const a = new Int32Array(tables.length);
+  if (!wt.compact) return a;
+  for (let i = 0; i < tables.length; i++) a[i] = wt.n[tables[i]!]!;
+  return a;
+}
+
 const digits = (v: number): number => (v < 10 ? 1 : v < 100 ? 2 : v < 1000 ? 3 : v < 10_000 ? 4 : v < 100_000 ? 5 : v < 1_000_000 ? 6 : v < 10_000_000 ? 7 : String(v).length);
 
 /** Writes v's decimal digits (v >= 0) at buf[p..); returns the position after them. */
@@ -263,8 +271,20 @@ export class RedisWriter {
 
   /** The tables (or 'sets' buckets) of a source's window. */
   async tables(src: MemberSource): Promise<WindowTables> {
-    return this.growth.window(src.base, src.layout, src.buckets, await this.limit());
+    const limit = await this.limit();
+    this.knownLimit = limit;
+    return this.growth.window(src.base, src.layout, src.buckets, limit);
   }
+
+  /**
+   * tables() without a wait once the intset limit is known: a batch whose tables are all known
+   * then reaches the socket before its caller hashes its next piece, so Redis starts on it at once.
+   */
+  private tablesNow(src: MemberSource): WindowTables | undefined {
+    const limit = this.knownLimit;
+    return limit === undefined ? undefined : this.growth.window(src.base, src.layout, src.buckets, limit);
+  }
+  private knownLimit: number | undefined;
 
   /** Distinct tables of the members `idx` (or of all). */
   private touched(wt: WindowTables, src: MemberSource, idx?: Uint32Array): number[] {
@@ -283,6 +303,29 @@ export class RedisWriter {
     return out;
   }
 
+  /**
+   * Before refused members (WRONGTYPE: their sub-bucket split) go again: reads anew the counts of
+   * their tables, except where the cached count already moved past the one the round was encoded
+   * with (`sent`, aligned with `tables`), which is what this writer's own split reports while its
+   * SADDs are in flight. Sending on such a count is safe without a read: a count can only be
+   * behind Redis's, and a member placed by a count that is behind lands on a tombstone, which
+   * refuses it again. Returns the refused members' tables (the next round's `tables`).
+   */
+  private async refresh(wt: WindowTables, src: MemberSource, todo: Uint32Array, tables: readonly number[], sent: Int32Array): Promise<number[]> {
+    const again = this.touched(wt, src, todo);
+    let moved: Set<number> | undefined;
+    for (let i = 0; i < tables.length; i++) {
+      const t = tables[i]!;
+      if (wt.n[t]! > sent[i]!) (moved ??= new Set()).add(t);
+    }
+    const read = moved === undefined ? again : again.filter((t) => !moved.has(t));
+    if (read.length > 0) {
+      for (const t of read) wt.stale(t);
+      await wt.read(read, true);
+    }
+    return again;
+  }
+
   /** The route of member j's key. */
   private routeOf(wt: WindowTables, src: MemberSource, j: number): PipeRoute | undefined {
     if (!this.router.cluster) return this.router.main();
@@ -299,12 +342,13 @@ export class RedisWriter {
     let error: unknown;
     let unknown = false;
     let wt: WindowTables;
+    let tables: number[];
     status.fill(MemberStatus.Pending, 0, src.count);
     let todo: Uint32Array = new Uint32Array(src.count);
     for (let j = 0; j < src.count; j++) todo[j] = j;
     try {
-      wt = await this.tables(src);
-      const tables = wt.compact ? this.touched(wt, src) : [];
+      wt = this.tablesNow(src) ?? (await this.tables(src));
+      tables = wt.compact ? this.touched(wt, src) : [];
       const r = wt.read(tables);
       if (r !== undefined) await r;
       const p = wt.prepare(tables, src.count);
@@ -315,6 +359,7 @@ export class RedisWriter {
     }
     let added = 0;
     for (let round = 0; todo.length > 0; round++) {
+      const sent = countsOf(wt, tables);
       await this.sendEach(src, wt, todo, answers, status, errors, (err, lost) => {
         error ??= err;
         if (lost) unknown = true;
@@ -337,9 +382,7 @@ export class RedisWriter {
       }
       todo = Uint32Array.from(stale);
       try {
-        const tables = this.touched(wt, src, todo);
-        for (const t of tables) wt.stale(t);
-        await wt.read(tables, true);
+        tables = await this.refresh(wt, src, todo, tables, sent);
       } catch (err) {
         for (const j of stale) status[j] = MemberStatus.NotApplied;
         error ??= err;
@@ -479,7 +522,7 @@ export class RedisWriter {
    * whole batch: SADD is idempotent, so re-adding what did land is harmless).
    */
   async addGrouped(src: MemberSource): Promise<number> {
-    const wt = await this.tables(src);
+    const wt = this.tablesNow(src) ?? (await this.tables(src));
     const tables = wt.compact ? this.touched(wt, src) : [];
     const r = wt.read(tables);
     if (r !== undefined) await r;
@@ -488,7 +531,9 @@ export class RedisWriter {
     let todo: Uint32Array = new Uint32Array(src.count);
     for (let j = 0; j < src.count; j++) todo[j] = j;
     let added = 0;
+    let sentTables = tables;
     for (let round = 0; ; round++) {
+      const sent = countsOf(wt, sentTables);
       const { added: a, stale, redirect, error } = await this.sendGrouped(src, wt, todo);
       added += a;
       if (error !== undefined) throw error;
@@ -513,9 +558,7 @@ export class RedisWriter {
       if (stale.length === 0) break;
       if (round >= MAX_STALE_ROUNDS || !wt.compact) throw new Error(`Redis kept answering WRONGTYPE for ${stale.length} members after ${round + 1} rounds`);
       todo = Uint32Array.from(stale);
-      const again = this.touched(wt, src, todo);
-      for (const t of again) wt.stale(t);
-      await wt.read(again, true);
+      sentTables = await this.refresh(wt, src, todo, sentTables, sent);
     }
     wt.added(added);
     return added;

@@ -19,6 +19,9 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { NotSentError } from './inflight.js';
 
+/** A write of at least this many bytes is not held back to join the others of its tick. */
+const WRITE_AT_ONCE = 32 * 1024;
+
 /** Where and how to connect: what an ioredis client's options say (see endpointOf). */
 export interface PipeEndpoint {
   host?: string;
@@ -233,17 +236,23 @@ export class RespPipe {
     if (s === undefined || !this.ready || s.destroyed || !s.writable) return Promise.reject(new NotSentError('the Redis pipe is not connected'));
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ count, got: 0, sink, resolve, reject });
-      // writes of one tick leave in one syscall: each write to a loopback socket wakes the server
+      // small writes of one tick leave in one syscall: each write to a loopback socket wakes the
+      // server. A big one leaves at once, with what was corked before it: Redis can start on it
+      // while the caller still prepares the next.
       if (!this.corked) {
         this.corked = true;
         s.cork();
-        process.nextTick(this.uncork, s);
+        process.nextTick(this.uncork, s, ++this.corkGen);
       }
       s.write(bytes);
+      if (bytes.length >= WRITE_AT_ONCE) this.uncork(s, this.corkGen);
     });
   }
   private corked = false;
-  private readonly uncork = (s: Socket): void => {
+  /** Which cork a scheduled uncork belongs to (a big write may have lifted it already). */
+  private corkGen = 0;
+  private readonly uncork = (s: Socket, gen: number): void => {
+    if (!this.corked || gen !== this.corkGen) return;
     this.corked = false;
     s.uncork();
   };

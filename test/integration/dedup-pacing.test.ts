@@ -78,6 +78,24 @@ describe.skipIf(!has)('dedup pacing on a real Redis (appendfsync always)', () =>
     await svc.close();
   });
 
+  it('a batch on tables already read reaches Redis before firstSeen returns: its first sends run while the caller keeps the thread', async () => {
+    const svc = new DedupService({ redis: srv.url, dedup: { prefix: 'p-early', journalDir: jdir(), replayIntervalMs: 0 }, now });
+    expect(ones(await svc.firstSeen(keysOf('early-warm', 1000)))).toBe(1000); // tables read, pipe connected
+    const sadds = async (): Promise<number> => Number(/cmdstat_sadd:calls=(\d+)/.exec(await admin.info('commandstats'))?.[1] ?? 0);
+    const before = await sadds();
+    const answers = svc.firstSeen(keysOf('early', 10_000));
+    const end = Date.now() + 300;
+    while (Date.now() < end) {
+      // the caller keeps the thread: nothing of ours runs until it lets go
+    }
+    // asked before our event loop gets to run again: only what left inside firstSeen has run
+    const during = (await sadds()) - before;
+    expect(ones(await answers)).toBe(10_000);
+    // the first piece of the batch, in dedup.maxInFlight (2) sends of up to maxKeysPerCommand
+    expect(during).toBeGreaterThanOrEqual(2000);
+    await svc.close();
+  });
+
   // Durations on a shared test machine are noise; the shape is not: a 200k-key call is split into
   // commands of at most dedup.maxKeysPerCommand keys, and none of them holds a large share of the
   // Redis time the call took (one script of the whole batch held all of it).
