@@ -2,7 +2,8 @@
 //
 // Placement (compact layout) is growth.ts's rule over the table counts WindowTables caches. A
 // SADD that Redis refuses with WRONGTYPE reached a tombstone: the table split since its count was
-// read, nothing was written, and the member is sent again once the count is read anew. A Cluster
+// read, nothing was written, and the member is sent again on a newer count (the one this writer's
+// own split returned, or one read anew). A Cluster
 // redirection (MOVED, ASK) also wrote nothing: that member goes through the ioredis Cluster
 // client, which follows redirections and refreshes its slot map (ours reads the same map).
 import type { Cluster } from 'ioredis';
