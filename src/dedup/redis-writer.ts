@@ -382,6 +382,9 @@ export class RedisWriter {
         break;
       }
       todo = Uint32Array.from(stale);
+      // sent again, so Pending again: a reply lost in the next round leaves them Unknown (written,
+      // maybe applied), and nothing sends them a third time to read a 0 the lost 1 left behind
+      for (const j of stale) status[j] = MemberStatus.Pending;
       try {
         tables = await this.refresh(wt, src, todo, tables, sent);
       } catch (err) {

@@ -175,6 +175,43 @@ describe.skipIf(!has)('dedup pacing on a real Redis (appendfsync always)', () =>
       await svc.close();
     });
 
+    it('fail-open: a member sent again after WRONGTYPE whose reply is lost is answered 1 and journaled, never sent a third time to read back its own 0', async () => {
+      const prefix = 'p-resend';
+      const svc = new DedupService({ redis: proxy!.url, dedup: { prefix, buckets: 4, journalDir: jdir(), replayIntervalMs: 0 }, now });
+      await svc.connect();
+      expect(ones(await svc.firstSeen(['warm-up']))).toBe(1); // the 4 tables read: one sub-bucket each
+      // another instance split every table since: this writer's cached counts are stale, so its
+      // first SADD meets a tombstone and it reads the count and sends the member again
+      for (let t = 0; t < 4; t++) {
+        await admin.set(`${prefix}:2026:c{${t}}n`, '2');
+        await admin.set(`${prefix}:2026:c{${t}}0.0`, '0');
+      }
+      let grown = 0;
+      const count = async (): Promise<number> => {
+        let n = 0;
+        for (let t = 0; t < 4; t++) n += await admin.exists(`${prefix}:2026:c{${t}}0.1`, `${prefix}:2026:c{${t}}1.1`);
+        return n;
+      };
+      await proxy!.delay(200, 'down');
+      try {
+        const call = svc.firstSeen(['resent']);
+        // the second send reached Redis (the member's new sub-bucket exists) while the proxy still
+        // holds its reply: the connection dies now, and that reply with it
+        const end = Date.now() + 10_000;
+        while ((grown = await count()) === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
+        await proxy!.cut();
+        await proxy!.delay(0, 'down'); // and the network is fine again at once
+        expect(grown).toBe(1);
+        expect([...(await call)]).toEqual([1]);
+      } finally {
+        await proxy!.delay(0, 'down');
+      }
+      expect(svc.counters.journaledKeys).toBe(1);
+      await ready(svc.redis as Redis);
+      expect([...(await svc.firstSeen(['resent']))]).toEqual([0]);
+      await svc.close();
+    });
+
     it('fail-closed without a requestId: a stall shorter than the resend deadline is resent after the reconnect with the original answers', async () => {
       const svc = new DedupService({
         redis: proxy!.url,
