@@ -2,8 +2,7 @@
 //
 // Placement (compact layout) is growth.ts's rule over the table counts WindowTables caches. A
 // SADD that Redis refuses with WRONGTYPE reached a tombstone: the table split since its count was
-// read, nothing was written, and the member is sent again on a newer count (the one this writer's
-// own split returned, or one read anew). A Cluster
+// read, nothing was written, and the member is sent again once the count is read anew. A Cluster
 // redirection (MOVED, ASK) also wrote nothing: that member goes through the ioredis Cluster
 // client, which follows redirections and refreshes its slot map (ours reads the same map).
 import type { Cluster } from 'ioredis';
@@ -63,14 +62,6 @@ const ERR_REDIRECT = /^(MOVED|ASK) /;
 const ERR_STALE = /^WRONGTYPE /;
 /** Rounds of "a table split under us, read its count again and resend" before giving up. */
 const MAX_STALE_ROUNDS = 16;
-
-/** The cached sub-bucket counts of `tables`, as a round of sends is encoded with them. */
-function countsOf(wt: WindowTables, tables: readonly number[]): Int32Array {
-  const a = new Int32Array(tables.length);
-  if (!wt.compact) return a;
-  for (let i = 0; i < tables.length; i++) a[i] = wt.n[tables[i]!]!;
-  return a;
-}
 
 const digits = (v: number): number => (v < 10 ? 1 : v < 100 ? 2 : v < 1000 ? 3 : v < 10_000 ? 4 : v < 100_000 ? 5 : v < 1_000_000 ? 6 : v < 10_000_000 ? 7 : String(v).length);
 
@@ -304,29 +295,6 @@ export class RedisWriter {
     return out;
   }
 
-  /**
-   * Before refused members (WRONGTYPE: their sub-bucket split) go again: reads anew the counts of
-   * their tables, except where the cached count already moved past the one the round was encoded
-   * with (`sent`, aligned with `tables`), which is what this writer's own split reports while its
-   * SADDs are in flight. Sending on such a count is safe without a read: a count can only be
-   * behind Redis's, and a member placed by a count that is behind lands on a tombstone, which
-   * refuses it again. Returns the refused members' tables (the next round's `tables`).
-   */
-  private async refresh(wt: WindowTables, src: MemberSource, todo: Uint32Array, tables: readonly number[], sent: Int32Array): Promise<number[]> {
-    const again = this.touched(wt, src, todo);
-    let moved: Set<number> | undefined;
-    for (let i = 0; i < tables.length; i++) {
-      const t = tables[i]!;
-      if (wt.n[t]! > sent[i]!) (moved ??= new Set()).add(t);
-    }
-    const read = moved === undefined ? again : again.filter((t) => !moved.has(t));
-    if (read.length > 0) {
-      for (const t of read) wt.stale(t);
-      await wt.read(read, true);
-    }
-    return again;
-  }
-
   /** The route of member j's key. */
   private routeOf(wt: WindowTables, src: MemberSource, j: number): PipeRoute | undefined {
     if (!this.router.cluster) return this.router.main();
@@ -343,13 +311,12 @@ export class RedisWriter {
     let error: unknown;
     let unknown = false;
     let wt: WindowTables;
-    let tables: number[];
     status.fill(MemberStatus.Pending, 0, src.count);
     let todo: Uint32Array = new Uint32Array(src.count);
     for (let j = 0; j < src.count; j++) todo[j] = j;
     try {
       wt = this.tablesNow(src) ?? (await this.tables(src));
-      tables = wt.compact ? this.touched(wt, src) : [];
+      const tables = wt.compact ? this.touched(wt, src) : [];
       const r = wt.read(tables);
       if (r !== undefined) await r;
       const p = wt.prepare(tables, src.count);
@@ -360,7 +327,6 @@ export class RedisWriter {
     }
     let added = 0;
     for (let round = 0; todo.length > 0; round++) {
-      const sent = countsOf(wt, tables);
       await this.sendEach(src, wt, todo, answers, status, errors, (err, lost) => {
         error ??= err;
         if (lost) unknown = true;
@@ -386,7 +352,9 @@ export class RedisWriter {
       // maybe applied), and nothing sends them a third time to read a 0 the lost 1 left behind
       for (const j of stale) status[j] = MemberStatus.Pending;
       try {
-        tables = await this.refresh(wt, src, todo, tables, sent);
+        const tables = this.touched(wt, src, todo);
+        for (const t of tables) wt.stale(t);
+        await wt.read(tables, true);
       } catch (err) {
         for (const j of stale) status[j] = MemberStatus.NotApplied;
         error ??= err;
@@ -535,9 +503,7 @@ export class RedisWriter {
     let todo: Uint32Array = new Uint32Array(src.count);
     for (let j = 0; j < src.count; j++) todo[j] = j;
     let added = 0;
-    let sentTables = tables;
     for (let round = 0; ; round++) {
-      const sent = countsOf(wt, sentTables);
       const { added: a, stale, redirect, error } = await this.sendGrouped(src, wt, todo);
       added += a;
       if (error !== undefined) throw error;
@@ -562,7 +528,9 @@ export class RedisWriter {
       if (stale.length === 0) break;
       if (round >= MAX_STALE_ROUNDS || !wt.compact) throw new Error(`Redis kept answering WRONGTYPE for ${stale.length} members after ${round + 1} rounds`);
       todo = Uint32Array.from(stale);
-      sentTables = await this.refresh(wt, src, todo, sentTables, sent);
+      const again = this.touched(wt, src, todo);
+      for (const t of again) wt.stale(t);
+      await wt.read(again, true);
     }
     wt.added(added);
     return added;
