@@ -5,8 +5,8 @@
 // when the lanes live in it too, Bloom ops probe the bits straight from the lane.
 import { workerData } from 'node:worker_threads';
 import { instantiateKernel, type KernelExports } from '../src/hash/kernel.js';
-import { BloomFilter } from '../src/bloom/index.js';
 import {
+  BloomFilter,
   addFlagsChecked,
   addFlagsInMemory,
   addFlagsUnits,
