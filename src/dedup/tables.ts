@@ -362,6 +362,16 @@ export class WindowTables {
   /** Splits of this writer in progress, per table: one at a time per table, the others wait for it. */
   private readonly splitting = new Map<number, Promise<void>>();
 
+  /** Tables this writer is splitting now. */
+  get splitsRunning(): number {
+    return this.splitting.size;
+  }
+
+  /** The split of table t this writer is running (settles when it ended, done or failed), if any. */
+  splitOf(t: number): Promise<void> | undefined {
+    return this.splitting.get(t);
+  }
+
   /** Splits table t until it has at least `target` sub-buckets (more when another writer split it further). */
   async splitTo(t: number, target: number): Promise<void> {
     target = Math.min(target, MAX_SUB_BUCKETS);

@@ -15,6 +15,9 @@ import { HashGate } from 'hashgate';
 import { Registry } from 'prom-client';
 import { requireRedisOrSkip, scardSum, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { compactSets, misplaced } from '../helpers/layout.js';
+import { PipeRouter } from '../../src/redis/pipes.js';
+import { TableGrowth, intsetLimitOf } from '../../src/dedup/tables.js';
+import { MemberStatus, RedisWriter, type MemberSource } from '../../src/dedup/redis-writer.js';
 import { MAX_SUB_BUCKETS, PLACE_LUA, addressOf, crossings, depthOf, putAddress, splitBoundary, subBucketOf, targetSubBuckets } from '../../src/dedup/growth.js';
 
 const has = requireRedisOrSkip('bucket growth');
@@ -200,6 +203,57 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+
+  it("a writer holds a table's members while it splits that table itself: they go after the split, to the new sub-buckets (SLOWLOG order)", async () => {
+    const client = new Redis(srv.url);
+    const router = new PipeRouter(client, { connectTimeoutMs: 2000, maxInFlight: 8, commandTimeoutMs: 5000 });
+    const growth = new TableGrowth(router);
+    const writer = new RedisWriter(router, growth, 2000, () => intsetLimitOf(client));
+    // members of a window of one table: digest bytes 0..7 are the member
+    const source = (count: number, seed: number): MemberSource => {
+      const bytes = new Uint8Array(count * 16);
+      let x = seed;
+      for (let i = 0; i < bytes.length; i++) bytes[i] = (x = (Math.imul(x, 1_103_515_245) + 12_345) >>> 0) >>> 24;
+      const offs = new Uint32Array(count);
+      for (let j = 0; j < count; j++) offs[j] = j * 16;
+      return { base: 'hold:2030', layout: 'compact', buckets: 1, count, bucket: new Uint32Array(count), dv: new DataView(bytes.buffer), offs };
+    };
+    try {
+      const first = source(20, 1);
+      expect((await writer.addEach(first, new Uint8Array(20), new Uint8Array(20))).added).toBe(20);
+      const wt = growth.window('hold:2030', 'compact', 1, LIMIT);
+      expect(wt.n[0]).toBe(1);
+      await r.config('SET', 'slowlog-log-slower-than', '0');
+      await r.config('SET', 'slowlog-max-len', '10000');
+      await r.slowlog('RESET');
+      // the split sends its DUMP now; the batch's SADDs would have gone in the same tick
+      const split = wt.splitTo(0, 2);
+      // small enough that the writer would not split before it (a big batch waits for its tables' splits anyway)
+      const second = source(3, 2);
+      const answers = new Uint8Array(3);
+      const status = new Uint8Array(3);
+      const [res] = await Promise.all([writer.addEach(second, answers, status), split]);
+      await r.config('SET', 'slowlog-log-slower-than', '10000');
+      expect(res.error).toBeUndefined();
+      expect(res.added).toBe(3);
+      expect(Array.from(status).every((st) => st === MemberStatus.Answered)).toBe(true);
+      expect(wt.n[0]).toBe(2);
+      // SLOWLOG ids follow execution order: every SADD of the batch ran after the split script
+      const log = (await r.slowlog('GET', 10000)) as Array<[number, number, number, string[]]>;
+      const split1 = log.filter((e) => e[3][0]?.toUpperCase() === 'EVALSHA').map((e) => e[0]);
+      const sadds = log.filter((e) => e[3][0]?.toUpperCase() === 'SADD');
+      expect(split1.length).toBe(1);
+      expect(sadds.length).toBe(3);
+      expect(sadds.every((e) => e[0] > split1[0]!)).toBe(true);
+      expect(sadds.every((e) => /c\{0\}[01]\.1$/.test(e[3][1]!))).toBe(true);
+      expect(await misplaced(r, 'hold', '2030')).toBe(0);
+      expect((await r.scard('hold:2030:c{0}0.1')) + (await r.scard('hold:2030:c{0}1.1'))).toBe(23);
+    } finally {
+      await growth.close();
+      router.close();
+      client.disconnect();
     }
   });
 
