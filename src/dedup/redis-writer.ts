@@ -414,8 +414,11 @@ export class RedisWriter {
     return h === 0 ? undefined : { now: now.subarray(0, k), later: later.subarray(0, h), splits };
   }
 
-  /** Sends members `todo` in chunks per route; a chunk that fails marks its unanswered members. */
-  private async sendEach(
+  /**
+   * Sends members `todo` in chunks per route; a chunk that fails marks its unanswered members.
+   * Never rejects. Not an async function: a one-chunk write hands back its own promise.
+   */
+  private sendEach(
     src: MemberSource, wt: WindowTables, todo: Uint32Array, answers: Uint8Array, status: Uint8Array,
     errors: Array<string | undefined>, failed: (err: unknown, lost: boolean) => void,
   ): Promise<void> {
@@ -445,23 +448,30 @@ export class RedisWriter {
         const w = this.encodeEach(src, wt, idx);
         const bytes = w.bytes();
         const sink = new EachSink(idx, answers, status, errors);
+        // one then() rather than finally().catch(), and the pipe's promise itself once it is
+        // connected: each promise step is a turn of the microtask queue on a one-key call's path
         sends.push(
-          route.lane.run(() => route.pipe.send(bytes, idx.length, sink)).finally(() => w.release()).catch((err: unknown) => {
-            // replies that came stand; the others were written and lost (PipeLostError, or a
-            // stall: OutcomeUnknownError), or never sent (NotSentError)
-            const sent = !(err instanceof NotSentError);
-            for (let i = 0; i < idx.length; i++) {
-              const j = idx[i]!;
-              if (status[j] === MemberStatus.Pending) status[j] = sent ? MemberStatus.Unknown : MemberStatus.NotApplied;
-            }
-            failed(err, sent);
-          }),
+          route.lane.run(() => route.pipe.sendNow(bytes, idx.length, sink) ?? route.pipe.send(bytes, idx.length, sink)).then(
+            () => w.release(),
+            (err: unknown) => {
+              w.release();
+              // replies that came stand; the others were written and lost (PipeLostError, or a
+              // stall: OutcomeUnknownError), or never sent (NotSentError)
+              const sent = !(err instanceof NotSentError);
+              for (let i = 0; i < idx.length; i++) {
+                const j = idx[i]!;
+                if (status[j] === MemberStatus.Pending) status[j] = sent ? MemberStatus.Unknown : MemberStatus.NotApplied;
+              }
+              failed(err, sent);
+            },
+          ),
         );
       }
     };
     if (single !== undefined) each(single, todo);
     else for (const [route, list] of byRoute) each(route, list);
-    await Promise.all(sends);
+    if (sends.length === 1) return sends[0]!;
+    return sends.length === 0 ? Promise.resolve() : Promise.all(sends).then(() => undefined);
   }
 
   private encodeEach(src: MemberSource, wt: WindowTables, idx: Uint32Array): SaddBuffer {
