@@ -423,10 +423,11 @@ export class RedisWriter {
     errors: Array<string | undefined>, failed: (err: unknown, lost: boolean) => void,
   ): Promise<void> {
     // members by route (one route on a standalone Redis)
-    const byRoute = new Map<PipeRoute, number[]>();
+    let byRoute: Map<PipeRoute, number[]> | undefined;
     let single: PipeRoute | undefined;
     if (!this.router.cluster) single = this.router.main();
     else {
+      byRoute = new Map();
       for (let i = 0; i < todo.length; i++) {
         const j = todo[i]!;
         const r = this.routeOf(wt, src, j);
@@ -469,7 +470,7 @@ export class RedisWriter {
       }
     };
     if (single !== undefined) each(single, todo);
-    else for (const [route, list] of byRoute) each(route, list);
+    else for (const [route, list] of byRoute!) each(route, list);
     if (sends.length === 1) return sends[0]!;
     return sends.length === 0 ? Promise.resolve() : Promise.all(sends).then(() => undefined);
   }
