@@ -97,6 +97,22 @@ describe.skipIf(!has)('dedup pacing on a real Redis (appendfsync always)', () =>
     await svc.close();
   });
 
+  it('the sends a 200k-key call queues behind dedup.maxInFlight hold no buffers: each is encoded when it leaves', async () => {
+    const svc = new DedupService({ redis: srv.url, dedup: { prefix: 'p-mem', journalDir: jdir(), replayIntervalMs: 0 }, now });
+    // a first call of the same size reads the tables and grows what the service keeps (the
+    // pending-key and in-batch tables, the hashing arena), so the second call encodes before its
+    // first await and allocates only what it holds itself
+    expect(ones(await svc.firstSeen(keysOf('mem-warm', 200_000)))).toBe(200_000);
+    const before = process.memoryUsage().arrayBuffers;
+    const answers = svc.firstSeen(keysOf('mem', 200_000));
+    const grown = process.memoryUsage().arrayBuffers - before;
+    expect(ones(await answers)).toBe(200_000);
+    // Its ~160 sends of up to maxKeysPerCommand SADDs, each encoded into a 256 KiB buffer at
+    // once, took about 40 MiB; now only the sends in flight hold one.
+    expect(grown).toBeLessThan(16 * 1024 * 1024);
+    await svc.close();
+  });
+
   // Durations on a shared test machine are noise; the shape is not: a 200k-key call is split into
   // commands of at most dedup.maxKeysPerCommand keys, and none of them holds a large share of the
   // Redis time the call took (one script of the whole batch held all of it).
