@@ -21,6 +21,8 @@ import { bucketsOfDigests, compactMember, digestKeys } from '../src/dedup/layout
 import { addressOf, depthOf, splitLoad, subBucketName, subBucketOf, tablePrefix, targetSubBuckets } from '../src/dedup/growth.js';
 
 const BATCH = 10_000;
+/** Keys per call of the big-batch row: the top of what the batch API and bulk callers send. */
+const BIG_BATCH = 200_000;
 const MARK = 200_000;
 const PREFIX = 'hg:dedup';
 
@@ -30,6 +32,10 @@ interface PathDef {
   peer: string;
   keys: number;
   aof: boolean;
+  /** Keys per call when not BATCH. */
+  batch?: number;
+  /** No physical-limit row: the same commands as another row's. */
+  noLimit?: boolean;
 }
 
 const runChild = (file: string, spec: Spec, execArgv: string[] = []): Promise<ChildResult> =>
@@ -103,6 +109,10 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     { path: 'single', name: (n) => `sequential single-key firstSeen, ${n} new keys, fresh process`, peer: 'ioredis awaited SADD', keys: q ? 3_000 : 20_000, aof: false },
     { path: 'c256', name: (n) => `256 callers x 1 new key, ${n} keys, fresh process`, peer: 'ioredis autopipelined SADD', keys: q ? 200_000 : 1_000_000, aof: false },
     { path: 'batch', name: (n) => `batch firstSeen, ${n} new keys in ${BATCH}-key calls, AOF everysec, fresh process`, peer: 'ioredis pipelined SADD per key', keys: q ? 200_000 : 1_000_000, aof: true },
+    {
+      path: 'batch', name: (n) => `batch firstSeen, ${n} new keys in ${BIG_BATCH}-key calls, AOF everysec, fresh process`, peer: 'ioredis pipelined SADD per key',
+      keys: q ? 400_000 : 1_000_000, aof: true, batch: BIG_BATCH, noLimit: true,
+    },
     { path: 'once', name: (n) => `fail-closed batch firstSeen with requestId, ${n} new keys in ${BATCH}-key calls, AOF everysec, fresh process`, peer: 'ioredis pipelined SADD per key', keys: q ? 200_000 : 1_000_000, aof: true },
     { path: 'repeat', name: (n) => `batch firstSeen, ${n} keys already in the window (repeat traffic) in ${BATCH}-key calls, AOF everysec`, peer: 'ioredis pipelined SADD per key', keys: q ? 200_000 : 1_000_000, aof: true },
   ];
@@ -134,7 +144,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
             await admin.flushall();
             const r = await runChild(child, {
               path: def.path, impl: impls[i]!.impl as Spec['impl'], url: srv.url, keys: def.keys, seed: 11, prefix: PREFIX,
-              journalDir: jdir, batch: BATCH, mark: MARK,
+              journalDir: jdir, batch: def.batch ?? BATCH, mark: MARK,
             });
             if (!r.ok) {
               wrong[i] = r.error ?? 'failed';
@@ -181,7 +191,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         }
 
         // ---- the physical limit: redis-server alone, fed the same SADDs from a pipe
-        if (where !== undefined && def.path !== 'repeat') {
+        if (where !== undefined && def.path !== 'repeat' && def.noLimit !== true) {
           const feed = join(jdir, `feed-${def.path}.resp`);
           saddFeed(feed, makeKeys(def.keys, 'A', 11), where.window, where.buckets);
           const runs: { secs: number; cpu: number }[] = [];
@@ -250,6 +260,9 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   );
   s.note(
     "Why the concurrency suite's 256x1 ratio is higher: it times a warm process (the embedded and Bloom groups ran first, each pass after a warm-up) for 40k keys, where this suite starts a fresh process on default options and runs 1M keys into buckets that split as they fill; and its ratio depends on how busy the box is, as above.",
+  );
+  s.note(
+    `The ${BIG_BATCH}-key-call row sends the same commands as the ${BATCH}-key one (no physical-limit row of its own); it shows what a call's size costs: the sends such a call queues behind dedup.maxInFlight.`,
   );
   s.note(
     'Repeat traffic: every key is first written once, untimed (for hashgate by another gate, whose seen-cache the timed gate does not share), then the timed pass asks for all of them again; every answer must be 0. No physical-limit row for it.',
