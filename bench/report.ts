@@ -134,14 +134,31 @@ export interface ReportOptions {
   machine?: MachineInfo | { cores: number; node: string };
 }
 
-function machineLine(m: MachineInfo | { cores: number; node: string }): string {
+function machineLine(m: MachineInfo | { cores: number; node: string }, withCpu = true): string {
   const full = m as Partial<MachineInfo>;
   const bits = [`${m.cores} cores`];
-  if (full.cpuModel) bits.push(full.cpuModel);
+  if (withCpu && full.cpuModel) bits.push(full.cpuModel);
   if (full.totalMemBytes) bits.push(`${(full.totalMemBytes / 2 ** 30).toFixed(1)} GiB RAM`);
   bits.push(`Node ${m.node}`);
   if (full.platform) bits.push(`${full.platform}/${full.arch ?? ''}`);
   return bits.join(', ');
+}
+
+/**
+ * The machine line of a report made of suites measured apart (--keep-old keeps earlier runs'):
+ * the first suite's machine, and the CPU models when the suites ran on more than one, so a
+ * summary never names one CPU for numbers measured on another.
+ */
+function machinesLine(results: readonly SuiteResult[], fallback: MachineInfo | { cores: number; node: string }): string {
+  const models: string[] = [];
+  for (const r of results) {
+    const m = (r.machine as Partial<MachineInfo> | undefined)?.cpuModel;
+    if (m !== undefined && !models.includes(m)) models.push(m);
+  }
+  const first = results.find((r) => r.machine)?.machine ?? fallback;
+  if (models.length <= 1) return machineLine(first);
+  const by = models.map((m) => `${m}: ${results.filter((r) => (r.machine as Partial<MachineInfo> | undefined)?.cpuModel === m).map((r) => r.suite).join(', ')}`);
+  return `${machineLine(first, false)} (suites measured on different CPUs; ${by.join('; ')})`;
 }
 
 /** The table the README embeds: per measure with a peer, hashgate's best variant vs the best peer; then every target. */
@@ -263,11 +280,11 @@ export function renderSuite(r: SuiteResult, charts: readonly string[] = []): str
 
 export function renderReport(results: readonly SuiteResult[], o: ReportOptions = {}): string {
   const norm = results.map(normalize);
-  const machine = o.machine ?? norm.find((r) => r.machine)?.machine ?? machineInfo();
+  const line = o.machine !== undefined ? machineLine(o.machine) : machinesLine(norm, machineInfo());
   const out: string[] = [
     '# hashgate performance report',
     '',
-    `Generated ${o.generatedAt ?? new Date().toISOString()} by \`${o.command ?? 'npm run bench'}\` on ${machineLine(machine)}.`,
+    `Generated ${o.generatedAt ?? new Date().toISOString()} by \`${o.command ?? 'npm run bench'}\` on ${line}.`,
     '',
     'Every implementation answers a correctness check on the same input before it is timed; one that',
     'answers wrongly is marked WRONG (FAILED if it threw) and never ranked. "vs best peer" divides by the fastest correct',
@@ -337,10 +354,10 @@ export function spliceReadme(readme: string, block: string): string | undefined 
 /** The README's performance block: one line per suite, then the link to the full report. */
 export function readmeBlock(results: readonly SuiteResult[], reportLink: string, machine?: MachineInfo | { cores: number; node: string }): string {
   const norm = results.map(normalize);
-  const m = machine ?? norm.find((r) => r.machine)?.machine;
+  const m = machine !== undefined ? machineLine(machine) : norm.some((r) => r.machine) ? machinesLine(norm, { cores: 0, node: '' }) : undefined;
   const quick = norm.some((r) => r.quick);
   return [
-    `Measured ${new Date().toISOString().slice(0, 10)}${m ? ` on ${machineLine(m)}` : ''}${quick ? ' (quick run: tiny sizes)' : ''}. Every measure, target and chart: [${reportLink}](${reportLink}).`,
+    `Measured ${new Date().toISOString().slice(0, 10)}${m ? ` on ${m}` : ''}${quick ? ' (quick run: tiny sizes)' : ''}. Every measure, target and chart: [${reportLink}](${reportLink}).`,
     '',
     renderDigest(norm),
   ].join('\n');

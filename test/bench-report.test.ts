@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Suite, computeRatios, makeTarget, spread, makeKeys, shapeAKey } from '../bench/common.js';
 import type { BenchRow, SuiteResult } from '../bench/common.js';
-import { renderReport, renderSummary, suiteChart, sweepChart, writeReport, loadResults, spliceReadme, SUMMARY_START, SUMMARY_END } from '../bench/report.js';
+import { readmeBlock, renderReport, renderSummary, suiteChart, sweepChart, writeReport, loadResults, spliceReadme, SUMMARY_START, SUMMARY_END } from '../bench/report.js';
 import { barChart, escapeXml, formatSi, lineChart, niceTicks } from '../bench/svg.js';
 import { discoverSuites, parseArgs, runAll } from '../bench/run.js';
 
@@ -203,6 +203,22 @@ describe('bench/report', () => {
     expect(md).toContain('**This suite failed:**');
     expect(md).toContain('redis-server exited');
     expect(renderSummary([])).toContain('no hashgate row measured against a peer');
+  });
+
+  it('suites measured on different CPUs: the report and README lines name every model, not the first suite\'s alone', () => {
+    const m = (cpuModel: string) => ({ cores: 2, node: 'v20', platform: 'linux', arch: 'x64', cpuModel, totalMemBytes: 2 ** 30, osRelease: '6', v8: '11' });
+    const results: SuiteResult[] = [
+      { suite: 'bloom', machine: m('CPU A'), rows: [], targets: [] },
+      { suite: 'dedup', machine: m('CPU A'), rows: [], targets: [] },
+      { suite: 'redis-path', machine: m('CPU B'), rows: [], targets: [] },
+    ];
+    const head = renderReport(results).split('\n')[2]!;
+    expect(head).toContain('suites measured on different CPUs; CPU A: bloom, dedup; CPU B: redis-path');
+    expect(head).not.toMatch(/2 cores, CPU A/);
+    const readme = readmeBlock(results, 'bench/REPORT.md');
+    expect(readme).toContain('CPU B: redis-path');
+    // one CPU: named once, as before
+    expect(renderReport(results.slice(0, 2)).split('\n')[2]).toContain('on 2 cores, CPU A, 1.0 GiB RAM');
   });
 
   it('SVG bar chart: well-formed, one bar per row, wrong rows drawn as such, text escaped', () => {
