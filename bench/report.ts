@@ -150,14 +150,11 @@ function machineLine(m: MachineInfo | { cores: number; node: string }, withCpu =
  * summary never names one CPU for numbers measured on another.
  */
 function machinesLine(results: readonly SuiteResult[], fallback: MachineInfo | { cores: number; node: string }): string {
-  const models: string[] = [];
-  for (const r of results) {
-    const m = (r.machine as Partial<MachineInfo> | undefined)?.cpuModel;
-    if (m !== undefined && !models.includes(m)) models.push(m);
-  }
+  const cpuOf = (r: SuiteResult): string | undefined => (r.machine as Partial<MachineInfo> | undefined)?.cpuModel;
+  const models = [...new Set(results.map(cpuOf).filter((m) => m !== undefined))];
   const first = results.find((r) => r.machine)?.machine ?? fallback;
   if (models.length <= 1) return machineLine(first);
-  const by = models.map((m) => `${m}: ${results.filter((r) => (r.machine as Partial<MachineInfo> | undefined)?.cpuModel === m).map((r) => r.suite).join(', ')}`);
+  const by = models.map((m) => `${m}: ${results.filter((r) => cpuOf(r) === m).map((r) => r.suite).join(', ')}`);
   return `${machineLine(first, false)} (suites measured on different CPUs; ${by.join('; ')})`;
 }
 
