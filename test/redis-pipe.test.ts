@@ -57,7 +57,7 @@ describe.skipIf(!has)('RespPipe', () => {
     }
   });
 
-  it('a send of 32 KiB or more leaves at once; a smaller one waits for the end of the tick, to leave with the others of that tick', async () => {
+  it('a send of 4 KiB or more (a coalesced batch of one-key callers) leaves at once; a smaller one waits for the end of the tick, to leave with the others of that tick', async () => {
     const pipe = new RespPipe({ host: '127.0.0.1', port: srv.port, connectTimeoutMs: 2000 });
     try {
       await pipe.send(encodeCommand(['PING']), 1, new Collect());
@@ -74,6 +74,8 @@ describe.skipIf(!has)('RespPipe', () => {
         return sec * 1000 + usec / 1000 < end;
       };
       expect(await ranWhileBusy(40_000)).toBe(true);
+      expect(await ranWhileBusy(4_200)).toBe(true);
+      expect(await ranWhileBusy(3_000)).toBe(false);
       expect(await ranWhileBusy(100)).toBe(false);
     } finally {
       pipe.close();

@@ -19,8 +19,14 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { NotSentError } from './inflight.js';
 
-/** A write of at least this many bytes is not held back to join the others of its tick. */
-const WRITE_AT_ONCE = 32 * 1024;
+/**
+ * A write of at least this many bytes is not held back to join the others of its tick. 4 KiB is
+ * about 60 SADDs, i.e. a coalesced batch of one-key callers: Redis' work on it outweighs the
+ * syscall it costs. At 32 KiB, two such batches answered in one read went back in one write, and
+ * from then on Node and Redis took turns instead of overlapping (256 one-key callers: Node idle
+ * for a third of the run, p50 1.3 ms against 0.9 ms at 4 KiB).
+ */
+const WRITE_AT_ONCE = 4 * 1024;
 
 /** Where and how to connect: what an ioredis client's options say (see endpointOf). */
 export interface PipeEndpoint {
