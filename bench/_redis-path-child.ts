@@ -5,6 +5,10 @@
 // Measured between the first call and the last answer: wall time, keys answered, per-call latency
 // percentiles, this process's CPU (process.cpuUsage, all threads) and redis-server's CPU (INFO cpu
 // used_cpu_user + used_cpu_sys delta; the server is private to the bench, so its CPU is ours).
+// On Linux also the main thread's own CPU and run-queue wait (/proc/self/task/<tid>/schedstat, ns)
+// apart from the other threads' (V8's compiler and GC helpers, libuv), and the Node CPU of the
+// run's second half, past most of the JIT warm-up a fresh process pays.
+import { readdirSync, readFileSync } from 'node:fs';
 import { createHistogram } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { makeKeys } from './common.js';
@@ -36,6 +40,15 @@ export interface ChildResult {
   p99Us: number;
   nodeCpuUs: number;
   redisCpuUs: number;
+  /** Main thread on-CPU time over the timed part (NaN where /proc/self/task is missing). */
+  mainCpuUs: number;
+  /** Main thread time runnable but waiting for a core (the 2-core box's contention). */
+  mainWaitUs: number;
+  /** process.cpuUsage over the keys past half of the run, and how many keys that was. */
+  lateNodeCpuUs: number;
+  /** Main thread on-CPU time over those keys. */
+  lateMainCpuUs: number;
+  lateKeys: number;
   /** hashgate only: where its keys went, for the physical-limit feed. */
   window?: string;
   buckets?: number;
@@ -45,6 +58,26 @@ const redisCpuUs = async (r: Redis): Promise<number> => {
   const info = await r.info('cpu');
   const f = (k: string): number => Number(new RegExp(`^${k}:([0-9.]+)`, 'm').exec(info)?.[1] ?? NaN);
   return (f('used_cpu_user') + f('used_cpu_sys')) * 1e6;
+};
+
+/** On-CPU and run-queue wait time (us) per thread id of this process; empty where /proc lacks them. */
+const threadTimes = (): Map<string, [number, number]> => {
+  const m = new Map<string, [number, number]>();
+  let tids: string[];
+  try {
+    tids = readdirSync('/proc/self/task');
+  } catch {
+    return m;
+  }
+  for (const t of tids) {
+    try {
+      const [run, wait] = readFileSync(`/proc/self/task/${t}/schedstat`, 'utf8').split(' ');
+      m.set(t, [Number(run) / 1e3, Number(wait) / 1e3]);
+    } catch {
+      // the thread ended between the listing and the read
+    }
+  }
+  return m;
 };
 
 async function main(spec: Spec): Promise<ChildResult> {
@@ -109,6 +142,10 @@ async function main(spec: Spec): Promise<ChildResult> {
   let done = 0;
   let ones = 0;
   let markAt = 0n;
+  const half = Math.floor(keys.length / 2);
+  let lateCpu0: NodeJS.CpuUsage | undefined;
+  let lateDone0 = 0;
+  let lateMain0: number | undefined;
   const worker = async (): Promise<void> => {
     while (next < calls.length) {
       const i = next++;
@@ -121,11 +158,17 @@ async function main(spec: Spec): Promise<ChildResult> {
       h.record(Number(e - t) || 1);
       done += b.length;
       if (markAt === 0n && done >= spec.mark) markAt = e;
+      if (lateCpu0 === undefined && done >= half) {
+        lateCpu0 = process.cpuUsage();
+        lateMain0 = threadTimes().get(String(process.pid))?.[0];
+        lateDone0 = done;
+      }
     }
   };
   // repeat traffic: the peer writes every key once, untimed, and the timed pass asks again
   if (spec.path === 'repeat' && spec.impl === 'peer') for (let i = 0; i < calls.length; i++) await call(calls[i]!, i);
   const r0 = await redisCpuUs(admin);
+  const th0 = threadTimes();
   const c0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   const ws: Promise<void>[] = [];
@@ -133,6 +176,9 @@ async function main(spec: Spec): Promise<ChildResult> {
   await Promise.all(ws);
   const t1 = process.hrtime.bigint();
   const c1 = process.cpuUsage(c0);
+  const late = lateCpu0 === undefined ? undefined : process.cpuUsage(lateCpu0);
+  const main1 = threadTimes().get(String(process.pid));
+  const main0 = th0.get(String(process.pid));
   const r1 = await redisCpuUs(admin);
   await close();
   admin.disconnect();
@@ -146,6 +192,11 @@ async function main(spec: Spec): Promise<ChildResult> {
     p99Us: h.percentile(99) / 1000,
     nodeCpuUs: c1.user + c1.system,
     redisCpuUs: r1 - r0,
+    mainCpuUs: main0 !== undefined && main1 !== undefined ? main1[0] - main0[0] : NaN,
+    mainWaitUs: main0 !== undefined && main1 !== undefined ? main1[1] - main0[1] : NaN,
+    lateNodeCpuUs: late === undefined ? NaN : late.user + late.system,
+    lateMainCpuUs: lateMain0 !== undefined && main1 !== undefined ? main1[0] - lateMain0 : NaN,
+    lateKeys: done - lateDone0,
     ...where,
   };
   if (!res.ok) res.error = `${ones} first-seen answers for ${keys.length} keys (${expected} expected)`;
@@ -162,7 +213,7 @@ main(spec).then(
     }
   },
   (err: unknown) => {
-    const r: ChildResult = { ok: false, error: err instanceof Error ? (err.stack ?? err.message) : String(err), keys: 0, secs: 0, markSecs: NaN, p50Us: NaN, p99Us: NaN, nodeCpuUs: 0, redisCpuUs: 0 };
+    const r: ChildResult = { ok: false, error: err instanceof Error ? (err.stack ?? err.message) : String(err), keys: 0, secs: 0, markSecs: NaN, p50Us: NaN, p99Us: NaN, nodeCpuUs: 0, redisCpuUs: 0, mainCpuUs: NaN, mainWaitUs: NaN, lateNodeCpuUs: NaN, lateMainCpuUs: NaN, lateKeys: 0 };
     if (process.send) process.send(r, () => process.exit(1));
     else {
       console.error(r.error);

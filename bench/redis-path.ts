@@ -44,7 +44,7 @@ const runChild = (file: string, spec: Spec, execArgv: string[] = []): Promise<Ch
     let got: ChildResult | undefined;
     child.on('message', (m) => (got = m as ChildResult));
     child.on('exit', (code) => {
-      resolve(got ?? { ok: false, error: `child exited with ${code} and no result`, keys: 0, secs: 0, markSecs: NaN, p50Us: NaN, p99Us: NaN, nodeCpuUs: 0, redisCpuUs: 0 });
+      resolve(got ?? { ok: false, error: `child exited with ${code} and no result`, keys: 0, secs: 0, markSecs: NaN, p50Us: NaN, p99Us: NaN, nodeCpuUs: 0, redisCpuUs: 0, mainCpuUs: NaN, mainWaitUs: NaN, lateNodeCpuUs: NaN, lateMainCpuUs: NaN, lateKeys: 0 });
     });
   });
 
@@ -154,7 +154,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
             if (r.window !== undefined && r.buckets !== undefined) where = { window: r.window, buckets: r.buckets };
             got[i]!.push(r);
             console.log(
-              `[redis-path] ${name} | ${impls[i]!.label}: ${Math.round(r.keys / r.secs / 1000)}k keys/s, node ${(r.nodeCpuUs / r.keys).toFixed(2)} us/key, ` +
+              `[redis-path] ${name} | ${impls[i]!.label}: ${Math.round(r.keys / r.secs / 1000)}k keys/s, node ${(r.nodeCpuUs / r.keys).toFixed(2)} us/key ` +
+                `(main thread ${(r.mainCpuUs / r.keys).toFixed(2)}; second half ${(r.lateNodeCpuUs / r.lateKeys).toFixed(2)}, its main thread ${(r.lateMainCpuUs / r.lateKeys).toFixed(2)}), ` +
                 `redis ${(r.redisCpuUs / r.keys).toFixed(2)} us/key, p50 ${r.p50Us.toFixed(1)} us (load ${loadavg()[0]!.toFixed(2)})`,
             );
           }
@@ -176,9 +177,20 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
           const extra: Record<string, number | string> = {
             nodeCpuUsPerKey: round(mid((r) => r.nodeCpuUs / r.keys)),
             redisCpuUsPerKey: round(mid((r) => r.redisCpuUs / r.keys)),
+          };
+          // where Node's CPU went: its main thread against the others (JIT compiler, GC helpers),
+          // the second half of the run (most of the JIT warm-up behind it), and how long the main
+          // thread waited for a core while Redis and the helpers held both
+          if (runs.every((r) => Number.isFinite(r.mainCpuUs))) {
+            extra['nodeMainThreadUsPerKey'] = round(mid((r) => r.mainCpuUs / r.keys));
+            extra['nodeOtherThreadsUsPerKey'] = round(mid((r) => (r.nodeCpuUs - r.mainCpuUs) / r.keys));
+            extra['mainWaitingForCorePct'] = round(mid((r) => (100 * r.mainWaitUs) / 1e6 / r.secs), 1);
+          }
+          if (runs.every((r) => Number.isFinite(r.lateNodeCpuUs) && r.lateKeys > 0)) extra['nodeCpuSecondHalfUsPerKey'] = round(mid((r) => r.lateNodeCpuUs / r.lateKeys));
+          Object.assign(extra, {
             p50Us: round(mid((r) => r.p50Us), 1),
             p99Us: round(mid((r) => r.p99Us), 1),
-          };
+          });
           // the rates the CPU split allows: Node and Redis on a core each (the busier one limits),
           // or sharing one (their sum limits), which is nearer what a loaded 2-core box gives
           const n = extra['nodeCpuUsPerKey'] as number;
@@ -248,7 +260,9 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       `first200kKeysPerSec: the rate over the run's first ${MARK} keys (JIT warm-up and the first connection included).`,
   );
   s.note(
-    'CPU per key: nodeCpuUsPerKey = process.cpuUsage (user + system, every thread of the child) over the timed part / keys; redisCpuUsPerKey = INFO cpu used_cpu_user + used_cpu_sys delta of the private redis-server / keys (AOF rows include its fsync thread).',
+    'CPU per key: nodeCpuUsPerKey = process.cpuUsage (user + system, every thread of the child) over the timed part / keys; redisCpuUsPerKey = INFO cpu used_cpu_user + used_cpu_sys delta of the private redis-server / keys (AOF rows include its fsync thread). ' +
+      "nodeMainThreadUsPerKey is the main thread's own on-CPU time (/proc/self/task/<tid>/schedstat) and nodeOtherThreadsUsPerKey the rest of nodeCpuUsPerKey: V8's compiler and GC threads and libuv's, mostly optimizing compiles in a fresh process; " +
+      'nodeCpuSecondHalfUsPerKey is process.cpuUsage per key over the keys past half of the run, with most of that warm-up behind it; mainWaitingForCorePct is the share of the timed wall time the main thread was runnable and waited for a core (both cores held by redis-server and the other threads).',
   );
   s.note(
     'Peers write the raw key into one set (SADD set key; its reply is the answer). The physical limit is redis-server fed, from a file through redis-cli --pipe, one SADD per key with the sub-bucket key and compact member hashgate writes for the same keys, each table already at the sub-bucket count the run ends with (no splits, no window count: hashgate does both as the window fills).',
