@@ -15,16 +15,22 @@
 export class PendingBatch {
   /** Per position of the batch's claimed keys: 1 when the key got a final answer. */
   answered: Uint8Array | undefined;
-  readonly done: Promise<void>;
-  private resolveDone!: () => void;
+  // made when a later batch first waits: most batches meet no waiter, and a promise made and
+  // settled per batch showed in a one-key call's profile
+  private waited: Promise<void> | undefined;
+  private resolveDone: (() => void) | undefined;
 
-  constructor(readonly seq: number) {
-    this.done = new Promise<void>((r) => (this.resolveDone = r));
+  constructor(readonly seq: number) {}
+
+  /** Settles once the batch ended (answered is set then). */
+  get done(): Promise<void> {
+    this.waited ??= this.answered !== undefined ? Promise.resolve() : new Promise<void>((r) => (this.resolveDone = r));
+    return this.waited;
   }
 
   /** @internal */ finish(answered: Uint8Array): void {
     this.answered = answered;
-    this.resolveDone();
+    this.resolveDone?.();
   }
 }
 

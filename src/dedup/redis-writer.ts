@@ -62,6 +62,8 @@ const ERR_REDIRECT = /^(MOVED|ASK) /;
 const ERR_STALE = /^WRONGTYPE /;
 /** Rounds of "a table split under us, read its count again and resend" before giving up. */
 const MAX_STALE_ROUNDS = 16;
+/** addOne's table list for prepare() (read synchronously there, never kept). */
+const ONE_TABLE = new Uint32Array(1);
 
 const digits = (v: number): number => (v < 10 ? 1 : v < 100 ? 2 : v < 1000 ? 3 : v < 10_000 ? 4 : v < 100_000 ? 5 : v < 1_000_000 ? 6 : v < 10_000_000 ? 7 : String(v).length);
 
@@ -229,6 +231,25 @@ class EachSink implements ReplySink {
   }
 }
 
+/** Sink of one single-member SADD (addOne): its answer, or why there is none. */
+class OneSink implements ReplySink {
+  answer = 0;
+  /** WRONGTYPE: the table split since its count was read; nothing was written. */
+  stale = false;
+  /** Any other error reply: nothing was written. */
+  failure: string | undefined;
+  int(_i: number, v: number): void {
+    this.answer = v === 1 ? 1 : 0;
+  }
+  error(_i: number, message: string): void {
+    if (ERR_STALE.test(message)) this.stale = true;
+    else this.failure = message;
+  }
+  value(_i: number, v: RespValue): void {
+    this.failure = `SADD answered ${typeof v}`;
+  }
+}
+
 /** Sink of multi-member SADDs: reply i is the added count of group i. */
 class GroupSink implements ReplySink {
   added = 0;
@@ -378,6 +399,79 @@ export class RedisWriter {
     if (error === undefined && errors[0] !== undefined) error = new Error(errors[0]);
     wt.added(added);
     return { added, error, unknown };
+  }
+
+  /**
+   * addEach for a source of one member when nothing stands in its way: a standalone Redis, the
+   * table's count known, no split of the table running or due. One SADD and one reply, without
+   * addEach's per-write arrays, closures and promise turns (most of a sequential one-key caller's
+   * JS time). A WRONGTYPE reply (the table split since its count was read) hands the member to
+   * addEach after a fresh read of that count, as addEach's own next round would. Undefined when
+   * addEach must take the member from the start; nothing was done then.
+   */
+  addOne(src: MemberSource, answers: Uint8Array, status: Uint8Array, failure: (res: EachResult) => Error): Promise<void> | undefined {
+    const settle = (res: EachResult): void => {
+      if (res.error !== undefined) throw failure(res);
+    };
+    if (this.router.cluster || src.count !== 1) return undefined;
+    const limit = this.knownLimit;
+    if (limit === undefined) return undefined;
+    const wt = this.growth.window(src.base, src.layout, src.buckets, limit);
+    const t = src.bucket[0]!;
+    if (!wt.knows(t)) return undefined;
+    let w: SaddBuffer;
+    if (wt.compact) {
+      if (wt.splitOf(t) !== undefined) return undefined;
+      ONE_TABLE[0] = t;
+      const due = wt.prepare(ONE_TABLE, 1);
+      // a split the member's table needs first: addEach waits for it (prepare() finds it running)
+      if (due !== undefined) return due.then(() => this.addEach(src, answers, status)).then(settle);
+      const c = wt.n[t]!;
+      const o = src.offs![0]!;
+      const s = c <= 1 ? 0 : subBucketOf(addressOfHigh(src.dv!.getUint32(o + 4, true)), c);
+      w = new SaddBuffer(wt.keyHead.length + 80);
+      w.compactKey(1, wt.keyHead, t, s, c <= 1 ? 0 : depthOf(s, c));
+      w.int64(src.dv!, o);
+    } else {
+      const m = src.member!(0);
+      w = new SaddBuffer(wt.keyHead.length + (typeof m === 'string' ? 3 * m.length : m.length) + 64);
+      w.setsKey(1, wt.keyHead, t);
+      w.raw(m);
+    }
+    status[0] = MemberStatus.Pending;
+    const sink = new OneSink();
+    const route = this.router.main();
+    const bytes = w.bytes();
+    return route.lane.run(() => route.pipe.sendNow(bytes, 1, sink) ?? route.pipe.send(bytes, 1, sink)).then(
+      (): void | Promise<void> => {
+        w.release();
+        if (sink.stale) {
+          wt.stale(t);
+          return wt.read([t], true)!.then(
+            () => this.addEach(src, answers, status),
+            (err: unknown): EachResult => {
+              status[0] = MemberStatus.NotApplied;
+              return { added: 0, error: err, unknown: false };
+            },
+          ).then(settle);
+        }
+        if (sink.failure !== undefined) {
+          status[0] = MemberStatus.NotApplied;
+          throw failure({ added: 0, error: new Error(sink.failure), unknown: false });
+        }
+        const a = sink.answer;
+        answers[0] = a;
+        status[0] = MemberStatus.Answered;
+        wt.added(a);
+      },
+      (err: unknown): never => {
+        w.release();
+        // written and the reply lost (or a stall), or never sent: as addEach's sends say
+        const sent = !(err instanceof NotSentError);
+        status[0] = sent ? MemberStatus.Unknown : MemberStatus.NotApplied;
+        throw failure({ added: 0, error: err, unknown: sent });
+      },
+    );
   }
 
   /**

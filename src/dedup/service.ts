@@ -156,6 +156,12 @@ export interface DedupCounters {
 
 /** Empty group arrays of a batch that is not grouped by bucket. */
 const NO_GROUPS = new Uint32Array(0);
+const NO_KEYS: string[] = [];
+/** runOne's one-key batch: member 0 is key 0 (shared, never written). */
+const FIRST = new Uint32Array(1);
+/** Pending-key answers of a one-key batch (shared, never written). */
+const ANSWERED = Uint8Array.of(1);
+const NOT_ANSWERED = Uint8Array.of(0);
 
 let ident = new Uint32Array(0);
 /** 0..n-1 (a view of one array kept at the largest n asked for). */
@@ -513,6 +519,8 @@ export class DedupService {
     // caller one microtask turn sooner, which a one-key call's latency shows
     let p: Promise<Uint8Array>;
     try {
+      const one = n === 1 && requestId === undefined && redis ? this.runOne(keys, digests, window, ms, end) : undefined;
+      if (one !== undefined) return one;
       p = this.runIn(keys, digests, window, ms, requestId, callers);
     } catch (err) {
       p = Promise.reject(err);
@@ -527,6 +535,79 @@ export class DedupService {
         throw err;
       },
     );
+  }
+
+  /**
+   * A one-key batch on Redis without a request id (fail-open) whose window's bucket count is
+   * known: what runKnown, submit and send do for it, in the same order (the cache, the pending-key
+   * tracker, the store, the journal when the store fails), without their per-batch arrays,
+   * closures and promise turns, which were most of a sequential one-key caller's JS time.
+   * Undefined, with nothing done, when runIn must take it (the key is in flight in an earlier
+   * batch, the connection is not ready, the table's count is not at hand).
+   */
+  private runOne(keys: CheckedKeys, given: Uint8Array | undefined, window: string, ms: number, end: () => void): Promise<Uint8Array> | undefined {
+    const store = this.store;
+    if (!(store instanceof RedisStore) || this.bucketsGate !== undefined) return undefined;
+    const buckets = this.bucketsByWindow.get(window);
+    if (buckets === undefined) return undefined;
+    const o = this.options;
+    let digests = o.secret === undefined ? (given ?? digests128(keys, 0)) : digestKeys(keys.keys, o.secret);
+    if (digests.byteOffset % 4 !== 0) digests = digests.slice();
+    const d32 = new Uint32Array(digests.buffer, digests.byteOffset, 4);
+    const cache = this.cacheFor(window, ms);
+    const out = new Uint8Array(1);
+    if (cache !== undefined && cache.has(d32, 0)) {
+      this.counters.cacheHits++;
+      return Promise.resolve(out);
+    }
+    const tracker = this.pendingOf(window);
+    const rec = tracker.begin();
+    if (tracker.claim(d32, 0, rec, 0) !== undefined) {
+      tracker.end(rec, NOT_ANSWERED);
+      return undefined;
+    }
+    const dv = new DataView(digests.buffer, digests.byteOffset, 16);
+    const compact = o.layout === 'compact';
+    const batch: StoreBatch = {
+      window, layout: o.layout, buckets, groupBuckets: NO_GROUPS, groupKeys: NO_KEYS, starts: NO_GROUPS,
+      bucket: bucketsOfDigests(digests, o.layout, buckets), count: 1,
+      member: compact ? () => compactMember(digests, 0, dv) : () => setsMember(keys.keys, 0),
+      digests, idx: FIRST,
+    };
+    if (compact) batch.compact = { dv, idx: FIRST };
+    // the store writes the answer straight into the caller's array
+    const sent = store.addOne(batch, out);
+    if (sent === undefined) {
+      tracker.end(rec, NOT_ANSWERED);
+      return undefined;
+    }
+    this.counters.batches++;
+    this.counters.storeKeys++;
+    // run()'s bookkeeping (end) is done here: one promise turn less on the way to the caller
+    const finish = (): Uint8Array => {
+      this.counters.firstSeen += out[0]!;
+      tracker.end(rec, ANSWERED);
+      // the cache may have moved to a newer window while the store answered
+      if (cache !== undefined && this.cacheWindow === window) cache.add(d32, 0);
+      end();
+      return out;
+    };
+    return sent.then(finish, async (err: unknown) => {
+      if (!(err instanceof StoreBatchError)) {
+        tracker.end(rec, NOT_ANSWERED);
+        end();
+        throw err;
+      }
+      this.counters.storeErrors++;
+      try {
+        await this.onStoreFailure(err, batch, out, FIRST, FIRST, d32, out, cache, 1);
+      } catch (e) {
+        tracker.end(rec, err.done[0] === 1 ? ANSWERED : NOT_ANSWERED);
+        end();
+        throw e;
+      }
+      return finish();
+    });
   }
 
   /** A batch of one window: at once when its bucket count is known, else after the runs before it learnt it. */

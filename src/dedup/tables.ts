@@ -183,6 +183,14 @@ export class WindowTables {
     return this.readNow(tables, fresh);
   }
 
+  /**
+   * Whether table t's sub-bucket count is known and read([t]) has nothing to read: a one-member
+   * writer then sends at once (a window of more than READ_ALL_MAX tables always goes through read).
+   */
+  knows(t: number): boolean {
+    return this.countKnown && (!this.compact || (this.allRead && this.n[t] !== 0));
+  }
+
   private async readNow(tables: ArrayLike<number>, fresh: boolean): Promise<void> {
     if (!this.compact) {
       if (!this.countKnown) await this.readCount();
