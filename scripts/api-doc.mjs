@@ -113,7 +113,21 @@ function kindOf(d) {
 function declarationText(d, exportName) {
   const node = ts.isVariableDeclaration(d) ? d.parent.parent : d;
   let text = node.getText();
-  text = text.split('\n').filter((l) => !/^\s*(private |#private)/.test(l)).join('\n');
+  // a private member goes with the doc comment right above it (a user's editor shows neither)
+  const kept = [];
+  for (const l of text.split('\n')) {
+    if (!/^\s*(private |#private)/.test(l)) {
+      kept.push(l);
+      continue;
+    }
+    const last = kept.length - 1;
+    if (last >= 0 && /\*\/\s*$/.test(kept[last])) {
+      let i = last;
+      while (i >= 0 && !/^\s*\/\*\*/.test(kept[i])) i--;
+      if (i >= 0) kept.length = i;
+    }
+  }
+  text = kept.join('\n');
   // `export { X as Y }`: show the name the user imports
   const own = d.name && ts.isIdentifier(d.name) ? d.name.text : undefined;
   if (own !== undefined && own !== exportName) text = `// exported as ${exportName}\n${text}`;

@@ -406,19 +406,20 @@ export class RedisWriter {
    * table's count known, no split of the table running or due. One SADD and one reply, without
    * addEach's per-write arrays, closures and promise turns (most of a sequential one-key caller's
    * JS time). A WRONGTYPE reply (the table split since its count was read) hands the member to
-   * addEach after a fresh read of that count, as addEach's own next round would. Undefined when
-   * addEach must take the member from the start; nothing was done then.
+   * addEach after a fresh read of that count, as addEach's own next round would. Rejects with
+   * `failure(result)` when the member got no answer. Undefined when addEach must take the member
+   * from the start; nothing was done then.
    */
   addOne(src: MemberSource, answers: Uint8Array, status: Uint8Array, failure: (res: EachResult) => Error): Promise<void> | undefined {
-    const settle = (res: EachResult): void => {
-      if (res.error !== undefined) throw failure(res);
-    };
     if (this.router.cluster || src.count !== 1) return undefined;
     const limit = this.knownLimit;
     if (limit === undefined) return undefined;
     const wt = this.growth.window(src.base, src.layout, src.buckets, limit);
     const t = src.bucket[0]!;
     if (!wt.knows(t)) return undefined;
+    const settle = (res: EachResult): void => {
+      if (res.error !== undefined) throw failure(res);
+    };
     let w: SaddBuffer;
     if (wt.compact) {
       if (wt.splitOf(t) !== undefined) return undefined;
