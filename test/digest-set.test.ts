@@ -98,4 +98,17 @@ describe('DigestSet', () => {
     expect(c.has(d, 0)).toBe(false);
     expect(c.has(d, n - 1)).toBe(false);
   });
+
+  it('SeenCache keeps the all-zero digest through a turn of its generations (the rebuilt filter marks it)', () => {
+    const c = new SeenCache(8); // generations of 4
+    const d = new Uint32Array(4 * 6);
+    // digest 0 is all zero; the others never share its filter bit (word 1 is odd)
+    for (let i = 1; i < 6; i++) d.set([i, 2 * i + 1, 7, 9], i * 4);
+    c.add(d, 0);
+    for (let i = 1; i < 4; i++) c.add(d, i);
+    // the fifth add turns the generations: the young one (digest 0 among them) becomes the old
+    c.add(d, 4);
+    expect(c.has(d, 0)).toBe(true);
+    expect(c.has(d, 5)).toBe(false);
+  });
 });

@@ -6,15 +6,21 @@
 // hot path (JS strings + Set cost ~30% of firstSeen's CPU in profiles, lru-cache's list more).
 // Eviction is generational, an LRU approximation: lookups hit `young` then `old`; a hit in `old`
 // is copied to `young`; when `young` holds max/2 entries it becomes `old` and the previous `old`
-// is wiped. Bounded to `max` entries; memory ~ 2 tables x 2 cells/entry x 17 B.
+// is wiped. Bounded to `max` entries; memory ~ 2 tables x 2 cells/entry x 16 B.
 
 const nextPow2 = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(2, n)));
 
-/** Set of 128-bit digests: `d` is a Uint32Array of digests (4 words each), `i` a digest index. */
+/**
+ * Set of 128-bit digests: `d` is a Uint32Array of digests (4 words each), `i` a digest index.
+ * One array of 4-word cells, an all-zero cell being empty (the all-zero digest itself is a flag
+ * of its own): a probe reads one cache line. A separate "used" byte per cell, as this was, made
+ * every add into a big table two cache misses instead of one.
+ */
 export class DigestSet {
   private words: Uint32Array;
-  private used: Uint8Array;
   private mask: number;
+  /** Whether the all-zero digest is a member (it cannot live in a cell: zero words mean empty). */
+  private zero = false;
   /** Cells at full capacity. A `growable` table starts small and doubles up to it, so a fresh
    *  process (a restart) does not zero and fault in tens of MiB before its first answer. */
   private readonly maxCells: number;
@@ -25,55 +31,79 @@ export class DigestSet {
     const cells = growable ? Math.min(this.maxCells, 4096) : this.maxCells;
     this.mask = cells - 1;
     this.words = new Uint32Array(cells * 4);
-    this.used = new Uint8Array(cells);
   }
 
   /** Doubles the table (load stays <= 1/2 until maxCells, where capacity keeps it there). */
   private grow(): void {
-    const oldWords = this.words;
-    const oldUsed = this.used;
+    const old = this.words;
     const cells = (this.mask + 1) * 2;
     this.words = new Uint32Array(cells * 4);
-    this.used = new Uint8Array(cells);
     this.mask = cells - 1;
-    this.size = 0;
-    for (let s = 0; s < oldUsed.length; s++) if (oldUsed[s] === 1) this.add(oldWords, s);
+    const words = this.words;
+    for (let p = 0; p < old.length; p += 4) {
+      const w0 = old[p]!;
+      const w1 = old[p + 1]!;
+      const w2 = old[p + 2]!;
+      const w3 = old[p + 3]!;
+      if ((w0 | w1 | w2 | w3) === 0) continue;
+      let s = (w0 ^ w3) & this.mask;
+      while ((words[s << 2]! | words[(s << 2) + 1]! | words[(s << 2) + 2]! | words[(s << 2) + 3]!) !== 0) s = (s + 1) & this.mask;
+      const q = s << 2;
+      words[q] = w0;
+      words[q + 1] = w1;
+      words[q + 2] = w2;
+      words[q + 3] = w3;
+    }
   }
 
-  private find(d: Uint32Array, i: number): number {
-    const o = i << 2;
-    const w0 = d[o]!;
-    const w1 = d[o + 1]!;
-    const w2 = d[o + 2]!;
-    const w3 = d[o + 3]!;
+  /** Cell of a non-zero digest (w0..w3): its index when present, else -1 - the empty cell that ends its probe. */
+  private find(w0: number, w1: number, w2: number, w3: number): number {
     const words = this.words;
-    const used = this.used;
     let s = (w0 ^ w3) & this.mask;
     for (;;) {
-      if (used[s] === 0) return -1 - s;
       const p = s << 2;
-      if (words[p] === w0 && words[p + 1] === w1 && words[p + 2] === w2 && words[p + 3] === w3) return s;
+      const a = words[p]!;
+      const b = words[p + 1]!;
+      const c = words[p + 2]!;
+      const e = words[p + 3]!;
+      if (a === w0 && b === w1 && c === w2 && e === w3) return s;
+      if ((a | b | c | e) === 0) return -1 - s;
       s = (s + 1) & this.mask;
     }
   }
 
   has(d: Uint32Array, i: number): boolean {
-    return this.find(d, i) >= 0;
+    const o = i << 2;
+    const w0 = d[o]!;
+    const w1 = d[o + 1]!;
+    const w2 = d[o + 2]!;
+    const w3 = d[o + 3]!;
+    if ((w0 | w1 | w2 | w3) === 0) return this.zero;
+    return this.find(w0, w1, w2, w3) >= 0;
   }
 
   /** Adds digest i; false when it was already there. Caller keeps size <= capacity. */
   add(d: Uint32Array, i: number): boolean {
-    if ((this.size + 1) * 2 > this.mask + 1 && this.mask + 1 < this.maxCells) this.grow();
-    const f = this.find(d, i);
-    if (f >= 0) return false;
-    const s = -1 - f;
-    const p = s << 2;
     const o = i << 2;
-    this.words[p] = d[o]!;
-    this.words[p + 1] = d[o + 1]!;
-    this.words[p + 2] = d[o + 2]!;
-    this.words[p + 3] = d[o + 3]!;
-    this.used[s] = 1;
+    const w0 = d[o]!;
+    const w1 = d[o + 1]!;
+    const w2 = d[o + 2]!;
+    const w3 = d[o + 3]!;
+    if ((w0 | w1 | w2 | w3) === 0) {
+      if (this.zero) return false;
+      this.zero = true;
+      this.size++;
+      return true;
+    }
+    if ((this.size + 1) * 2 > this.mask + 1 && this.mask + 1 < this.maxCells) this.grow();
+    const f = this.find(w0, w1, w2, w3);
+    if (f >= 0) return false;
+    const p = (-1 - f) << 2;
+    const words = this.words;
+    words[p] = w0;
+    words[p + 1] = w1;
+    words[p + 2] = w2;
+    words[p + 3] = w3;
     this.size++;
     return true;
   }
@@ -81,17 +111,19 @@ export class DigestSet {
   /** Sets bit (word 1 & mask) of `bits` for every member (SeenCache's filter). */
   markInto(bits: Int32Array, mask: number): void {
     const w = this.words;
-    const used = this.used;
-    for (let s = 0; s < used.length; s++) {
-      if (used[s] === 0) continue;
-      const h = w[(s << 2) + 1]! & mask;
+    for (let p = 0; p < w.length; p += 4) {
+      const w1 = w[p + 1]!;
+      if ((w[p]! | w1 | w[p + 2]! | w[p + 3]!) === 0) continue;
+      const h = w1 & mask;
       bits[h >>> 5]! |= 1 << (h & 31);
     }
+    if (this.zero) bits[0]! |= 1;
   }
 
   clear(): void {
     if (this.size === 0) return;
-    this.used.fill(0);
+    this.words.fill(0);
+    this.zero = false;
     this.size = 0;
   }
 }
@@ -120,7 +152,7 @@ export class SeenCache {
 
   /** Bytes the two tables and the filter take once allocated (they are allocated on first add). */
   static bytesFor(max: number): number {
-    return 2 * nextPow2(Math.max(1, Math.floor(max / 2)) * 2) * 17 + Math.min(FILTER_MAX_BITS, nextPow2(max * 16)) / 8;
+    return 2 * nextPow2(Math.max(1, Math.floor(max / 2)) * 2) * 16 + Math.min(FILTER_MAX_BITS, nextPow2(max * 16)) / 8;
   }
 
   has(d: Uint32Array, i: number): boolean {
@@ -142,7 +174,9 @@ export class SeenCache {
       this.filter = new Int32Array((this.filterMask + 1) >>> 5 || 1);
     }
     if (this.young.size >= this.half) {
-      const recycled = this.old ?? new DigestSet(this.half, true);
+      // the first turn shows the cache fills: the second table is made at its full size rather
+      // than grown there by doublings (each one rehashing every entry it holds)
+      const recycled = this.old ?? new DigestSet(this.half);
       recycled.clear();
       this.old = this.young;
       this.young = recycled;

@@ -320,9 +320,9 @@ export class DedupService {
       throw invalidType('options.redis', "a redis:// URL, ioredis options or { cluster: nodes }", r);
     }
     this.memCompact = this.store instanceof MemoryStore && o.layout === 'compact' ? this.store : undefined;
-    // Two tables of 2 slots per entry at 17 B per slot (~68 B per cached entry), and the
+    // Two tables of 2 slots per entry at 16 B per slot (64 B per cached entry), and the
     // filter's 16 bits (2 B) per entry.
-    const maxEntries = Math.min(o.cacheMaxEntries, Math.floor(o.cacheMaxBytes / 70));
+    const maxEntries = Math.min(o.cacheMaxEntries, Math.floor(o.cacheMaxBytes / 66));
     // The embedded compact table answers a repeat as fast as the cache would (both are one
     // typed-array probe), so there a cache would only add a second probe and its memory.
     this.cache = maxEntries > 0 && this.memCompact === undefined ? new SeenCache(maxEntries) : undefined;
