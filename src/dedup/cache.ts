@@ -46,9 +46,8 @@ export class DigestSet {
       const w2 = old[p + 2]!;
       const w3 = old[p + 3]!;
       if ((w0 | w1 | w2 | w3) === 0) continue;
-      let s = (w0 ^ w3) & this.mask;
-      while ((words[s << 2]! | words[(s << 2) + 1]! | words[(s << 2) + 2]! | words[(s << 2) + 3]!) !== 0) s = (s + 1) & this.mask;
-      const q = s << 2;
+      // never in the new table yet: find() ends at the empty cell it goes to
+      const q = (-1 - this.find(w0, w1, w2, w3)) << 2;
       words[q] = w0;
       words[q + 1] = w1;
       words[q + 2] = w2;
@@ -148,11 +147,6 @@ export class SeenCache {
   constructor(readonly max: number) {
     this.half = Math.max(1, Math.floor(max / 2));
     this.filterMask = Math.min(FILTER_MAX_BITS, nextPow2(max * 16)) - 1;
-  }
-
-  /** Bytes the two tables and the filter take once allocated (they are allocated on first add). */
-  static bytesFor(max: number): number {
-    return 2 * nextPow2(Math.max(1, Math.floor(max / 2)) * 2) * 16 + Math.min(FILTER_MAX_BITS, nextPow2(max * 16)) / 8;
   }
 
   has(d: Uint32Array, i: number): boolean {
