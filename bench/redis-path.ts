@@ -8,10 +8,12 @@
 // Node CPU per key (process.cpuUsage of the child) and the Redis CPU per key (INFO cpu
 // used_cpu_user + used_cpu_sys delta). The physical-limit row is redis-server alone fed the same
 // SADD bucket member commands hashgate writes (its bucket keys and compact members for the same
-// keys, src/dedup/layout.ts) as pre-generated RESP through `redis-cli --pipe`.
+// keys, src/dedup/layout.ts) as pre-generated RESP through `redis-cli --pipe`; the round-trip
+// row feeds the same file a chunk per round trip, as a client that waits for its replies does.
 import { fork, spawn } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { Suite, makeKeys, repoRoot, runWhenMain, spread, type BenchRow, type SuiteOptions, type SuiteResult } from './common.js';
@@ -26,6 +28,9 @@ const BIG_BATCH = 200_000;
 const MARK = 200_000;
 const LIMIT_LABEL = 'redis-server alone: SADD bucket member via redis-cli --pipe (physical limit)';
 const PREFIX = 'hg:dedup';
+/** The same feed sent the way a client that waits for replies sends it: this many commands per round trip. */
+const roundTripChunk = (path: PathKind): number => (path === 'single' ? 1 : path === 'c256' ? 64 : BATCH / 4);
+const roundTripLabel = (c: number): string => `redis-server alone, the same SADDs fed ${c} per round trip (each chunk sent once the last one is answered)`;
 
 interface PathDef {
   path: PathKind;
@@ -95,6 +100,49 @@ function pipe(port: number, file: string, n: number): Promise<{ secs: number; er
       if (m === null || m[1] !== '0' || Number(m[2]) !== n) resolve({ secs, error: `redis-cli --pipe: ${out.trim().split('\n').pop()}` });
       else resolve({ secs });
     });
+  });
+}
+
+/**
+ * Sends the `n` commands of `file` to 127.0.0.1:`port` in chunks of `chunk`, each once the replies
+ * of the one before arrived: the server sleeps between chunks as it does between a waiting
+ * client's writes. Wall seconds; an error when a reply was an error.
+ */
+async function roundTrips(port: number, file: string, n: number, chunk: number): Promise<{ secs: number; error?: string }> {
+  const buf = readFileSync(file);
+  // command starts: the feed is '*3\r\n...' commands back to back, and '*' opens no argument
+  const starts: number[] = [];
+  for (let i = 0; i < buf.length; i++) if (buf[i] === 42 && (i === 0 || buf[i - 1] === 10)) starts.push(i);
+  starts.push(buf.length);
+  if (starts.length - 1 !== n) return { secs: 0, error: `feed holds ${starts.length - 1} commands, not ${n}` };
+  const s = connect(port, '127.0.0.1');
+  s.setNoDelay(true);
+  await new Promise<void>((resolve, reject) => s.once('connect', resolve).once('error', reject));
+  return new Promise((resolve) => {
+    const t0 = process.hrtime.bigint();
+    let at = 0;
+    let owed = 0;
+    let error: string | undefined;
+    const next = (): void => {
+      if (at >= n) {
+        s.end();
+        return;
+      }
+      const e = Math.min(n, at + chunk);
+      owed = e - at;
+      s.write(buf.subarray(starts[at]!, starts[e]!));
+      at = e;
+    };
+    // every reply of a SADD is one line (":1", ":0" or "-ERR ..."), so lines count replies
+    s.on('data', (d: Buffer) => {
+      for (let i = 0; i < d.length; i++) {
+        if (d[i] === 45 && (i === 0 || d[i - 1] === 10)) error ??= 'an error reply';
+        if (d[i] === 10 && --owed === 0) next();
+      }
+    });
+    s.on('error', (e) => (error ??= e.message));
+    s.on('close', () => resolve({ secs: Number(process.hrtime.bigint() - t0) / 1e9, ...(error !== undefined || at < n ? { error: error ?? 'connection closed early' } : {}) }));
+    next();
   });
 }
 
@@ -203,33 +251,39 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
           s.addRow({ name, impl: im.label, role: im.role, opsPerSec: rate(med), ...spread(runs.map(rate)), ok: true, unit: 'keys/s', extra });
         }
 
-        // ---- the physical limit: redis-server alone, fed the same SADDs from a pipe
+        // ---- the physical limit: redis-server alone, fed the same SADDs from a pipe (never idle),
+        // and the same file fed in round trips, as a client that waits for its replies feeds it
         if (where !== undefined && def.path !== 'repeat' && def.noLimit !== true) {
           const feed = join(jdir, `feed-${def.path}.resp`);
           saddFeed(feed, makeKeys(def.keys, 'A', 11), where.window, where.buckets);
-          const runs: { secs: number; cpu: number }[] = [];
-          let bad: string | undefined;
-          for (let pass = 0; pass < passes && bad === undefined; pass++) {
-            await admin.flushall();
-            const c0 = await redisCpuUs(admin);
-            const p = await pipe(srv.port, feed, def.keys);
-            const c1 = await redisCpuUs(admin);
-            if (p.error !== undefined) bad = p.error;
-            else runs.push({ secs: p.secs, cpu: c1 - c0 });
+          const rt = roundTripChunk(def.path);
+          for (const [label, feedOnce] of [
+            [LIMIT_LABEL, () => pipe(srv.port, feed, def.keys)],
+            [roundTripLabel(rt), () => roundTrips(srv.port, feed, def.keys, rt)],
+          ] as const) {
+            const runs: { secs: number; cpu: number }[] = [];
+            let bad: string | undefined;
+            for (let pass = 0; pass < passes && bad === undefined; pass++) {
+              await admin.flushall();
+              const c0 = await redisCpuUs(admin);
+              const p = await feedOnce();
+              const c1 = await redisCpuUs(admin);
+              if (p.error !== undefined) bad = p.error;
+              else runs.push({ secs: p.secs, cpu: c1 - c0 });
+            }
+            if (bad !== undefined) s.addRow({ name, impl: label, role: 'baseline', opsPerSec: 0, ok: false, error: bad, unit: 'keys/s' });
+            else {
+              const rate = (r: { secs: number }): number => def.keys / r.secs;
+              const med = [...runs].sort((a, b) => rate(a) - rate(b))[Math.floor(runs.length / 2)]!;
+              s.addRow({
+                name, impl: label, role: 'baseline', opsPerSec: rate(med), ...spread(runs.map(rate)), ok: true, unit: 'keys/s',
+                // the least Redis CPU of the passes too: the floor, which a busy pass overstates
+                extra: { nodeCpuUsPerKey: 0, redisCpuUsPerKey: round(med.cpu / def.keys), redisCpuUsPerKeyLeast: round(Math.min(...runs.map((r) => r.cpu)) / def.keys), load1: round(loadavg()[0]!) },
+              });
+              console.log(`[redis-path] ${name} | ${label}: ${Math.round(rate(med) / 1000)}k keys/s, redis ${(med.cpu / def.keys).toFixed(2)} us/key`);
+            }
           }
           rmSync(feed, { force: true });
-          const label = LIMIT_LABEL;
-          if (bad !== undefined) s.addRow({ name, impl: label, role: 'baseline', opsPerSec: 0, ok: false, error: bad, unit: 'keys/s' });
-          else {
-            const rate = (r: { secs: number }): number => def.keys / r.secs;
-            const med = [...runs].sort((a, b) => rate(a) - rate(b))[Math.floor(runs.length / 2)]!;
-            s.addRow({
-              name, impl: label, role: 'baseline', opsPerSec: rate(med), ...spread(runs.map(rate)), ok: true, unit: 'keys/s',
-              // the least Redis CPU of the passes too: the floor, which a busy pass overstates
-              extra: { nodeCpuUsPerKey: 0, redisCpuUsPerKey: round(med.cpu / def.keys), redisCpuUsPerKeyLeast: round(Math.min(...runs.map((r) => r.cpu)) / def.keys), load1: round(loadavg()[0]!) },
-            });
-            console.log(`[redis-path] ${name} | physical limit: ${Math.round(rate(med) / 1000)}k keys/s, redis ${(med.cpu / def.keys).toFixed(2)} us/key`);
-          }
         }
       } finally {
         admin.disconnect();
@@ -262,6 +316,14 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const rh = redisCpu('hashgate', 'redisCpuUsPerKey');
   const rl = redisCpu(LIMIT_LABEL, 'redisCpuUsPerKeyLeast');
   s.target('10k-key batches: hashgate Redis CPU per key (median pass) / redis-server alone on the same SADDs (least of its passes)', '<=', 1, rh !== undefined && rl !== undefined && rl > 0 ? rh / rl : undefined, 'x');
+  const rr = redisCpu(roundTripLabel(roundTripChunk('batch')), 'redisCpuUsPerKeyLeast');
+  s.note(
+    `The round-trip rows feed redis-server the same file, a chunk at a time, each chunk sent once the one before is answered (${roundTripChunk('c256')} commands for the 256-caller row, about a coalesced batch; ${roundTripChunk('batch')} for the batch rows, one pipelined piece of a 10k-key call): ` +
+      'the server then sleeps between chunks, as it does between the writes of any client that waits for replies, and each wake-up costs it CPU of its own: compare its CPU per key with the never-idle pipe row above it. ' +
+      (rh !== undefined && rl !== undefined && rr !== undefined && rl > 0 && rr > 0
+        ? `10k-key batches: hashgate's Redis CPU per key is ${(rh / rl).toFixed(2)}x the pipe floor and ${(rh / rr).toFixed(2)}x the round-trip one; on top of the SADDs it pays the splits and the window count.`
+        : ''),
+  );
   s.note(
     `Each run is a fresh Node process (a fresh gate with default options but its journal directory; HashGate.open as a user calls it) on all-new keys ` +
       `(Chinese name + 18-digit ID) against a flushed private redis-server; ${passes} passes (5 for single-key calls), hashgate and the peer alternating; a row is the median pass (min..max shown). ` +
