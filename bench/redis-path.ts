@@ -63,8 +63,9 @@ const redisCpuUs = async (r: Redis): Promise<number> => {
 /**
  * RESP of SADD sub-bucket member for every key, as hashgate's compact layout places them once the
  * window holds them all (each table at the sub-bucket count its schedule gives; src/dedup/growth.ts).
+ * Returns the byte offset of every command, and the file's length last.
  */
-function saddFeed(file: string, keys: string[], window: string, buckets: number): void {
+function saddFeed(file: string, keys: string[], window: string, buckets: number): number[] {
   const d = digestKeys(keys);
   const b = bucketsOfDigests(d, 'compact', buckets);
   const dv = new DataView(d.buffer, d.byteOffset, d.byteLength);
@@ -78,6 +79,10 @@ function saddFeed(file: string, keys: string[], window: string, buckets: number)
     parts.push(`*3\r\n$4\r\nSADD\r\n$${k.length}\r\n${k}\r\n$${m.length}\r\n${m}\r\n`);
   }
   writeFileSync(file, parts.join(''));
+  // byte offset of every command and the end (keys and members are ASCII: a character is a byte)
+  const starts = [0];
+  for (const c of parts) starts.push(starts[starts.length - 1]! + c.length);
+  return starts;
 }
 
 /** redis-cli --pipe of `file`: wall seconds and whether every command was answered without error. */
@@ -104,17 +109,12 @@ function pipe(port: number, file: string, n: number): Promise<{ secs: number; er
 }
 
 /**
- * Sends the `n` commands of `file` to 127.0.0.1:`port` in chunks of `chunk`, each once the replies
+ * Sends the commands of `buf` (command k at starts[k]..starts[k + 1]) to 127.0.0.1:`port` in chunks of `chunk`, each once the replies
  * of the one before arrived: the server sleeps between chunks as it does between a waiting
  * client's writes. Wall seconds; an error when a reply was an error.
  */
-async function roundTrips(port: number, file: string, n: number, chunk: number): Promise<{ secs: number; error?: string }> {
-  const buf = readFileSync(file);
-  // command starts: the feed is '*3\r\n...' commands back to back, and '*' opens no argument
-  const starts: number[] = [];
-  for (let i = 0; i < buf.length; i++) if (buf[i] === 42 && (i === 0 || buf[i - 1] === 10)) starts.push(i);
-  starts.push(buf.length);
-  if (starts.length - 1 !== n) return { secs: 0, error: `feed holds ${starts.length - 1} commands, not ${n}` };
+async function roundTrips(port: number, buf: Buffer, starts: readonly number[], chunk: number): Promise<{ secs: number; error?: string }> {
+  const n = starts.length - 1;
   const s = connect(port, '127.0.0.1');
   s.setNoDelay(true);
   await new Promise<void>((resolve, reject) => s.once('connect', resolve).once('error', reject));
@@ -255,11 +255,12 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         // and the same file fed in round trips, as a client that waits for its replies feeds it
         if (where !== undefined && def.path !== 'repeat' && def.noLimit !== true) {
           const feed = join(jdir, `feed-${def.path}.resp`);
-          saddFeed(feed, makeKeys(def.keys, 'A', 11), where.window, where.buckets);
+          const starts = saddFeed(feed, makeKeys(def.keys, 'A', 11), where.window, where.buckets);
+          const feedBytes = readFileSync(feed);
           const rt = roundTripChunk(def.path);
           for (const [label, feedOnce] of [
             [LIMIT_LABEL, () => pipe(srv.port, feed, def.keys)],
-            [roundTripLabel(rt), () => roundTrips(srv.port, feed, def.keys, rt)],
+            [roundTripLabel(rt), () => roundTrips(srv.port, feedBytes, starts, rt)],
           ] as const) {
             const runs: { secs: number; cpu: number }[] = [];
             let bad: string | undefined;
