@@ -6,14 +6,17 @@ import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { requireRedisOrSkip, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { FingerprintIndex } from '../../src/fingerprint/index.js';
-import { HashGate } from '../../src/index.js';
+import { ErrorCodes, HashGate } from '../../src/index.js';
 
 const has = requireRedisOrSkip('index coalescing');
 
 type Model = Map<string, Map<string, string>>;
 const LONG = 'L'.repeat(80);
 const attrName = fc.constantFrom('canvas', 'ua', 'ip');
-const attrValue = fc.constantFrom('v0', 'v1', 'v2', LONG, `${LONG}x`);
+// CJK values short and long (hashed into the key) and CJK device ids go through the merged call's wire as UTF-8
+const LONG_CJK = '设'.repeat(40);
+const attrValue = fc.constantFrom('v0', 'v1', 'v2', '张三', LONG, `${LONG}x`, LONG_CJK);
+const devId = (d: number): string => (d % 2 === 0 ? `d${d}` : `设备${d}`);
 const attrs = fc.dictionary(attrName, attrValue, { minKeys: 1, maxKeys: 3 });
 const gap = fc.constantFrom('sync' as const, 'sync' as const, 'sync' as const, 'tick' as const, 'turn' as const);
 const op = fc.oneof(
@@ -30,15 +33,15 @@ function model(ops: Op[]): Array<string[] | boolean | undefined> {
   const m: Model = new Map();
   return ops.map((o) => {
     if (o.t === 'put' || o.t === 'update') {
-      const id = `d${o.d}`;
+      const id = devId(o.d);
       const cur = o.t === 'put' ? new Map<string, string>() : (m.get(id) ?? new Map<string, string>());
       for (const [k, v] of Object.entries(o.a)) cur.set(k, v);
       m.set(id, cur);
       return undefined;
     }
     if (o.t === 'remove') {
-      const had = m.has(`d${o.d}`);
-      m.delete(`d${o.d}`);
+      const had = m.has(devId(o.d));
+      m.delete(devId(o.d));
       return had;
     }
     const hit = (a: Map<string, string>): boolean =>
@@ -53,8 +56,8 @@ async function drive(idx: FingerprintIndex, ops: Op[]): Promise<Array<string[] |
   for (const o of ops) {
     if (o.gap === 'tick') await Promise.resolve();
     else if (o.gap === 'turn') await new Promise((r) => setImmediate(r));
-    if (o.t === 'put' || o.t === 'update') ps.push(idx[o.t](`d${o.d}`, o.a).then(() => undefined));
-    else if (o.t === 'remove') ps.push(idx.remove(`d${o.d}`));
+    if (o.t === 'put' || o.t === 'update') ps.push(idx[o.t](devId(o.d), o.a).then(() => undefined));
+    else if (o.t === 'remove') ps.push(idx.remove(devId(o.d)));
     else ps.push(idx[o.t](o.q, { limit: o.limit }));
   }
   return Promise.all(ps);
@@ -138,5 +141,37 @@ describe.skipIf(!has)('merged index queries on Redis', () => {
     await put;
     expect(await after).toEqual([]);
     await gate.close();
+  });
+
+  it('merged queries whose Redis was killed reject with HG_ERR_STORE, never answer "no device"', async () => {
+    const own = await startRedis();
+    const c = new Redis(own.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null });
+    await new Promise((r) => c.once('ready', r));
+    const idx = new FingerprintIndex({ redis: c, bloom: false });
+    for (let d = 0; d < 8; d++) await idx.put(devId(d), { canvas: `c${d}` });
+    const ask = (): Array<Promise<string[]>> => Array.from({ length: 8 }, (_, d) => idx.match({ canvas: `c${d}` }));
+    expect(await Promise.all(ask())).toEqual(Array.from({ length: 8 }, (_, d) => [devId(d)]));
+    await own.kill('SIGKILL');
+    const after = await Promise.allSettled(ask());
+    for (const a of after) {
+      expect(a.status).toBe('rejected');
+      expect((a as PromiseRejectedResult).reason).toMatchObject({ code: ErrorCodes.STORE });
+    }
+    await idx.close().catch(() => undefined);
+    c.disconnect();
+    await own.stop().catch(() => undefined);
+  });
+
+  // Last: after a SCRIPT FLUSH a script call meets NOSCRIPT and goes again a round trip later,
+  // behind any command sent meanwhile (ioredis' own scripts do the same).
+  it('merged queries after SCRIPT FLUSH load the script again and answer', async () => {
+    const idx = new FingerprintIndex({ redis: r, keyPrefix: `ic${++run}`, bloom: false });
+    for (let d = 0; d < 8; d++) await idx.put(devId(d), { canvas: `c${d}`, ua: '浏览器' });
+    const ask = (): Promise<string[][]> => Promise.all(Array.from({ length: 8 }, (_, d) => idx.match({ canvas: `c${d}`, ua: '浏览器' })));
+    const want = Array.from({ length: 8 }, (_, d) => [devId(d)]);
+    expect(await ask()).toEqual(want);
+    await r.script('FLUSH');
+    expect(await ask()).toEqual(want);
+    await idx.close();
   });
 });
