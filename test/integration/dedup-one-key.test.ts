@@ -140,6 +140,9 @@ describe.skipIf(!has)('sequential one-key calls', () => {
 
   it('fail-open one-key calls across a SIGKILL of Redis: answered 1 and journaled while it is down, recover() then puts each key in once', async () => {
     const jdir = join(dir, 'kill');
+    // every acknowledged SADD must come back after the SIGKILL: under everysec Redis may reply
+    // before its AOF write (it holds the write back while a slow fsync runs)
+    await r.config('SET', 'appendfsync', 'always');
     const gate = await open({ prefix: 'okk', window: () => '2030', journalDir: jdir, cacheMaxEntries: 0 });
     try {
       const keys = Array.from({ length: 900 }, (_, i) => `okk-${i}`);
@@ -151,8 +154,8 @@ describe.skipIf(!has)('sequential one-key calls', () => {
       for (const k of keys.slice(300, 600)) down += (await gate.firstSeen([k]))[0]!;
       expect(down).toBe(300); // the documented fail-open answer
       expect(readdirSync(jdir).length).toBeGreaterThan(0);
-      // the AOF kept what was acknowledged before the kill (written before each reply; a killed
-      // process loses nothing the kernel has); the journal holds what came while it was down
+      // the AOF kept what was acknowledged before the kill (appendfsync always: written and synced
+      // before each reply); the journal holds what came while it was down
       await srv.restart();
       expect(await recoverAll(gate)).toBe(300);
       expect(readdirSync(jdir)).toEqual([]);
