@@ -474,6 +474,12 @@ export class WindowTables {
     this.n[t] = 0;
   }
 
+  /** Forgets every table's cached count: the next use reads them all again. */
+  staleAll(): void {
+    this.n.fill(0);
+    this.allRead = false;
+  }
+
   /** Set by dispose(): no more reports or splits. */
   private disposed = false;
 
@@ -488,8 +494,14 @@ export class WindowTables {
 /** The tables of every window a store, loader or replay writes, over one router. */
 export class TableGrowth {
   private readonly windows = new Map<string, WindowTables>();
+  private readonly connectionLost = (): void => this.staleAll();
 
-  constructor(readonly router: PipeRouter) {}
+  constructor(readonly router: PipeRouter) {
+    // A server that answers after a lost connection may be another one, or the same one with less
+    // than it had: the counts are read again before they are used. (Not per Cluster node: a
+    // master that is down would then fail the count reads of every table, not only its own.)
+    router.client.on('close', this.connectionLost);
+  }
 
   /**
    * False once Redis refused DUMP or RESTORE (renamed away or denied by an ACL, as some managed
@@ -522,6 +534,17 @@ export class TableGrowth {
   }
   /** The tables asked for last (a service writes one window for a year). */
   private last: WindowTables | undefined;
+
+  /**
+   * Forgets every window's cached sub-bucket counts. A server that comes back after a lost
+   * connection may hold less than it told us (restarted from older persistence, or a replica
+   * promoted before it had the last splits): a count cached from before would name sub-buckets
+   * its state does not lead to, and other instances, reading that state, would not find the
+   * members written there.
+   */
+  staleAll(): void {
+    for (const w of this.windows.values()) w.staleAll();
+  }
 
   /** Forgets a window's tables (after a purge: a new window of that name starts from one sub-bucket). */
   forget(base: string): void {
@@ -579,6 +602,7 @@ export class TableGrowth {
 
   /** Reports pending counts (best effort) and stops the timers. */
   async close(): Promise<void> {
+    this.router.client.off('close', this.connectionLost);
     await Promise.all([...this.windows.values()].map((w) => w.flush().catch(() => undefined)));
     for (const w of this.windows.values()) w.dispose();
     this.windows.clear();

@@ -169,6 +169,39 @@ describe.skipIf(!has)('sequential one-key calls', () => {
     }
   }, 120_000);
 
+  it('a Redis that comes back empty after a SIGKILL (no persistence, as a promoted empty replica): counts are read again, and a fresh instance finds what the old one wrote', async () => {
+    const own = await startRedis({ args: ['--set-max-intset-entries', String(LIMIT)] });
+    const openOn = (): Promise<HashGate> =>
+      HashGate.open({ threads: 0, redis: own.url, dedup: { buckets: 8, prefix: 'oke', window: () => '2031', journalDir: join(dir, `j${n++}`), replayIntervalMs: 0, lockTtlMs: 3000, cacheMaxEntries: 0 } });
+    const a = await openOn();
+    try {
+      let before = 0;
+      for (let i = 0; i < 3000; i++) before += (await a.firstSeen([`oke-a${i}`]))[0]!;
+      expect(before).toBe(3000);
+      const grown = await a.dedupStats('2031');
+      expect(grown.subBuckets).toBeGreaterThan(grown.buckets); // the tables split: counts above 1 are cached
+      await own.restart(); // SIGKILL, and back with nothing
+      const later = Array.from({ length: 1000 }, (_, i) => `oke-b${i}`);
+      let fresh = 0;
+      for (const k of later) fresh += (await a.firstSeen([k]))[0]!;
+      expect(fresh).toBe(1000);
+      await recoverAll(a); // calls made before the connection was back were journaled (fail-open)
+      const b = await openOn();
+      try {
+        expect(ones(await b.firstSeen(later))).toBe(0);
+        let again = 0;
+        for (const k of later) again += (await b.firstSeen([k]))[0]!;
+        expect(again).toBe(0);
+      } finally {
+        await b.close();
+      }
+      expect(ones(await a.firstSeen(later))).toBe(0);
+    } finally {
+      await a.close();
+      await own.stop();
+    }
+  }, 120_000);
+
   it('a one-key call whose Redis stalls (SIGSTOP) past the command timeout: fail-open answers 1, journaled, exactly once after recover()', async () => {
     const gate = await open({ prefix: 'okp', window: () => '2030', cacheMaxEntries: 0, commandTimeoutMs: 500 });
     try {
