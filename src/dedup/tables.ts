@@ -497,9 +497,8 @@ export class TableGrowth {
   private readonly connectionLost = (): void => this.staleAll();
 
   constructor(readonly router: PipeRouter) {
-    // A server that answers after a lost connection may be another one, or the same one with less
-    // than it had: the counts are read again before they are used. (Not per Cluster node: a
-    // master that is down would then fail the count reads of every table, not only its own.)
+    // Whole-client close only, not per Cluster node: a master that is down would then fail the
+    // count reads of every table, not only its own.
     router.client.on('close', this.connectionLost);
   }
 
