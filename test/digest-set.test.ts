@@ -1,43 +1,46 @@
-// DigestSet (the seen-cache's table): a growable table answers exactly like a preallocated one
-// and like a Set of the digests, across its doublings.
+// DigestSet (a batch's duplicates) answers like a Set of the digests; SeenCache (the seen-cache)
+// is an LRU per set of four that never answers "seen" for a digest it was not given.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { DigestSet, SeenCache } from '../src/dedup/cache.js';
+import { DigestSet } from '../src/dedup/digest-set.js';
+import { SeenCache } from '../src/dedup/cache.js';
+
+/** Digest i of `ids`: four words derived from ids[i] (id 0 gives the all-zero digest). */
+const digestsOf = (ids: readonly number[]): Uint32Array => {
+  const d = new Uint32Array(ids.length * 4);
+  ids.forEach((v, i) => {
+    if (v !== 0) d.set([Math.imul(v, 0x9e3779b1) >>> 0, v, v ^ 0x5bd1e995, 7], i * 4);
+  });
+  return d;
+};
 
 describe('DigestSet', () => {
-  it('growable and preallocated tables agree with a Set (property, across doublings)', () => {
+  it('agrees with a Set (property)', () => {
     fc.assert(
       fc.property(fc.array(fc.integer({ min: 0, max: 30_000 }), { minLength: 1, maxLength: 20_000 }), (ids) => {
-        // digest i = 4 words derived from ids[i]; repeats of an id repeat the digest
-        const d = new Uint32Array(ids.length * 4);
-        ids.forEach((v, i) => d.set([Math.imul(v, 0x9e3779b1) >>> 0, v, v ^ 0x5bd1e995, 7], i * 4));
-        const cap = new Set(ids).size;
-        const grow = new DigestSet(cap, true);
-        const pre = new DigestSet(cap);
+        const d = digestsOf(ids);
+        const s = new DigestSet(new Set(ids).size);
         const ref = new Set<number>();
         for (let i = 0; i < ids.length; i++) {
           const want = !ref.has(ids[i]!);
           ref.add(ids[i]!);
-          expect(grow.add(d, i)).toBe(want);
-          expect(pre.add(d, i)).toBe(want);
+          expect(s.add(d, i)).toBe(want);
         }
-        expect(grow.size).toBe(ref.size);
-        for (let i = 0; i < ids.length; i++) expect(grow.has(d, i)).toBe(true);
-        const other = new Uint32Array([1, 2, 3, 4]);
-        expect(grow.has(other, 0)).toBe(pre.has(other, 0));
+        expect(s.size).toBe(ref.size);
+        for (let i = 0; i < ids.length; i++) expect(s.has(d, i)).toBe(true);
+        expect(s.has(digestsOf([30_001]), 0)).toBe(false);
       }),
       { numRuns: 30 },
     );
   });
 
-  it('the all-zero digest is a member like any other, across doublings and clear()', () => {
+  it('the all-zero digest is a member like any other, and clear() empties the set', () => {
     const d = new Uint32Array(4 * 6000);
     for (let i = 1; i < 6000; i++) d.set([i, 0, 0, i === 5 ? 0 : 9], i * 4); // digest 0 is all zero
-    const s = new DigestSet(6000, true);
+    const s = new DigestSet(6000);
     expect(s.has(d, 0)).toBe(false);
     expect(s.add(d, 0)).toBe(true);
     expect(s.add(d, 0)).toBe(false);
-    // doublings past the first 4096 cells keep it, and it counts once
     for (let i = 1; i < 6000; i++) expect(s.add(d, i)).toBe(true);
     expect(s.has(d, 0)).toBe(true);
     expect(s.size).toBe(6000);
@@ -47,68 +50,94 @@ describe('DigestSet', () => {
     expect(s.add(d, 0)).toBe(true);
     expect(s.size).toBe(1);
   });
+});
 
-  it('SeenCache stays within max entries while its tables grow', () => {
-    const c = new SeenCache(10_000);
-    const d = new Uint32Array(4 * 50_000);
-    for (let i = 0; i < 50_000; i++) d.set([i, i * 3, ~i >>> 0, 1], i * 4);
-    for (let i = 0; i < 50_000; i++) c.add(d, i);
-    expect(c.size).toBeLessThanOrEqual(10_000);
-    expect(c.has(d, 49_999)).toBe(true);
-    expect(c.has(d, 0)).toBe(false);
+describe('SeenCache', () => {
+  it('with room for at most four is exactly an LRU of that many (property against a model)', () => {
+    // max 1..4 makes one set of `max` ways: the whole cache is one LRU list
+    const op = fc.record({ add: fc.boolean(), id: fc.integer({ min: 0, max: 9 }) });
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 4 }), fc.array(op, { maxLength: 300 }), (max, ops) => {
+        const c = new SeenCache(max);
+        const d = digestsOf(ops.map((o) => o.id));
+        let lru: number[] = []; // most recently used first, without the all-zero digest
+        let zero = false;
+        ops.forEach(({ add, id }, i) => {
+          if (id === 0) {
+            if (add) c.add(d, i);
+            else expect(c.has(d, i)).toBe(zero);
+            if (add) zero = true;
+            return;
+          }
+          const at = lru.indexOf(id);
+          if (add) {
+            c.add(d, i);
+            if (at >= 0) lru.splice(at, 1);
+            lru = [id, ...lru].slice(0, max);
+          } else {
+            expect(c.has(d, i)).toBe(at >= 0);
+            if (at >= 0) lru = [id, ...lru.filter((x) => x !== id)];
+          }
+          expect(c.size).toBe(lru.length + (zero ? 1 : 0));
+        });
+      }),
+      { numRuns: 300 },
+    );
   });
 
-  it('SeenCache answers like two generations of Sets across turns (its filter never hides a member)', () => {
-    const half = 500;
-    const c = new SeenCache(2 * half);
-    // the reference: a young and an old Set, turned when young holds half
-    let young = new Set<number>();
-    let old = new Set<number>();
-    const add = (k: number): void => {
-      if (young.size >= half) {
-        old = young;
-        young = new Set();
-      }
-      young.add(k);
-    };
-    const has = (k: number): boolean => {
-      if (young.has(k)) return true;
-      if (!old.has(k)) return false;
-      add(k);
-      return true;
-    };
-    const n = 5000;
+  it('never answers seen for a digest it was not given, keeps what it was given last, and stays within max (property)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 5, max: 400 }), fc.array(fc.integer({ min: 1, max: 2000 }), { maxLength: 3000 }), (max, ids) => {
+        const c = new SeenCache(max);
+        const d = digestsOf(ids);
+        const given = new Set<number>();
+        for (let i = 0; i < ids.length; i++) {
+          expect(c.has(d, i)).toBe(c.has(d, i) && given.has(ids[i]!));
+          c.add(d, i);
+          given.add(ids[i]!);
+          // the last three added are the three newest of any set they went to
+          for (let j = Math.max(0, i - 2); j <= i; j++) expect(c.has(d, j)).toBe(true);
+          expect(c.size).toBeLessThanOrEqual(max);
+        }
+        c.clear();
+        expect(c.size).toBe(0);
+        for (let i = 0; i < ids.length; i++) expect(c.has(d, i)).toBe(false);
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it('holds nearly all of the newest max keys of a long stream of new ones', () => {
+    const max = 100_000;
+    const c = new SeenCache(max);
+    const n = 1_000_000;
     const d = new Uint32Array(4 * n);
-    // word 1 (the filter's) repeats every 64 keys, so filter bits are shared by many digests
-    for (let i = 1; i < n; i++) d.set([Math.imul(i, 0x9e3779b1) >>> 0, i % 64, i, 3], i * 4);
-    let hits = 0;
-    for (let i = 0; i < n; i++) {
-      c.add(d, i);
-      add(i);
-      for (let j = Math.max(0, i - 1200); j <= i; j += 37) {
-        const want = has(j);
-        expect(c.has(d, j)).toBe(want);
-        if (want) hits++;
-      }
-    }
-    expect(hits).toBeGreaterThan(n);
-    c.add(d, 0); // digest 0 is all zero
+    let x = 0x12345678;
+    for (let i = 0; i < 4 * n; i++) d[i] = x = (Math.imul(x ^ (x >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
+    for (let i = 0; i < n; i++) c.add(d, i);
+    expect(c.size).toBeLessThanOrEqual(max);
+    let newest = 0;
+    for (let i = n - max / 8; i < n; i++) if (c.has(d, i)) newest++;
+    let older = 0;
+    for (let i = 0; i < max; i++) if (c.has(d, i)) older++;
+    // an entry outlives fewer than four later adds into its set (max / 4 sets): the newest
+    // eighth of max are nearly all there (at most Poisson(0.5) later adds in their set: <= 3
+    // for 99.8%), and the oldest keys of the stream are nearly all gone
+    expect(newest / (max / 8)).toBeGreaterThan(0.99);
+    expect(older).toBeLessThan(max / 100);
+  });
+
+  it('keeps the all-zero digest from its first add until clear(), without a table', () => {
+    const c = new SeenCache(8);
+    const d = new Uint32Array(4 * 40);
+    for (let i = 1; i < 40; i++) d.set([i * 0x01000000, 2 * i + 1, 7, 9], i * 4); // digest 0 is all zero
+    expect(c.has(d, 0)).toBe(false);
+    c.add(d, 0);
     expect(c.has(d, 0)).toBe(true);
+    for (let i = 1; i < 40; i++) c.add(d, i);
+    expect(c.has(d, 0)).toBe(true);
+    expect(c.size).toBeLessThanOrEqual(9);
     c.clear();
     expect(c.has(d, 0)).toBe(false);
-    expect(c.has(d, n - 1)).toBe(false);
-  });
-
-  it('SeenCache keeps the all-zero digest through a turn of its generations (the rebuilt filter marks it)', () => {
-    const c = new SeenCache(8); // generations of 4
-    const d = new Uint32Array(4 * 6);
-    // digest 0 is all zero; the others never share its filter bit (word 1 is odd)
-    for (let i = 1; i < 6; i++) d.set([i, 2 * i + 1, 7, 9], i * 4);
-    c.add(d, 0);
-    for (let i = 1; i < 4; i++) c.add(d, i);
-    // the fifth add turns the generations: the young one (digest 0 among them) becomes the old
-    c.add(d, 4);
-    expect(c.has(d, 0)).toBe(true);
-    expect(c.has(d, 5)).toBe(false);
   });
 });

@@ -36,7 +36,8 @@ import type { Redis, Cluster } from 'ioredis';
 import { ErrorCodes, HashGateError, HashGateTypeError, checkKnownKeys, invalidType } from '../errors.js';
 import { digests128 } from '../hash/index.js';
 import { CheckedKeys, checkKeys, type KeyLimits, type Keys } from '../hash/keys.js';
-import { DigestSet, SeenCache } from './cache.js';
+import { SeenCache } from './cache.js';
+import { DigestSet } from './digest-set.js';
 import { Journal, type JournalRecordV2 } from './journal.js';
 import {
   bucketKey, bucketsOfDigests, compactMember, digestKeys, setsMember,
@@ -320,9 +321,8 @@ export class DedupService {
       throw invalidType('options.redis', "a redis:// URL, ioredis options or { cluster: nodes }", r);
     }
     this.memCompact = this.store instanceof MemoryStore && o.layout === 'compact' ? this.store : undefined;
-    // Two tables of 2 slots per entry at 16 B per slot (64 B per cached entry), and the
-    // filter's 16 bits (2 B) per entry.
-    const maxEntries = Math.min(o.cacheMaxEntries, Math.floor(o.cacheMaxBytes / 66));
+    // 17 B per cached entry: its digest and its tag byte, in tables made at their full size.
+    const maxEntries = Math.min(o.cacheMaxEntries, Math.floor(o.cacheMaxBytes / 17));
     // The embedded compact table answers a repeat as fast as the cache would (both are one
     // typed-array probe), so there a cache would only add a second probe and its memory.
     this.cache = maxEntries > 0 && this.memCompact === undefined ? new SeenCache(maxEntries) : undefined;
