@@ -4,7 +4,7 @@
 // Keys are the full 128-bit digests (exact: a 64-bit id would allow false duplicates), kept in
 // one typed array: no string or object per key, so no GC pressure on the hot path (JS strings +
 // Set cost ~30% of firstSeen's CPU in profiles, lru-cache's list more). Bounded to `max` entries
-// at 16 B each.
+// at 17 B each: the digest and a tag byte.
 
 /** Entries per set: four 16-byte digests fill one 64-byte cache line. */
 const WAYS = 4;
@@ -15,11 +15,12 @@ const tagOf = (w1: number): number => (w1 & 0xfe) | 1;
 /**
  * Set-associative LRU over 128-bit digests, as a CPU cache is. A digest's set is one 64-byte line
  * of four 4-word ways, most recently used first, plus one tag word (a byte per way) in an array a
- * sixteenth the size. A lookup of a new key, the usual case, reads only the tag word (the tag
- * array of a 1M-entry cache is 1 MiB, mostly in the CPU's cache); its add then writes the one
- * line. The table is made once at its size: no rehash, no generations, no filter to rebuild. A
- * full set evicts its least recently used way (a hit moves a way to the front); an all-zero way
- * is empty (the all-zero digest is a flag of its own).
+ * sixteenth the size. A lookup of a new key, the usual case, reads only the tag word: a full
+ * set's tags match a new key's about 1 time in 32, and the tag array of a 1M-entry cache is
+ * 1 MiB, mostly in the CPU's cache. Its add then writes the one line. The tables are made once at
+ * their size: no rehash, no generations, no filter to rebuild. A full set evicts its least
+ * recently used way (a hit moves a way to the front); an all-zero way is empty (the all-zero
+ * digest is a flag of its own).
  */
 export class SeenCache {
   private words: Uint32Array | undefined;
