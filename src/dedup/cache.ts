@@ -62,9 +62,12 @@ export class SeenCache {
     const set = this.setOf(w0);
     const tag = tagOf(w1);
     const tagWord = tags[set]!;
-    if (SeenCache.matches(tagWord, tag) === 0) return false;
     const words = this.words!;
     const base = set << 4;
+    // The set's line is read here even when no tag matches, and the answer waits on it only
+    // through a branch the CPU predicts: the reads of a batch's lookups overlap one another, and
+    // the add that follows a miss finds the line in the CPU's cache instead of waiting for it.
+    if (SeenCache.matches(tagWord, tag) === 0 && words[base] !== w0) return false;
     for (let k = 0; k < this.ways; k++) {
       const p = base + (k << 2);
       if (words[p] === w0 && words[p + 1] === w1 && words[p + 2] === w2 && words[p + 3] === w3) {
