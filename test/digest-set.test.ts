@@ -127,6 +127,48 @@ describe('SeenCache', () => {
     expect(older).toBeLessThan(max / 100);
   });
 
+  it('grows from a small table without misplacing what it holds, and keeps nearly every key of a stream shorter than max', () => {
+    // max 2^20: the table doubles from 4,096 sets up to 2^18 as it fills
+    const c = new SeenCache(2 ** 20);
+    const n = 200_000;
+    const d = new Uint32Array(4 * n);
+    let x = 0x9e3779b9;
+    for (let i = 0; i < 4 * n; i++) d[i] = x = (Math.imul(x ^ (x >>> 13), 0x5bd1e995) + 0x2545f491) >>> 0;
+    let probes = 0;
+    let lost = 0;
+    for (let i = 0; i < n; i++) {
+      c.add(d, i);
+      // probes across the stream so far: a growth that misplaced or dropped entries shows here
+      if (i % 5000 === 4999) {
+        for (let j = 0; j <= i; j += 97, probes++) if (!c.has(d, j)) lost++;
+      }
+    }
+    let found = 0;
+    for (let i = 0; i < n; i++) if (c.has(d, i)) found++;
+    // only sets that met a fifth key while the table was at most an eighth full lost one, and
+    // those at full size (200k keys in 2^18 sets)
+    expect(found / n).toBeGreaterThan(0.997);
+    expect(lost / probes).toBeLessThan(0.002);
+    expect(c.size).toBe(found);
+    for (let i = n - 10_000; i < n; i++) expect(c.has(d, i)).toBe(true);
+  });
+
+  it('keeps each set in least-recently-used order across a growth', () => {
+    const c = new SeenCache(2 ** 16); // 4,096 sets at first, doubled once 2,048 entries are in
+    // g[0..4] share word 0, so they share a set at every table size; fillers never go to it
+    const g = new Uint32Array(4 * 5);
+    for (let i = 0; i < 5; i++) g.set([0, 2 * i + 3, 11 + i, 13], i * 4);
+    for (let i = 0; i < 4; i++) c.add(g, i);
+    expect(c.has(g, 0)).toBe(true); // g0 most recent: order g0 g3 g2 g1
+    const fillers = new Uint32Array(4 * 3000);
+    for (let i = 0; i < 3000; i++) fillers.set([(0x80000000 | Math.imul(i + 1, 0x9e3779b1)) >>> 0, i, 7, 9], i * 4);
+    for (let i = 0; i < 3000; i++) c.add(fillers, i);
+    c.add(g, 4); // a fifth in the set drops its least recently used: g1
+    expect(c.has(g, 1)).toBe(false);
+    for (const i of [0, 2, 3, 4]) expect(c.has(g, i)).toBe(true);
+    for (let i = 0; i < 3000; i++) expect(c.has(fillers, i)).toBe(true);
+  });
+
   it('keeps the all-zero digest from its first add until clear(), without a table', () => {
     const c = new SeenCache(8);
     const d = new Uint32Array(4 * 40);

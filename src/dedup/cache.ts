@@ -9,6 +9,13 @@
 /** Entries per set: four 16-byte digests fill one 64-byte cache line. */
 const WAYS = 4;
 
+/**
+ * Sets of a new table. It doubles (up to its full size) when an eighth full, so a fresh process
+ * touches memory as it caches keys rather than faulting in the whole table at random; at an
+ * eighth, a set meets a fifth key (and drops its oldest) about once in 5,000 sets.
+ */
+const FIRST_SETS = 4096;
+
 /** A way's tag: 7 bits of digest word 1, odd so that an empty way's tag byte (0) never matches. */
 const tagOf = (w1: number): number => (w1 & 0xfe) | 1;
 
@@ -17,16 +24,17 @@ const tagOf = (w1: number): number => (w1 & 0xfe) | 1;
  * of four 4-word ways, most recently used first, plus one tag word (a byte per way) in an array a
  * sixteenth the size. A lookup of a new key, the usual case, reads only the tag word: a full
  * set's tags match a new key's about 1 time in 32, and the tag array of a 1M-entry cache is
- * 1 MiB, mostly in the CPU's cache. Its add then writes the one line. The tables are made once at
- * their size: no rehash, no generations, no filter to rebuild. A full set evicts its least
- * recently used way (a hit moves a way to the front); an all-zero way is empty (the all-zero
- * digest is a flag of its own).
+ * 1 MiB, mostly in the CPU's cache. Its add then writes the one line. The table starts small and
+ * doubles in one sequential pass (set s splits into sets 2s and 2s + 1) up to its size. A full set
+ * evicts its least recently used way; a hit moves its way to the front. An all-zero way is empty
+ * (the all-zero digest is a flag of its own).
  */
 export class SeenCache {
   private words: Uint32Array | undefined;
   /** Tag byte k of word s: the tag of way k of set s (0: empty). */
   private tags: Uint32Array | undefined;
-  private readonly sets: number;
+  private sets: number;
+  private readonly maxSets: number;
   private readonly ways: number;
   /** Whether the all-zero digest is cached (it cannot live in a way: zero words mean empty). */
   private zero = false;
@@ -35,7 +43,8 @@ export class SeenCache {
   /** Holds at most `max` digests (and the all-zero one); `max` >= 1. */
   constructor(readonly max: number) {
     this.ways = Math.max(1, Math.min(WAYS, max));
-    this.sets = Math.max(1, Math.floor(max / this.ways));
+    this.maxSets = Math.max(1, Math.floor(max / this.ways));
+    this.sets = Math.min(this.maxSets, FIRST_SETS);
   }
 
   /** Set of a digest whose word 0 is w0: multiply-shift over 26 bits of it (exact in a double up
@@ -96,18 +105,58 @@ export class SeenCache {
     const tag = tagOf(w1);
     const tagWord = tags[set]!;
     const base = set << 4;
-    const last = this.ways - 1;
-    let k = 0;
+    let k = -1;
     // only a way whose tag matches can hold the digest already
     if (SeenCache.matches(tagWord, tag) !== 0) {
-      for (; k < last; k++) {
-        const p = base + (k << 2);
-        if (words[p] === w0 && words[p + 1] === w1 && words[p + 2] === w2 && words[p + 3] === w3) break;
+      for (let j = 0; j < this.ways; j++) {
+        const p = base + (j << 2);
+        if (words[p] === w0 && words[p + 1] === w1 && words[p + 2] === w2 && words[p + 3] === w3) {
+          k = j;
+          break;
+        }
       }
-    } else k = last;
-    // k: the way holding the digest, or the last way (evicted, or already the digest)
-    if (((tagWord >>> (k << 3)) & 0xff) === 0) this.size++;
+    }
+    if (k < 0) {
+      if (this.size * 8 >= this.sets * this.ways && this.sets < this.maxSets) {
+        // an eighth full and not at its size yet: doubled before it takes more
+        this.grow();
+        this.add(d, i);
+        return;
+      }
+      // new: it goes in front, over the last way (empty ways are always the last ones)
+      k = this.ways - 1;
+      if (((tagWord >>> (k << 3)) & 0xff) === 0) this.size++;
+    }
     this.toFront(words, tags, set, k, tagWord, tag, w0, w1, w2, w3);
+  }
+
+  /**
+   * Doubles the sets (up to maxSets) and moves every entry to its set in the new table, least
+   * recently used first so each set keeps its order. A doubling sends the ways of set s to sets 2s
+   * and 2s + 1; only the last step to maxSets, when it is less than a doubling, can find a new
+   * set full, and then drops that set's oldest way.
+   */
+  private grow(): void {
+    const oldWords = this.words!;
+    const oldTags = this.tags!;
+    const oldSets = this.sets;
+    this.sets = Math.min(this.maxSets, oldSets * 2);
+    const words = (this.words = new Uint32Array(this.sets * WAYS * 4));
+    const tags = (this.tags = new Uint32Array(this.sets));
+    const last = this.ways - 1;
+    for (let s = 0; s < oldSets; s++) {
+      const oldTagWord = oldTags[s]!;
+      for (let k = last; k >= 0; k--) {
+        const tag = (oldTagWord >>> (k << 3)) & 0xff;
+        if (tag === 0) continue;
+        const p = (s << 4) + (k << 2);
+        const w0 = oldWords[p]!;
+        const set = this.setOf(w0);
+        const tagWord = tags[set]!;
+        if (((tagWord >>> (last << 3)) & 0xff) !== 0) this.size--;
+        this.toFront(words, tags, set, last, tagWord, tag, w0, oldWords[p + 1]!, oldWords[p + 2]!, oldWords[p + 3]!);
+      }
+    }
   }
 
   /** Moves ways 0..k-1 of `set` one down over way k and writes the digest (and its tag) to way 0. */
