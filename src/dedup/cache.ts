@@ -12,7 +12,7 @@ const WAYS = 4;
 /**
  * Sets of a new table. It doubles (up to its full size) when an eighth full, so a fresh process
  * touches memory as it caches keys rather than faulting in the whole table at random; at an
- * eighth, a set meets a fifth key (and drops its oldest) about once in 5,000 sets.
+ * eighth, a set meets a fifth key (and drops its oldest) about once in 6,000 sets.
  */
 const FIRST_SETS = 4096;
 
@@ -22,12 +22,13 @@ const tagOf = (w1: number): number => (w1 & 0xfe) | 1;
 /**
  * Set-associative LRU over 128-bit digests, as a CPU cache is. A digest's set is one 64-byte line
  * of four 4-word ways, most recently used first, plus one tag word (a byte per way) in an array a
- * sixteenth the size. A lookup of a new key, the usual case, reads only the tag word: a full
- * set's tags match a new key's about 1 time in 32, and the tag array of a 1M-entry cache is
- * 1 MiB, mostly in the CPU's cache. Its add then writes the one line. The table starts small and
- * doubles in one sequential pass (set s splits into sets 2s and 2s + 1) up to its size. A full set
- * evicts its least recently used way; a hit moves its way to the front. An all-zero way is empty
- * (the all-zero digest is a flag of its own).
+ * sixteenth the size. A lookup of a new key, the usual case, is answered by the tag word (a full
+ * set's tags match a new key's about 1 time in 32; the tag array of a 1M-entry cache is 1 MiB,
+ * mostly in the CPU's cache) while the read of its line goes on, so the add that follows writes
+ * a line already fetched. The table starts small and doubles in one sequential pass (set s
+ * splits into sets 2s and 2s + 1) up to its size. A full set evicts its least recently used way;
+ * a hit moves its way to the front. An all-zero way is empty (the all-zero digest is a flag of
+ * its own).
  */
 export class SeenCache {
   private words: Uint32Array | undefined;
