@@ -78,14 +78,19 @@ export class SeenCache {
     // through a branch the CPU predicts: the reads of a batch's lookups overlap one another, and
     // the add that follows a miss finds the line in the CPU's cache instead of waiting for it.
     if (SeenCache.matches(tagWord, tag) === 0 && words[base] !== w0) return false;
+    const k = this.wayOf(words, base, w0, w1, w2, w3);
+    if (k < 0) return false;
+    if (k > 0) this.toFront(words, tags, set, k, tagWord, tag, w0, w1, w2, w3);
+    return true;
+  }
+
+  /** The way of the set at `base` holding digest (w0..w3), or -1. */
+  private wayOf(words: Uint32Array, base: number, w0: number, w1: number, w2: number, w3: number): number {
     for (let k = 0; k < this.ways; k++) {
       const p = base + (k << 2);
-      if (words[p] === w0 && words[p + 1] === w1 && words[p + 2] === w2 && words[p + 3] === w3) {
-        if (k > 0) this.toFront(words, tags, set, k, tagWord, tag, w0, w1, w2, w3);
-        return true;
-      }
+      if (words[p] === w0 && words[p + 1] === w1 && words[p + 2] === w2 && words[p + 3] === w3) return k;
     }
-    return false;
+    return -1;
   }
 
   add(d: Uint32Array, i: number): void {
@@ -106,17 +111,8 @@ export class SeenCache {
     const tag = tagOf(w1);
     const tagWord = tags[set]!;
     const base = set << 4;
-    let k = -1;
     // only a way whose tag matches can hold the digest already
-    if (SeenCache.matches(tagWord, tag) !== 0) {
-      for (let j = 0; j < this.ways; j++) {
-        const p = base + (j << 2);
-        if (words[p] === w0 && words[p + 1] === w1 && words[p + 2] === w2 && words[p + 3] === w3) {
-          k = j;
-          break;
-        }
-      }
-    }
+    let k = SeenCache.matches(tagWord, tag) !== 0 ? this.wayOf(words, base, w0, w1, w2, w3) : -1;
     if (k < 0) {
       if (this.size * 8 >= this.sets * this.ways && this.sets < this.maxSets) {
         // an eighth full and not at its size yet: doubled before it takes more
