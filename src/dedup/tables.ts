@@ -13,9 +13,20 @@ import {
 
 export const SPLIT = new LuaScript(SPLIT_LUA);
 
-/** Members a writer adds before it reports them to the window count (or FLUSH_MS after the first). */
-const FLUSH_KEYS = 256;
+/**
+ * Members a writer adds before it reports them to the window count (or FLUSH_MS after the first):
+ * T x alpha / 128, within [MIN, MAX]. Members not reported yet land in tables that have not split
+ * for them; spread over T tables that is at most alpha/128 a table per writer (above MIN), so 50 writers
+ * together stay inside the headroom the schedule leaves (a table's fullest sub-buckets reach about
+ * 2 alpha plus three standard deviations before it splits, and the intset limit is alpha / 0.3).
+ * Each report costs an INCRBY and the splits its reply starts, each in writes of their own on the
+ * control connection: fewer, bigger reports batch those splits.
+ */
+const FLUSH_KEYS_MIN = 256;
+const FLUSH_KEYS_MAX = 1024;
 const FLUSH_MS = 20;
+/** Members of a report for a window of T tables of average load alpha. */
+export const flushKeysFor = (T: number, alpha: number): number => Math.min(FLUSH_KEYS_MAX, Math.max(FLUSH_KEYS_MIN, Math.floor((T * alpha) / 128)));
 /**
  * Splits of one window in flight at once in the background. Redis runs every command it read from
  * a connection in one turn before it serves the next client, so this times the cost of one SPLIT
@@ -108,6 +119,8 @@ export class WindowTables {
   countKnown = false;
   /** Members added and not yet reported to the window count. */
   pending = 0;
+  /** Pending members that make a report at once (flushKeysFor). */
+  private readonly flushKeys: number;
   private flushing = false;
   private timer: NodeJS.Timeout | undefined;
   /** Background splits: table -> target, and the tables being split now. */
@@ -135,6 +148,7 @@ export class WindowTables {
     this.slotOf = growth.router.cluster ? new Int32Array(T).fill(-1) : undefined;
     this.keyHead = Buffer.from(this.compact ? `${base}:c{` : `${base}:`, 'latin1');
     this.countKey = windowCountKey(base, layout);
+    this.flushKeys = flushKeysFor(T, alpha);
   }
 
   tablePrefix(t: number): string {
@@ -280,11 +294,11 @@ export class WindowTables {
     return splits.length === 0 ? undefined : Promise.all(splits).then(() => undefined);
   }
 
-  /** Reports `added` new members to the window count (batched; see FLUSH_KEYS). */
+  /** Reports `added` new members to the window count (batched; see flushKeysFor). */
   added(added: number): void {
     if (added <= 0) return;
     this.pending += added;
-    if (this.pending >= FLUSH_KEYS) void this.flush();
+    if (this.pending >= this.flushKeys) void this.flush();
     else this.arm();
   }
 
@@ -323,7 +337,7 @@ export class WindowTables {
         this.flushing = false;
         this.flushDone = undefined;
         if (!this.disposed && this.pending > 0) {
-          if (ok && this.pending >= FLUSH_KEYS) void this.flush();
+          if (ok && this.pending >= this.flushKeys) void this.flush();
           else this.arm();
         }
       }

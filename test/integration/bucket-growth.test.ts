@@ -16,9 +16,9 @@ import { Registry } from 'prom-client';
 import { requireRedisOrSkip, scardSum, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { compactSets, misplaced } from '../helpers/layout.js';
 import { PipeRouter } from '../../src/redis/pipes.js';
-import { TableGrowth, intsetLimitOf } from '../../src/dedup/tables.js';
+import { TableGrowth, flushKeysFor, intsetLimitOf } from '../../src/dedup/tables.js';
 import { MemberStatus, RedisWriter, type MemberSource } from '../../src/dedup/redis-writer.js';
-import { MAX_SUB_BUCKETS, PLACE_LUA, addressOf, crossings, depthOf, putAddress, splitBoundary, subBucketOf, targetSubBuckets } from '../../src/dedup/growth.js';
+import { MAX_SUB_BUCKETS, PLACE_LUA, addressOf, crossings, depthOf, putAddress, splitBoundary, splitLoad, subBucketOf, targetSubBuckets } from '../../src/dedup/growth.js';
 
 const has = requireRedisOrSkip('bucket growth');
 const CLI = resolve(import.meta.dirname, '../../dist/src/cli/main.js');
@@ -157,6 +157,24 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
       prev = next;
       last = K;
     }
+  });
+
+  it("50 writers' unreported members, on top of a table's fullest sub-bucket before it splits, stay under the intset limit", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 1 << 20 }), fc.integer({ min: 64, max: 8192 }), (T, limit) => {
+        const alpha = splitLoad(limit);
+        const every = flushKeysFor(T, alpha);
+        expect(every).toBeGreaterThanOrEqual(256);
+        expect(every).toBeLessThanOrEqual(1024);
+        // below the floor a report is 256 members, as small windows always had
+        if (every === 256) return;
+        const fullest = 2 * alpha + 3 * Math.sqrt(2 * alpha);
+        expect(fullest + (50 * every) / T).toBeLessThanOrEqual(limit);
+      }),
+      { numRuns: 2000, seed: 11 },
+    );
+    // the default window (1,024 tables, Redis's intset limit 512) reports every 1,024 members
+    expect(flushKeysFor(1024, splitLoad(512))).toBe(1024);
   });
 
   it('a writer whose cached table counts went stale (another instance split the tables) still answers exactly', async () => {
