@@ -23,23 +23,26 @@ const FIRST_SETS = 4096;
  */
 const GROWTH = 4;
 
-/** A way's tag: 7 bits of digest word 1, odd so that an empty way's tag byte (0) never matches. */
-const tagOf = (w1: number): number => (w1 & 0xfe) | 1;
+/**
+ * A way's tag: 1..63 from digest word 1 (an empty way's byte is 0, so it never matches). The top
+ * two bits of a way's byte are its age.
+ */
+const tagOf = (w1: number): number => (((w1 & 0xffff) * 63) >>> 16) + 1;
 
 /**
  * Set-associative LRU over 128-bit digests, as a CPU cache is. A digest's set is one 64-byte line
- * of four 4-word ways, most recently used first, plus one tag word (a byte per way) in an array a
- * sixteenth the size. A lookup of a new key, the usual case, is answered by the tag word (a full
- * set's tags match a new key's about 1 time in 32; the tag array of a 1M-entry cache is 1 MiB,
- * mostly in the CPU's cache) while the read of its line goes on, so the add that follows writes
- * a line already fetched. The table starts small and grows four-fold in one sequential pass (set
- * s splits into sets 4s to 4s + 3) up to its size. A full set evicts its least recently used way;
- * a hit moves its way to the front. An all-zero way is empty (the all-zero digest is a flag of
- * its own).
+ * of four 4-word ways plus one word in an array a sixteenth the size: a byte per way, its tag in
+ * the low six bits and its age (0 = most recently used) in the top two. A lookup of a new key, the
+ * usual case, is answered by that word (a full set's tags match a new key's about 1 time in 16;
+ * the array of a 1M-entry cache is 1 MiB); only a matching way's digest is read. An add reads the
+ * same word and writes the line without reading it, so it does not wait for the line to arrive.
+ * The table starts small and grows four-fold in one sequential pass (set s splits into sets 4s
+ * to 4s + 3) up to its size. A full set evicts its oldest way; a hit makes its way the youngest.
+ * An all-zero way is empty (the all-zero digest is a flag of its own).
  */
 export class SeenCache {
   private words: Uint32Array | undefined;
-  /** Tag byte k of word s: the tag of way k of set s (0: empty). */
+  /** Byte k of word s: way k of set s, age << 6 | tag (0: empty). */
   private tags: Uint32Array | undefined;
   private sets: number;
   private readonly maxSets: number;
@@ -61,9 +64,9 @@ export class SeenCache {
     return Math.floor(((w0 >>> 6) * this.sets) / 67108864);
   }
 
-  /** Byte mask of the ways of `tagWord` whose tag is `tag` (0x80 in each matching byte). */
+  /** Byte mask of the ways of `tagWord` whose tag may be `tag` (0x80 in each; a byte above a match can show too). */
   private static matches(tagWord: number, tag: number): number {
-    const x = tagWord ^ Math.imul(tag, 0x01010101);
+    const x = (tagWord & 0x3f3f3f3f) ^ Math.imul(tag, 0x01010101);
     return (x - 0x01010101) & ~x & 0x80808080;
   }
 
@@ -77,27 +80,35 @@ export class SeenCache {
     const tags = this.tags;
     if (tags === undefined) return false;
     const set = this.setOf(w0);
-    const tag = tagOf(w1);
     const tagWord = tags[set]!;
-    const words = this.words!;
-    const base = set << 4;
-    // The set's line is read here even when no tag matches, and the answer waits on it only
-    // through a branch the CPU predicts: the reads of a batch's lookups overlap one another, and
-    // the add that follows a miss finds the line in the CPU's cache instead of waiting for it.
-    if (SeenCache.matches(tagWord, tag) === 0 && words[base] !== w0) return false;
-    const k = this.wayOf(words, base, w0, w1, w2, w3);
+    const m = SeenCache.matches(tagWord, tagOf(w1));
+    if (m === 0) return false;
+    const k = this.wayOf(this.words!, set << 4, m, w0, w1, w2, w3);
     if (k < 0) return false;
-    if (k > 0) this.toFront(words, tags, set, k, tagWord, tag, w0, w1, w2, w3);
+    tags[set] = this.touched(tagWord, k);
     return true;
   }
 
-  /** The way of the set at `base` holding digest (w0..w3), or -1. */
-  private wayOf(words: Uint32Array, base: number, w0: number, w1: number, w2: number, w3: number): number {
+  /** The way of the set at `base` among the candidates of mask `m` holding digest (w0..w3), or -1. */
+  private wayOf(words: Uint32Array, base: number, m: number, w0: number, w1: number, w2: number, w3: number): number {
     for (let k = 0; k < this.ways; k++) {
+      if ((m & (0x80 << (k << 3))) === 0) continue;
       const p = base + (k << 2);
       if (words[p] === w0 && words[p + 1] === w1 && words[p + 2] === w2 && words[p + 3] === w3) return k;
     }
     return -1;
+  }
+
+  /** `tagWord` with way k made the youngest: the ways younger than it age by one. */
+  private touched(tagWord: number, k: number): number {
+    const age = (tagWord >>> ((k << 3) + 6)) & 3;
+    if (age === 0) return tagWord;
+    let inc = 0;
+    for (let j = 0; j < this.ways; j++) {
+      const b = (tagWord >>> (j << 3)) & 0xff;
+      if (b !== 0 && b >>> 6 < age) inc |= 0x40 << (j << 3);
+    }
+    return (tagWord + inc) & ~(0xc0 << (k << 3));
   }
 
   add(d: Uint32Array, i: number): void {
@@ -117,29 +128,61 @@ export class SeenCache {
     const set = this.setOf(w0);
     const tag = tagOf(w1);
     const tagWord = tags[set]!;
-    const base = set << 4;
+    const m = SeenCache.matches(tagWord, tag);
     // only a way whose tag matches can hold the digest already
-    let k = SeenCache.matches(tagWord, tag) !== 0 ? this.wayOf(words, base, w0, w1, w2, w3) : -1;
-    if (k < 0) {
-      if (this.size * 8 >= this.sets * this.ways && this.sets < this.maxSets) {
-        // an eighth full and not at its size yet: grown before it takes more
-        this.grow();
-        this.add(d, i);
+    if (m !== 0) {
+      const k = this.wayOf(words, set << 4, m, w0, w1, w2, w3);
+      if (k >= 0) {
+        tags[set] = this.touched(tagWord, k);
         return;
       }
-      // new: it goes in front, over the last way (empty ways are always the last ones)
-      k = this.ways - 1;
-      if (((tagWord >>> (k << 3)) & 0xff) === 0) this.size++;
     }
-    this.toFront(words, tags, set, k, tagWord, tag, w0, w1, w2, w3);
+    if (this.size * 8 >= this.sets * this.ways && this.sets < this.maxSets) {
+      // an eighth full and not at its size yet: grown before it takes more
+      this.grow();
+      this.add(d, i);
+      return;
+    }
+    if (!this.put(words, tags, set, tag, w0, w1, w2, w3)) this.size++;
+  }
+
+  /**
+   * Writes a digest to an empty way of `set`, or over its oldest, as the youngest way; true when
+   * it replaced an entry. The other ways age by one.
+   */
+  private put(words: Uint32Array, tags: Uint32Array, set: number, tag: number, w0: number, w1: number, w2: number, w3: number): boolean {
+    const tagWord = tags[set]!;
+    const last = this.ways - 1;
+    let v = -1;
+    let oldest = 0;
+    let inc = 0;
+    for (let j = 0; j <= last; j++) {
+      const b = (tagWord >>> (j << 3)) & 0xff;
+      if (b === 0) {
+        if (v < 0) v = j;
+        continue;
+      }
+      if (b >>> 6 === last) oldest = j;
+      inc |= 0x40 << (j << 3);
+    }
+    const evicts = v < 0;
+    if (evicts) v = oldest;
+    const sh = v << 3;
+    // the way written is the youngest; every other way ages (none is older than last - 1 here)
+    tags[set] = ((tagWord + (inc & ~(0xff << sh))) & ~(0xff << sh)) | (tag << sh);
+    const p = (set << 4) + (v << 2);
+    words[p] = w0;
+    words[p + 1] = w1;
+    words[p + 2] = w2;
+    words[p + 3] = w3;
+    return evicts;
   }
 
   /**
    * Grows the sets GROWTH-fold (up to maxSets) and moves every entry to its set in the new table,
-   * least recently used first so each set keeps its order. A step by a whole factor r sends the
-   * ways of set s to sets r s .. r s + r - 1; only the last step to maxSets, when maxSets is not a
-   * whole multiple of the sets before, can find a new set full, and then drops that set's oldest
-   * way.
+   * oldest first so each set keeps its order. A step by a whole factor r sends the ways of set s
+   * to sets r s .. r s + r - 1; only the last step to maxSets, when maxSets is not a whole
+   * multiple of the sets before, can find a new set full, and then drops that set's oldest way.
    */
   private grow(): void {
     const oldWords = this.words!;
@@ -148,35 +191,19 @@ export class SeenCache {
     this.sets = Math.min(this.maxSets, oldSets * GROWTH);
     const words = (this.words = new Uint32Array(this.sets * WAYS * 4));
     const tags = (this.tags = new Uint32Array(this.sets));
-    const last = this.ways - 1;
     for (let s = 0; s < oldSets; s++) {
       const oldTagWord = oldTags[s]!;
-      for (let k = last; k >= 0; k--) {
-        const tag = (oldTagWord >>> (k << 3)) & 0xff;
-        if (tag === 0) continue;
-        const p = (s << 4) + (k << 2);
-        const w0 = oldWords[p]!;
-        const set = this.setOf(w0);
-        const tagWord = tags[set]!;
-        if (((tagWord >>> (last << 3)) & 0xff) !== 0) this.size--;
-        this.toFront(words, tags, set, last, tagWord, tag, w0, oldWords[p + 1]!, oldWords[p + 2]!, oldWords[p + 3]!);
+      if (oldTagWord === 0) continue;
+      for (let age = this.ways - 1; age >= 0; age--) {
+        for (let k = 0; k < this.ways; k++) {
+          const b = (oldTagWord >>> (k << 3)) & 0xff;
+          if (b === 0 || b >>> 6 !== age) continue;
+          const p = (s << 4) + (k << 2);
+          const w0 = oldWords[p]!;
+          if (this.put(words, tags, this.setOf(w0), b & 0x3f, w0, oldWords[p + 1]!, oldWords[p + 2]!, oldWords[p + 3]!)) this.size--;
+        }
       }
     }
-  }
-
-  /** Moves ways 0..k-1 of `set` one down over way k and writes the digest (and its tag) to way 0. */
-  private toFront(words: Uint32Array, tags: Uint32Array, set: number, k: number, tagWord: number, tag: number, w0: number, w1: number, w2: number, w3: number): void {
-    const base = set << 4;
-    // at most 12 words: a loop beats copyWithin's call for so few
-    for (let q = base + (k << 2) - 1; q >= base; q--) words[q + 4] = words[q]!;
-    words[base] = w0;
-    words[base + 1] = w1;
-    words[base + 2] = w2;
-    words[base + 3] = w3;
-    // tag bytes 0..k-1 one up over byte k, the new tag in byte 0; the bytes above k stay
-    const above = k === WAYS - 1 ? 0 : tagWord & (-1 << ((k + 1) << 3));
-    const below = (tagWord & ((1 << (k << 3)) - 1)) << 8;
-    tags[set] = above | below | tag;
   }
 
   clear(): void {
