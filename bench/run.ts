@@ -17,7 +17,7 @@ import { loadResults, sortSuites, writeReport } from './report.js';
 import { isMainModule } from '../src/util/main-module.js';
 
 /** Suites the issues ask for, in report order; others found on disk follow alphabetically. */
-export const KNOWN_SUITES = ['hash', 'bloom', 'pool', 'dedup', 'load', 'lookup', 'fingerprint', 'scaling', 'concurrency', 'store', 'redis-bloom', 'bloom-rebuild', 'replay', 'scale'] as const;
+export const KNOWN_SUITES = ['hash', 'bloom', 'pool', 'dedup', 'seen-cache', 'load', 'lookup', 'fingerprint', 'scaling', 'concurrency', 'store', 'redis-bloom', 'bloom-rebuild', 'replay', 'scale'] as const;
 /** Modules in bench/ that are helpers, never suites. */
 export const HELPER_MODULES = new Set(['common', 'run', 'report', 'svg']);
 
