@@ -4,7 +4,7 @@
 // Keys are the full 128-bit digests (exact: a 64-bit id would allow false duplicates), kept in
 // one typed array: no string or object per key, so no GC pressure on the hot path (JS strings +
 // Set cost ~30% of firstSeen's CPU in profiles, lru-cache's list more). Bounded to `max` entries
-// at 17 B each: the digest and a tag byte.
+// at 17 B each: the digest and a byte of tag and age.
 
 /** Entries per set: four 16-byte digests fill one 64-byte cache line. */
 const WAYS = 4;

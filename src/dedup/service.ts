@@ -321,7 +321,7 @@ export class DedupService {
       throw invalidType('options.redis', "a redis:// URL, ioredis options or { cluster: nodes }", r);
     }
     this.memCompact = this.store instanceof MemoryStore && o.layout === 'compact' ? this.store : undefined;
-    // 17 B per cached entry at full size: its digest and its tag byte.
+    // 17 B per cached entry at full size: its digest and a byte of tag and age.
     const maxEntries = Math.min(o.cacheMaxEntries, Math.floor(o.cacheMaxBytes / 17));
     // The embedded compact table answers a repeat as fast as the cache would (both are one
     // typed-array probe), so there a cache would only add a second probe and its memory.
