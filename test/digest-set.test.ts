@@ -1,8 +1,8 @@
-// DigestSet (a batch's duplicates) answers like a Set of the digests; SeenCache (the seen-cache)
+// DigestSet (a batch's repeats, the bucket analysis's distinct keys) answers like a Set of the digests; SeenCache (the seen-cache)
 // is an LRU per set of four that never answers "seen" for a digest it was not given.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { DigestSet } from '../src/dedup/digest-set.js';
+import { DigestSet } from '../src/hash/digest-set.js';
 import { SeenCache } from '../src/dedup/cache.js';
 
 /** Digest i of `ids`: four words derived from ids[i] (id 0 gives the all-zero digest). */
@@ -24,10 +24,10 @@ describe('DigestSet', () => {
         for (let i = 0; i < ids.length; i++) {
           const want = !ref.has(ids[i]!);
           ref.add(ids[i]!);
-          expect(s.add(d, i)).toBe(want);
+          expect(s.add(d, i << 2)).toBe(want);
         }
         expect(s.size).toBe(ref.size);
-        for (let i = 0; i < ids.length; i++) expect(s.has(d, i)).toBe(true);
+        for (let i = 0; i < ids.length; i++) expect(s.has(d, i << 2)).toBe(true);
         expect(s.has(digestsOf([30_001]), 0)).toBe(false);
       }),
       { numRuns: 30 },
@@ -41,14 +41,39 @@ describe('DigestSet', () => {
     expect(s.has(d, 0)).toBe(false);
     expect(s.add(d, 0)).toBe(true);
     expect(s.add(d, 0)).toBe(false);
-    for (let i = 1; i < 6000; i++) expect(s.add(d, i)).toBe(true);
+    for (let i = 1; i < 6000; i++) expect(s.add(d, i << 2)).toBe(true);
     expect(s.has(d, 0)).toBe(true);
     expect(s.size).toBe(6000);
     s.clear();
     expect(s.has(d, 0)).toBe(false);
-    expect(s.has(d, 5)).toBe(false);
+    expect(s.has(d, 5 << 2)).toBe(false);
     expect(s.add(d, 0)).toBe(true);
     expect(s.size).toBe(1);
+  });
+
+  it('grows past its capacity without losing a member, and reads digests inside wider records', () => {
+    // records of 6 words, the digest first (as the analysis's spill records carry more after it)
+    const n = 5000;
+    const rec = new Uint32Array(6 * n);
+    for (let i = 0; i < n; i++) rec.set([Math.imul(i + 1, 0x9e3779b1) >>> 0, i, 3, 5, 0xffffffff, i], i * 6);
+    const s = new DigestSet(10);
+    const cap0 = s.capacity;
+    const bytes0 = s.byteLength;
+    for (let i = 0; i < n; i++) {
+      if (s.full) expect(s.grownBytes).toBe(2 * s.byteLength);
+      expect(s.add(rec, i * 6)).toBe(true);
+    }
+    expect(s.capacity).toBeGreaterThan(cap0);
+    expect(s.byteLength).toBeGreaterThan(bytes0);
+    // load stays at most 3/4 of the cells (16 B each)
+    expect(s.size).toBeLessThanOrEqual((s.byteLength / 16) * 0.75);
+    for (let i = 0; i < n; i++) {
+      expect(s.has(rec, i * 6)).toBe(true);
+      expect(s.add(rec, i * 6)).toBe(false);
+    }
+    expect(s.size).toBe(n);
+    const other = new Uint32Array([7, n + 1, 3, 5]);
+    expect(s.has(other, 0)).toBe(false);
   });
 });
 

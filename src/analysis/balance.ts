@@ -8,7 +8,8 @@ import { FileChunkReader, isOversize } from '../loader/reader.js';
 import { expandInputs } from '../loader/inputs.js';
 import { personLine } from '../loader/generate.js';
 import { HashRing, MAX_RING_POINTS } from './ring.js';
-import { Digest128Set, DigestSpill } from './distinct.js';
+import { DigestSet } from '../hash/digest-set.js';
+import { DigestSpill } from './spill.js';
 import { bucketStats, type BucketStats } from './stats.js';
 
 export type Method = 'mod' | 'jump' | 'ring';
@@ -82,7 +83,7 @@ export class BalanceAnalyzer {
   private readonly tmp: Uint32Array[] = [0, 1, 2, 3, 4, 5].map(() => new Uint32Array(MAX_ROWS));
   private readonly digestWords: Uint32Array;
   private readonly setBytes: number;
-  private seen = new Digest128Set();
+  private seen = new DigestSet(1024);
   private spill: DigestSpill | null = null;
   private done = false;
   rows = 0;
@@ -180,7 +181,7 @@ export class BalanceAnalyzer {
       for (let p = 0; p < sp.partitions; p++) {
         const rows = sp.rowsIn(p);
         if (rows === 0) continue;
-        const set = new Digest128Set(Math.min(rows, Math.floor(this.setBytes / 64)));
+        const set = new DigestSet(Math.min(rows, Math.floor(this.setBytes / 64)));
         sp.read(p, (buf, count) => {
           const words = new Uint32Array(buf.buffer, buf.byteOffset, (count * RECORD) >>> 2);
           for (let r = 0; r < count; r++) {

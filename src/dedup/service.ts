@@ -37,7 +37,7 @@ import { ErrorCodes, HashGateError, HashGateTypeError, checkKnownKeys, invalidTy
 import { digests128 } from '../hash/index.js';
 import { CheckedKeys, checkKeys, type KeyLimits, type Keys } from '../hash/keys.js';
 import { SeenCache } from './cache.js';
-import { DigestSet } from './digest-set.js';
+import { DigestSet } from '../hash/digest-set.js';
 import { Journal, type JournalRecordV2 } from './journal.js';
 import {
   bucketKey, bucketsOfDigests, compactMember, digestKeys, setsMember,
@@ -697,7 +697,7 @@ export class DedupService {
         continue;
       }
       // Only cache misses can repeat unseen inside the batch (hits are answered 0 anyway).
-      if (!inBatch.add(d32, i)) {
+      if (!inBatch.add(d32, i << 2)) {
         dups++;
         continue;
       }
