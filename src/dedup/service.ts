@@ -974,8 +974,8 @@ export class DedupService {
 
   /**
    * An empty table for a batch's in-batch duplicates. The last one of at least 64 keys is kept and
-   * cleared for the next batch of about its size: a 10k-key batch's table is ~560 KiB, which
-   * allocating anew zeroed and faulted in again on every call.
+   * cleared for the next batch of about its size: a 10k-key batch's table is 256 KiB, which
+   * would otherwise be allocated, zeroed and faulted in again on every call.
    */
   private inBatchSet(n: number): DigestSet {
     // batches of fewer than 64 keys (one-key calls, most merged ones) share one small table:
