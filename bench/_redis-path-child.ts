@@ -1,6 +1,7 @@
-// One cold-start run of one Redis-path workload (hashgate or the peer a user would write instead),
-// in a process of its own so nothing is JIT-compiled or connected before it: bench/redis-path.ts
-// forks it once per pass and impl. argv[2] is the JSON Spec; the result goes back over IPC.
+// One cold-start run of one Redis-path workload (hashgate, the peer a user would write instead, or
+// the client-side floor), in a process of its own so nothing is JIT-compiled or connected before
+// it: bench/redis-path.ts forks it once per pass and impl. argv[2] is the JSON Spec; the result
+// goes back over IPC.
 //
 // Measured between the first call and the last answer: wall time, keys answered, per-call latency
 // percentiles, this process's CPU (process.cpuUsage, all threads) and redis-server's CPU (INFO cpu
@@ -9,6 +10,7 @@
 // apart from the other threads' (V8's compiler and GC helpers, libuv), and the Node CPU of the
 // run's second half, past most of the JIT warm-up a fresh process pays.
 import { readdirSync, readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { createHistogram } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { makeKeys } from './common.js';
@@ -18,7 +20,12 @@ export type PathKind = 'single' | 'c256' | 'batch' | 'once' | 'repeat';
 
 export interface Spec {
   path: PathKind;
-  impl: 'hashgate' | 'peer';
+  /**
+   * floor: the least a client of one SADD per key does in Node. It writes `feed` (the SADDs
+   * hashgate sends for the same keys, RESP-encoded before the timed part) one call's commands at a
+   * time and counts the replies: no key check, hashing, cache or reply objects.
+   */
+  impl: 'hashgate' | 'peer' | 'floor';
   url: string;
   keys: number;
   seed: number;
@@ -28,6 +35,8 @@ export interface Spec {
   batch: number;
   /** Rate over the first `mark` keys is reported too (what a short run from a fresh process sees). */
   mark: number;
+  /** floor only: the file of RESP SADDs, one per key in key order. */
+  feed?: string;
 }
 
 export interface ChildResult {
@@ -114,6 +123,48 @@ async function main(spec: Spec): Promise<ChildResult> {
     call = spec.path === 'once' ? (b, i) => gate.firstSeen(b, { requestId: `${spec.prefix}-${i}` }).then(sum) : (b) => gate.firstSeen(b).then(sum);
     close = () => gate.close();
     where = { window: gate.dedup.windowOf(), buckets: gate.dedup.options.buckets };
+  } else if (spec.impl === 'floor') {
+    const feed = readFileSync(spec.feed!);
+    // where each call's commands start: every command opens a line with '*'
+    const starts: number[] = [];
+    let cmd = 0;
+    for (let p = 0; p < feed.length; p = feed.indexOf(10, p) + 1) {
+      if (feed[p] === 42) {
+        if (cmd % k === 0) starts.push(p);
+        cmd++;
+      }
+      if (feed.indexOf(10, p) < 0) break;
+    }
+    starts.push(feed.length);
+    const url = new URL(spec.url);
+    const sock = connect(Number(url.port), url.hostname);
+    sock.setNoDelay(true);
+    await new Promise<void>((resolve, reject) => sock.once('connect', resolve).once('error', reject));
+    // every SADD reply is one line, ":1" or ":0"; `col` is the byte's place in its line
+    let owed = 0;
+    let got = 0;
+    let col = 0;
+    let done: ((ones: number) => void) | undefined;
+    sock.on('data', (d: Buffer) => {
+      for (let i = 0; i < d.length; i++) {
+        const c = d[i]!;
+        if (col === 1 && c === 49) got++;
+        if (c === 10) {
+          col = 0;
+          if (--owed === 0) done!(got);
+        } else col++;
+      }
+    });
+    call = (b, i) =>
+      new Promise<number>((resolve) => {
+        owed = b.length;
+        got = 0;
+        done = resolve;
+        sock.write(feed.subarray(starts[i]!, starts[i + 1]!));
+      });
+    close = async () => {
+      sock.destroy();
+    };
   } else {
     // The peer: raw keys SADDed into one set, the reply of SADD being the first-seen answer.
     const r = new Redis(spec.url, spec.path === 'c256' ? { enableAutoPipelining: true } : {});
