@@ -63,6 +63,10 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
    * (throughput and its latency percentiles) and keeps every pass as a sample.
    */
   const passes = opts.quick ? 1 : 3;
+  // The 256-caller one-key points carry the suite's targets, and their 40k-key passes take a few
+  // hundred ms: one slow stretch of this shared box moved a ratio there by a third between two
+  // runs of the same code (1.26x against 1.73x), so they take more passes for a steadier median.
+  const passesAt = (c: number, k: number): number => (passes > 1 && c === 256 && k === 1 ? 5 : passes);
   const timePoint = async (group: string, impls: Impl[], c: number, k: number, tag: string, repeat = 1): Promise<void> => {
     const n = perRun(c);
     const once = slices(keys.slice(0, n), k);
@@ -72,7 +76,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     const name = `${group} ${c} callers x ${k} keys`;
     const runs: Drive[][] = impls.map(() => []);
     const wrong: (string | undefined)[] = impls.map(() => undefined);
-    for (let pass = 0; pass < passes; pass++) {
+    for (let pass = 0; pass < passesAt(c, k); pass++) {
       for (let i = 0; i < impls.length; i++) {
         if (wrong[i] !== undefined) continue;
         const inst = await impls[i]!.setup(`${tag}-${pass}`);
@@ -490,7 +494,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   s.target('sequential single-key firstSeen embedded p50', '<=', 10, p(row('firstSeen embedded', 1, 1, 'hashgate embedded'), 'p50Us'), ' us');
   s.target('sequential single-key firstSeen Redis compact p50 / one SADD round trip p50', '<=', 1.2, div(p(row('firstSeen Redis', 1, 1, 'hashgate compact'), 'p50Us'), p(row('firstSeen Redis', 1, 1, SADD), 'p50Us')), 'x');
   s.target('256 callers x 1 query index.match Redis vs autopipelined SINTER', '>=', 1, ratio('index match Redis', 256, 1, 'hashgate FingerprintIndex', 'ioredis autopipelined SINTER'), 'x');
-  s.note(`Every caller awaits its call before the next (a request handler); keys are Chinese name + 18-digit ID, all new for firstSeen and all present for lookups. ${perRun(256)} keys per timed pass (${perRun(1)} for 1 caller), after an untimed warm-up of ${warmKeys.length}; each row is the median of ${passes} passes on fresh instances (min..max shown), latency percentiles from that pass.`);
+  s.note(`Every caller awaits its call before the next (a request handler); keys are Chinese name + 18-digit ID, all new for firstSeen and all present for lookups. ${perRun(256)} keys per timed pass (${perRun(1)} for 1 caller), after an untimed warm-up of ${warmKeys.length}; each row is the median of ${passes} passes (${passesAt(256, 1)} at 256 callers x 1 key) on fresh instances (min..max shown), latency percentiles from that pass.`);
   s.note(
     'firstSeen Redis rows are warm steady state: the process already ran the embedded and Bloom groups, each pass starts after a warm-up, compact buckets are sized to the 40k-key pass (expectedKeys), and the pass takes tens of ms. ' +
       'What a user sees from a fresh process with default options, with the Node/Redis CPU split, is in the redis-path suite.',
