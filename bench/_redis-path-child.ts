@@ -128,12 +128,14 @@ async function main(spec: Spec): Promise<ChildResult> {
     // where each call's commands start: every command opens a line with '*'
     const starts: number[] = [];
     let cmd = 0;
-    for (let p = 0; p < feed.length; p = feed.indexOf(10, p) + 1) {
+    for (let p = 0; p < feed.length; ) {
       if (feed[p] === 42) {
         if (cmd % k === 0) starts.push(p);
         cmd++;
       }
-      if (feed.indexOf(10, p) < 0) break;
+      const nl = feed.indexOf(10, p);
+      if (nl < 0) break;
+      p = nl + 1;
     }
     starts.push(feed.length);
     const url = new URL(spec.url);
