@@ -11,6 +11,7 @@
 // "absent" for negativeTtlMs, nor a lower tier's possibly older copy, which would hide a newer hot
 // value after the tier recovers).
 import { LRUCache } from 'lru-cache';
+import { InFlightKeys, keyHash } from './inflight-keys.js';
 import { createFailFastRedis } from '../redis/client.js';
 import { ErrorCodes, HashGateError, invalidType, outOfRange } from '../errors.js';
 import { FLAG_ARCHIVED, ENVELOPE_HEADER_BYTES, decodeEnvelopeValue, decodeValue, wrapEnvelope } from './codec.js';
@@ -96,11 +97,6 @@ interface StaleSeen {
   /** The table's invalidation generation when they were read: a write since voids them. */
   gen: number;
 }
-interface FlightRef {
-  f: Flight;
-  j: number;
-}
-
 /**
  * Per-table state. One LRU per table keeps the hot path free of composite-key strings (a concat
  * per key would be flattened and rehashed on every get); the limits therefore apply per table and
@@ -108,7 +104,7 @@ interface FlightRef {
  */
 interface TableState {
   lru: LRUCache<string, object>;
-  inflight: Map<string, FlightRef>;
+  inflight: InFlightKeys<Flight>;
   /** Bumped by invalidate(): a load that started before must not store what it read. */
   gen: number;
   /** `${redis.prefix}${table}:`, built once. */
@@ -426,7 +422,7 @@ export class TieredCache {
       if (this.#tables.size >= this.#maxTables) {
         throw new HashGateError(ErrorCodes.CAPACITY, `more than local.maxTables (${this.#maxTables}) tables looked up`);
       }
-      t = { lru: new LRUCache<string, object>(this.#lruOptions), inflight: new Map(), gen: 0, redisPrefix: this.#prefix + table + ':', co: undefined };
+      t = { lru: new LRUCache<string, object>(this.#lruOptions), inflight: new InFlightKeys<Flight>(), gen: 0, redisPrefix: this.#prefix + table + ':', co: undefined };
       const state = t;
       if (this.#coalesce !== false) state.co = new Coalescer<LoadRequest>(this.#coalesce, (reqs) => this.#loadMerged(table, state, reqs));
       this.#tables.set(table, t);
@@ -539,21 +535,28 @@ export class TieredCache {
     // this one is in flight (or duplicates later in this batch) wait on this load instead of
     // starting their own.
     const inflight = ts.inflight;
+    // followers: index in `out`, the load they follow and their key's index in it
     let follow: number[] | undefined;
-    let followRefs: FlightRef[] | undefined;
+    let followLoads: Flight[] | undefined;
+    let followAt: number[] | undefined;
     const flight: Flight = { p: undefined as unknown as Promise<Loaded> };
     const leadIdx: number[] = [];
     const leadKeys: string[] = [];
+    // each claimed key's hash, for its release
+    const leadHashes = new Uint32Array(missIdx.length);
     for (const i of missIdx) {
       const key = keys[i]!;
-      const ref = inflight.get(key);
-      if (ref !== undefined) {
+      const h = keyHash(key);
+      const slot = inflight.find(key, h);
+      if (slot >= 0) {
         this.#shared++;
         (follow ??= []).push(i);
-        (followRefs ??= []).push(ref);
+        (followLoads ??= []).push(inflight.loadAt(slot));
+        (followAt ??= []).push(inflight.indexAt(slot));
         continue;
       }
-      inflight.set(key, { f: flight, j: leadKeys.length });
+      leadHashes[leadKeys.length] = h;
+      inflight.add(key, h, flight, leadKeys.length);
       leadIdx.push(i);
       leadKeys.push(key);
     }
@@ -570,11 +573,11 @@ export class TieredCache {
     }
     if (follow !== undefined) {
       const fi = follow;
-      const fr = followRefs!;
-      waits = Promise.all(fr.map((r) => r.f.p)).then((loaded) => {
+      const fa = followAt!;
+      waits = Promise.all(followLoads!.map((f) => f.p)).then((loaded) => {
         for (let q = 0; q < fi.length; q++) {
           const l = loaded[q]!;
-          const j = fr[q]!.j;
+          const j = fa[q]!;
           const v = l.vals[j];
           out[fi[q]!] = v;
           // a shared load's gap is this caller's gap too: its answer came from the same tiers
@@ -606,7 +609,7 @@ export class TieredCache {
         throw err;
       } finally {
         // nobody can replace a claim while it is registered, so these entries are still ours
-        for (const k of leadKeys) inflight.delete(k);
+        for (let j = 0; j < leadKeys.length; j++) inflight.delete(leadKeys[j]!, leadHashes[j]!);
       }
     }
     if (waits !== undefined) await waits;
