@@ -1,6 +1,7 @@
 // The pending-key tracker: a key claimed by a live batch is reported to a later batch with the
 // claiming batch and position, is free again once that batch ends, and survives the table's
-// rebuilds; against a model of live claims, over random batches.
+// compactions and resizes; against a model of live claims, over random batches. Its table follows
+// the keys in flight, not the keys ever claimed.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { PendingKeys, type PendingBatch } from '../src/dedup/pending.js';
@@ -49,6 +50,92 @@ describe('PendingKeys', () => {
       ),
       { numRuns: 300, seed: 23 },
     );
+  });
+
+  it('claims like the model while batches always overlap, through many compactions in place (property)', () => {
+    fc.assert(
+      fc.property(fc.array(fc.array(fc.nat(1999), { maxLength: 40 }), { minLength: 50, maxLength: 400 }), fc.integer({ min: 1, max: 6 }), (batches, overlap) => {
+        const t = new PendingKeys(64);
+        const live: Array<{ b: PendingBatch; keys: number[] }> = [];
+        const owner = new Map<number, { b: PendingBatch; pos: number }>();
+        for (const keys of batches) {
+          const b = t.begin();
+          const mine: number[] = [];
+          for (const k of keys) {
+            const held = t.claim(digest(k), 0, b, mine.length);
+            const want = owner.get(k);
+            if (want === undefined || want.b === b) {
+              expect(held).toBeUndefined();
+              if (want === undefined) {
+                owner.set(k, { b, pos: mine.length });
+                mine.push(k);
+              }
+            } else expect(held).toEqual([want.b, want.pos]);
+          }
+          live.push({ b, keys: mine });
+          // the oldest ends once `overlap` batches are live: one always is
+          if (live.length > overlap) {
+            const gone = live.shift()!;
+            for (const k of gone.keys) owner.delete(k);
+            t.end(gone.b, new Uint8Array(gone.keys.length));
+          }
+        }
+        // never bigger than four cells per key that can be live (six batches of 40), as a power of two
+        expect(t.tableCells).toBeLessThanOrEqual(2 ** Math.ceil(Math.log2(4 * (6 * 40 + 1))));
+      }),
+      { numRuns: 150, seed: 7 },
+    );
+  });
+
+  it('keeps its table at the size of the keys in flight over a million claims of always-overlapping batches', () => {
+    const t = new PendingKeys(64);
+    const d = new Uint32Array(4);
+    let prev = t.begin();
+    let k = 0;
+    let most = 0;
+    let held = 0;
+    for (let n = 0; n < 10_000; n++) {
+      const cur = t.begin();
+      for (let i = 0; i < 100; i++) {
+        k++;
+        d[0] = Math.imul(k, 0x9e3779b1) >>> 0;
+        d[1] = k;
+        d[2] = Math.imul(k, 0x85ebca6b) >>> 0;
+        d[3] = 7;
+        if (t.claim(d, 0, cur, i) !== undefined) held++;
+      }
+      t.end(prev, new Uint8Array(100).fill(1));
+      prev = cur;
+      most = Math.max(most, t.tableCells);
+    }
+    expect(held).toBe(0); // every key is new
+    // 200 keys in flight at most: a table of 1,024 cells holds them at load 1/4
+    expect(most).toBe(1024);
+  });
+
+  it('a compaction keeps probe runs that wrap around the table\'s end whole', () => {
+    // a digest whose home cell is `home` (the home is word 0 xor word 2 in a 64-cell table)
+    const at = (home: number, id: number): Uint32Array => Uint32Array.from([home, id, 0, 0]);
+    const t = new PendingKeys(64);
+    const dead = t.begin();
+    expect(t.claim(at(62, 1), 0, dead, 0)).toBeUndefined(); // cell 62
+    const a = t.begin();
+    // cells 63, 0 and 1: a run from cell 62 that wraps
+    expect(t.claim(at(62, 2), 0, a, 0)).toBeUndefined();
+    expect(t.claim(at(62, 3), 0, a, 1)).toBeUndefined();
+    expect(t.claim(at(63, 4), 0, a, 2)).toBeUndefined();
+    t.end(dead, new Uint8Array(1));
+    // short-lived batches elsewhere fill half the table with dead cells: the next claim compacts
+    for (let i = 0; i < 40; i++) {
+      const b = t.begin();
+      expect(t.claim(at(10 + (i % 20), 100 + i), 0, b, 0)).toBeUndefined();
+      t.end(b, new Uint8Array(1));
+    }
+    expect(t.tableCells).toBe(64);
+    const later = t.begin();
+    expect(t.claim(at(62, 2), 0, later, 0)).toEqual([a, 0]);
+    expect(t.claim(at(62, 3), 0, later, 0)).toEqual([a, 1]);
+    expect(t.claim(at(63, 4), 0, later, 0)).toEqual([a, 2]);
   });
 
   it('a waiter learns which of the earlier batch\'s keys got an answer', async () => {

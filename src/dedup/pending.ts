@@ -8,8 +8,10 @@
 // it did not (the earlier batch failed for that key).
 //
 // Open addressing over the full 128-bit digests; a cell belongs to a batch by its sequence number
-// and is free again once that batch ended (no deletion pass per batch; the table is rebuilt with
-// only live cells when dead ones fill it).
+// and is free again once that batch ended (no deletion pass per batch). When dead cells fill the
+// table it is compacted in place to its live cells, and resized only when the keys live then
+// need a table four times bigger or smaller: its size follows the keys in flight, never the keys
+// ever claimed, and a compaction touches no new memory.
 
 /** One batch of a window's keys, from claim to end. */
 export class PendingBatch {
@@ -19,6 +21,9 @@ export class PendingBatch {
   // settled per batch showed in a one-key call's profile
   private waited: Promise<void> | undefined;
   private resolveDone: (() => void) | undefined;
+
+  /** Cells of the table this batch owns (its claimed keys). */
+  cells = 0;
 
   constructor(readonly seq: number) {}
 
@@ -47,15 +52,23 @@ export class PendingKeys {
   private cells: number;
   private mask: number;
   private t: Uint32Array;
-  /** Cells ever written since the last rebuild (live or dead). */
+  /** Cells in use (live or dead) since the last compaction. */
   private used = 0;
+  /** Cells owned by live batches. */
+  private liveCells = 0;
   private seq = 0;
   private readonly live = new Map<number, PendingBatch>();
 
-  constructor(cells = 4096) {
-    this.cells = cells;
-    this.mask = cells - 1;
-    this.t = new Uint32Array(cells * CELL);
+  /** `minCells` (a power of two): the smallest table, and the first. */
+  constructor(private readonly minCells = 4096) {
+    this.cells = minCells;
+    this.mask = minCells - 1;
+    this.t = new Uint32Array(minCells * CELL);
+  }
+
+  /** Cells of the table (four times the keys in flight at most, or its smallest size). */
+  get tableCells(): number {
+    return this.cells;
   }
 
   /** Batches claimed and not ended. */
@@ -75,7 +88,7 @@ export class PendingKeys {
    * when claimed, or [owner, position] when a live earlier batch holds the key.
    */
   claim(d: Uint32Array, i: number, batch: PendingBatch, at: number): [PendingBatch, number] | undefined {
-    if (2 * (this.used + 1) > this.cells) this.rebuild(this.live.size === 0 ? 0 : this.used + 1);
+    if (2 * (this.used + 1) > this.cells) this.rebuild();
     const o = i << 2;
     const w0 = d[o]!;
     const w1 = d[o + 1]!;
@@ -112,12 +125,14 @@ export class PendingKeys {
     t[p + 4] = seq >>> 0;
     t[p + 5] = Math.floor(seq / TWO32);
     t[p + 6] = at;
+    batch.cells++;
+    this.liveCells++;
     return undefined;
   }
 
   /** Ends `batch`: its cells are free, and waiters learn which of its keys were answered. */
   end(batch: PendingBatch, answered: Uint8Array): void {
-    this.live.delete(batch.seq);
+    if (this.live.delete(batch.seq)) this.liveCells -= batch.cells;
     batch.finish(answered);
     // idle with many dead cells: start over (cheaper than probing past them)
     if (this.live.size === 0 && 4 * this.used > this.cells) this.clear();
@@ -128,23 +143,70 @@ export class PendingKeys {
     this.used = 0;
   }
 
-  /** Keeps only live cells, in a table sized for `want` of them at load 1/4. */
-  private rebuild(want: number): void {
-    let cells = 4096;
-    while (cells < 4 * want) cells *= 2;
+  /**
+   * Keeps only the live cells: in a table sized for them at load 1/4 when that is four times
+   * bigger or smaller than this one, else in place.
+   */
+  private rebuild(): void {
+    let cells = this.minCells;
+    while (cells < 4 * (this.liveCells + 1)) cells *= 2;
+    if (cells > this.cells || 4 * cells < this.cells) this.move(cells);
+    else this.compact();
+  }
+
+  /** Whether the cell at word p holds a key of a live batch. */
+  private isLive(t: Uint32Array, p: number): boolean {
+    const lo = t[p + 4]!;
+    const hi = t[p + 5]!;
+    return (lo !== 0 || hi !== 0) && this.live.has(lo + hi * TWO32);
+  }
+
+  /** The live cells into a new table of `cells` cells. */
+  private move(cells: number): void {
     const old = this.t;
     this.cells = cells;
     this.mask = cells - 1;
     const t = (this.t = new Uint32Array(cells * CELL));
     this.used = 0;
     for (let p = 0; p < old.length; p += CELL) {
-      const lo = old[p + 4]!;
-      const hi = old[p + 5]!;
-      if ((lo === 0 && hi === 0) || !this.live.has(lo + hi * TWO32)) continue;
+      if (!this.isLive(old, p)) continue;
       let s = (old[p]! ^ old[p + 2]!) & this.mask;
       while (t[s * CELL + 4] !== 0 || t[s * CELL + 5] !== 0) s = (s + 1) & this.mask;
-      t.set(old.subarray(p, p + CELL), s * CELL);
+      const q = s * CELL;
+      for (let w = 0; w < CELL; w++) t[q + w] = old[p + w]!;
       this.used++;
+    }
+  }
+
+  /**
+   * Drops the dead cells where the table is. Every live cell is then placed again from its home
+   * cell, in probe order from a cell that was empty before (no probe run crosses it), so each one
+   * is placed after every cell its run put ahead of it and no run is left with a gap.
+   */
+  private compact(): void {
+    const t = this.t;
+    const mask = this.mask;
+    let start = -1;
+    for (let s = 0; s < this.cells; s++) {
+      const p = s * CELL;
+      if (t[p + 4] === 0 && t[p + 5] === 0) {
+        if (start < 0) start = s;
+      } else if (!this.isLive(t, p)) {
+        t.fill(0, p, p + CELL);
+      }
+    }
+    // the table is at most half full, so a cell that was never used exists
+    this.used = 0;
+    for (let k = 1; k <= this.cells; k++) {
+      const s = (start + k) & mask;
+      const p = s * CELL;
+      if (t[p + 4] === 0 && t[p + 5] === 0) continue;
+      this.used++;
+      let h = (t[p]! ^ t[p + 2]!) & mask;
+      while (h !== s && (t[h * CELL + 4] !== 0 || t[h * CELL + 5] !== 0)) h = (h + 1) & mask;
+      if (h === s) continue;
+      t.copyWithin(h * CELL, p, p + CELL);
+      t.fill(0, p, p + CELL);
     }
   }
 }
