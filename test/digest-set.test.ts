@@ -178,6 +178,28 @@ describe('SeenCache', () => {
     for (let i = n - 10_000; i < n; i++) expect(c.has(d, i)).toBe(true);
   });
 
+  it('answers the same when the next table is prefaulted between calls, through every growth (property)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 20_000 }), fc.integer({ min: 5_000, max: 60_000 }), fc.nat(), (calls, n, seed) => {
+        const plain = new SeenCache(2 ** 20);
+        const ahead = new SeenCache(2 ** 20);
+        const d = new Uint32Array(4 * n);
+        let x = seed | 1;
+        for (let i = 0; i < 4 * n; i++) d[i] = x = (Math.imul(x ^ (x >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
+        // a call every `per` keys, prefaulting for them, as the service does after each send
+        const per = Math.max(1, Math.ceil(n / calls));
+        for (let i = 0; i < n; i++) {
+          if (i % per === 0) ahead.prefault(Math.min(per, n - i));
+          plain.add(d, i);
+          ahead.add(d, i);
+        }
+        expect(ahead.size).toBe(plain.size);
+        for (let i = 0; i < n; i++) expect(ahead.has(d, i)).toBe(plain.has(d, i));
+      }),
+      { numRuns: 12 },
+    );
+  });
+
   it('keeps each set in least-recently-used order across a growth', () => {
     const c = new SeenCache(2 ** 16); // 4,096 sets at first, 16,384 once 2,048 entries are in
     // g[0..4] share word 0, so they share a set at every table size; fillers never go to it

@@ -23,6 +23,9 @@ const FIRST_SETS = 4096;
  */
 const GROWTH = 4;
 
+/** Words of a 4 KiB page: the prefault touches one word per page of the next table. */
+const PAGE_WORDS = 1024;
+
 /**
  * A way's tag: 1..63 from digest word 1 (an empty way's byte is 0, so it never matches). The top
  * two bits of a way's byte are its age.
@@ -39,6 +42,11 @@ const tagOf = (w1: number): number => (((w1 & 0xffff) * 63) >>> 16) + 1;
  * The table starts small and grows four-fold in one sequential pass (set s splits into sets 4s
  * to 4s + 3) up to its size. A full set evicts its oldest way; a hit makes its way the youngest.
  * An all-zero way is empty (the all-zero digest is a flag of its own).
+ *
+ * The table a growth moves into is made ahead and faulted in by prefault(), a few pages per call
+ * while the call waits for its store, in step with the keys still to come before that growth:
+ * first touching a fresh table's memory costs far more than moving the entries into it, and done
+ * inside the growth it stalled one call for the whole table (tens of ms for the last step).
  */
 export class SeenCache {
   private words: Uint32Array | undefined;
@@ -49,6 +57,11 @@ export class SeenCache {
   private readonly ways: number;
   /** Whether the all-zero digest is cached (it cannot live in a way: zero words mean empty). */
   private zero = false;
+  /** The tables the next growth moves into, made by prefault() (undefined until then). */
+  private nextWords: Uint32Array | undefined;
+  private nextTags: Uint32Array | undefined;
+  /** Pages of the next tables touched so far (those of nextWords, then those of nextTags). */
+  private touched = 0;
   size = 0;
 
   /** Holds at most `max` digests (and the all-zero one); `max` >= 1. */
@@ -85,7 +98,7 @@ export class SeenCache {
     if (m === 0) return false;
     const k = this.wayOf(this.words!, set << 4, m, w0, w1, w2, w3);
     if (k < 0) return false;
-    tags[set] = this.touched(tagWord, k);
+    tags[set] = this.aged(tagWord, k);
     return true;
   }
 
@@ -100,7 +113,7 @@ export class SeenCache {
   }
 
   /** `tagWord` with way k made the youngest: the ways younger than it age by one. */
-  private touched(tagWord: number, k: number): number {
+  private aged(tagWord: number, k: number): number {
     const age = (tagWord >>> ((k << 3) + 6)) & 3;
     if (age === 0) return tagWord;
     let inc = 0;
@@ -133,7 +146,7 @@ export class SeenCache {
     if (m !== 0) {
       const k = this.wayOf(words, set << 4, m, w0, w1, w2, w3);
       if (k >= 0) {
-        tags[set] = this.touched(tagWord, k);
+        tags[set] = this.aged(tagWord, k);
         return;
       }
     }
@@ -189,8 +202,12 @@ export class SeenCache {
     const oldTags = this.tags!;
     const oldSets = this.sets;
     this.sets = Math.min(this.maxSets, oldSets * GROWTH);
-    const words = (this.words = new Uint32Array(this.sets * WAYS * 4));
-    const tags = (this.tags = new Uint32Array(this.sets));
+    // prefault() made them for this step's size, all zero but for the words it touched
+    const words = (this.words = this.nextWords ?? new Uint32Array(this.sets * WAYS * 4));
+    const tags = (this.tags = this.nextTags ?? new Uint32Array(this.sets));
+    this.nextWords = undefined;
+    this.nextTags = undefined;
+    this.touched = 0;
     for (let s = 0; s < oldSets; s++) {
       const oldTagWord = oldTags[s]!;
       if (oldTagWord === 0) continue;
@@ -204,6 +221,28 @@ export class SeenCache {
         }
       }
     }
+  }
+
+  /**
+   * Faults in pages of the table the next growth moves into (made here on first use): a share of
+   * what is left in proportion to `keys`, the keys a call may add, against the adds left before
+   * that growth, so the table is in memory by then. Meant for while a call waits for its store.
+   */
+  prefault(keys: number): void {
+    if (this.words === undefined || this.sets >= this.maxSets) return;
+    const sets = Math.min(this.maxSets, this.sets * GROWTH);
+    const words = (this.nextWords ??= new Uint32Array(sets * WAYS * 4));
+    const tags = (this.nextTags ??= new Uint32Array(sets));
+    const wordPages = Math.ceil(words.length / PAGE_WORDS);
+    const left = wordPages + Math.ceil(tags.length / PAGE_WORDS) - this.touched;
+    if (left <= 0) return;
+    const addsLeft = Math.max(1, Math.ceil((this.sets * this.ways) / 8) - this.size);
+    const end = this.touched + Math.min(left, Math.ceil((left * keys) / addsLeft));
+    for (let q = this.touched; q < end; q++) {
+      if (q < wordPages) words[q * PAGE_WORDS] = 0;
+      else tags[(q - wordPages) * PAGE_WORDS] = 0;
+    }
+    this.touched = end;
   }
 
   clear(): void {

@@ -257,6 +257,12 @@ export function firstSeenHashed(s: DedupService, batch: CheckedKeys, digests: Ui
   return hashedEntry(s, batch, digests, opts);
 }
 
+/**
+ * Faults in the seen-cache's next table for `keys` new keys. Called on the tick after a send, so
+ * the page faults run while Redis works on the batch rather than before the batch leaves.
+ */
+const prefault = (cache: SeenCache, keys: number): void => cache.prefault(keys);
+
 export class DedupService {
   readonly options: ResolvedDedupOptions;
   private readonly store: DedupStore;
@@ -583,6 +589,7 @@ export class DedupService {
       tracker.end(rec, NOT_ANSWERED);
       return undefined;
     }
+    if (cache !== undefined) process.nextTick(prefault, cache, 1);
     this.counters.batches++;
     this.counters.storeKeys++;
     // run()'s bookkeeping (end) is done here: one promise turn less on the way to the caller
@@ -843,6 +850,7 @@ export class DedupService {
     const sent = bucketsKnown
       ? this.store.addBatch(batch, answers)
       : Promise.reject(new StoreBatchError("the window's bucket count is unknown because the store is unavailable", new Uint8Array(p), answers, undefined));
+    if (cache !== undefined) process.nextTick(prefault, cache, p);
     return sent.then(finish, async (err: unknown) => {
       if (!(err instanceof StoreBatchError)) throw err;
       this.counters.storeErrors++;
