@@ -8,6 +8,29 @@ import { PendingKeys, type PendingBatch } from '../src/dedup/pending.js';
 
 const digest = (k: number): Uint32Array => Uint32Array.from([k * 2654435761 >>> 0, k, ~k >>> 0, (k * 40503) >>> 0]);
 
+type Owner = Map<number, { b: PendingBatch; pos: number }>;
+
+/**
+ * Begins a batch claiming `keys` and checks every claim against the model `owner` (key -> live
+ * batch and position), which it updates; returns the batch and the keys it claimed.
+ */
+const beginLike = (t: PendingKeys, owner: Owner, keys: readonly number[]): { b: PendingBatch; keys: number[] } => {
+  const b = t.begin();
+  const mine: number[] = [];
+  for (const k of keys) {
+    const held = t.claim(digest(k), 0, b, mine.length);
+    const want = owner.get(k);
+    if (want === undefined || want.b === b) {
+      expect(held).toBeUndefined();
+      if (want === undefined) {
+        owner.set(k, { b, pos: mine.length });
+        mine.push(k);
+      }
+    } else expect(held).toEqual([want.b, want.pos]);
+  }
+  return { b, keys: mine };
+};
+
 describe('PendingKeys', () => {
   it('claims like a model of live batches, whatever the order batches end in', () => {
     fc.assert(
@@ -19,25 +42,10 @@ describe('PendingKeys', () => {
         (ops) => {
           const t = new PendingKeys(64);
           const live: Array<{ b: PendingBatch; keys: number[] }> = [];
-          const owner = new Map<number, { b: PendingBatch; pos: number }>();
+          const owner: Owner = new Map();
           for (const o of ops) {
             if (o.op === 'begin') {
-              const b = t.begin();
-              const mine: number[] = [];
-              for (const k of o.keys) {
-                const held = t.claim(digest(k), 0, b, mine.length);
-                const want = owner.get(k);
-                if (want === undefined || want.b === b) {
-                  expect(held).toBeUndefined();
-                  if (want === undefined) {
-                    owner.set(k, { b, pos: mine.length });
-                    mine.push(k);
-                  }
-                } else {
-                  expect(held).toEqual([want.b, want.pos]);
-                }
-              }
-              live.push({ b, keys: mine });
+              live.push(beginLike(t, owner, o.keys));
             } else if (live.length > 0) {
               const [gone] = live.splice(o.which % live.length, 1);
               for (const k of gone!.keys) owner.delete(k);
@@ -57,22 +65,9 @@ describe('PendingKeys', () => {
       fc.property(fc.array(fc.array(fc.nat(1999), { maxLength: 40 }), { minLength: 50, maxLength: 400 }), fc.integer({ min: 1, max: 6 }), (batches, overlap) => {
         const t = new PendingKeys(64);
         const live: Array<{ b: PendingBatch; keys: number[] }> = [];
-        const owner = new Map<number, { b: PendingBatch; pos: number }>();
+        const owner: Owner = new Map();
         for (const keys of batches) {
-          const b = t.begin();
-          const mine: number[] = [];
-          for (const k of keys) {
-            const held = t.claim(digest(k), 0, b, mine.length);
-            const want = owner.get(k);
-            if (want === undefined || want.b === b) {
-              expect(held).toBeUndefined();
-              if (want === undefined) {
-                owner.set(k, { b, pos: mine.length });
-                mine.push(k);
-              }
-            } else expect(held).toEqual([want.b, want.pos]);
-          }
-          live.push({ b, keys: mine });
+          live.push(beginLike(t, owner, keys));
           // the oldest ends once `overlap` batches are live: one always is
           if (live.length > overlap) {
             const gone = live.shift()!;
