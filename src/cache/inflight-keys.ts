@@ -5,7 +5,8 @@
 // key is claimed before its load and released after it, and with tens of thousands of keys in
 // flight (a big batch, or a thousand callers of a hundred keys) the Map rehashed as it grew and
 // shrank with every wave of loads and left an object per key behind; with a few thousand keys in
-// flight both cost the same (bench/REPORT.md, lookup and concurrency suites).
+// flight both cost the same (measured with keys claimed and released in waves of 40k, 2,560 and
+// 100, and with lookups of Redis hits from 256 and 1,024 callers).
 import { getRandomValues } from 'node:crypto';
 
 /** Smallest table (slots): 24 KiB, the claims of a 500-key lookup without growing. */

@@ -41,7 +41,7 @@ export class PendingBatch {
 
 /**
  * Words per cell: the digest's four, then the owning batch's sequence number (low and high word;
- * 0 is a cell never used) and the key's position in that batch. One array of 32-byte cells: a
+ * 0: an empty cell) and the key's position in that batch. One array of 32-byte cells: a
  * claim reads and writes one cache line, where separate digest, owner and position arrays made
  * it three misses per key of a big batch.
  */
