@@ -62,6 +62,8 @@ export class SeenCache {
   private nextTags: Uint32Array | undefined;
   /** Pages of the next tables touched so far (those of nextWords, then those of nextTags). */
   private touched = 0;
+  /** False once the table is at its full size or the next one is all faulted in. */
+  private due = true;
   size = 0;
 
   /** Holds at most `max` digests (and the all-zero one); `max` >= 1. */
@@ -208,6 +210,7 @@ export class SeenCache {
     this.nextWords = undefined;
     this.nextTags = undefined;
     this.touched = 0;
+    this.due = this.sets < this.maxSets;
     for (let s = 0; s < oldSets; s++) {
       const oldTagWord = oldTags[s]!;
       if (oldTagWord === 0) continue;
@@ -229,13 +232,17 @@ export class SeenCache {
    * that growth, so the table is in memory by then. Meant for while a call waits for its store.
    */
   prefault(keys: number): void {
-    if (this.words === undefined || this.sets >= this.maxSets) return;
+    if (this.words === undefined) return;
+    if (this.sets >= this.maxSets) {
+      this.due = false;
+      return;
+    }
     const sets = Math.min(this.maxSets, this.sets * GROWTH);
     const words = (this.nextWords ??= new Uint32Array(sets * WAYS * 4));
     const tags = (this.nextTags ??= new Uint32Array(sets));
     const wordPages = Math.ceil(words.length / PAGE_WORDS);
-    const left = wordPages + Math.ceil(tags.length / PAGE_WORDS) - this.touched;
-    if (left <= 0) return;
+    const total = wordPages + Math.ceil(tags.length / PAGE_WORDS);
+    const left = total - this.touched;
     const addsLeft = Math.max(1, Math.ceil((this.sets * this.ways) / 8) - this.size);
     const end = this.touched + Math.min(left, Math.ceil((left * keys) / addsLeft));
     for (let q = this.touched; q < end; q++) {
@@ -243,6 +250,12 @@ export class SeenCache {
       else tags[(q - wordPages) * PAGE_WORDS] = 0;
     }
     this.touched = end;
+    this.due = end < total;
+  }
+
+  /** Whether prefault() has pages left to touch (callers skip scheduling it otherwise). */
+  get prefaultDue(): boolean {
+    return this.due;
   }
 
   clear(): void {

@@ -589,7 +589,7 @@ export class DedupService {
       tracker.end(rec, NOT_ANSWERED);
       return undefined;
     }
-    if (cache !== undefined) process.nextTick(prefault, cache, 1);
+    if (cache?.prefaultDue === true) process.nextTick(prefault, cache, 1);
     this.counters.batches++;
     this.counters.storeKeys++;
     // run()'s bookkeeping (end) is done here: one promise turn less on the way to the caller
@@ -850,7 +850,7 @@ export class DedupService {
     const sent = bucketsKnown
       ? this.store.addBatch(batch, answers)
       : Promise.reject(new StoreBatchError("the window's bucket count is unknown because the store is unavailable", new Uint8Array(p), answers, undefined));
-    if (cache !== undefined) process.nextTick(prefault, cache, p);
+    if (cache?.prefaultDue === true) process.nextTick(prefault, cache, p);
     return sent.then(finish, async (err: unknown) => {
       if (!(err instanceof StoreBatchError)) throw err;
       this.counters.storeErrors++;
