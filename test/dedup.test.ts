@@ -78,6 +78,21 @@ describe('layout', () => {
     );
   });
 
+  it('buckets of a power-of-two count equal the 64-bit digest word modulo the count, in both layouts', () => {
+    fc.assert(
+      fc.property(fc.array(fc.uint8Array({ minLength: 16, maxLength: 16 }), { minLength: 1, maxLength: 40 }), fc.integer({ min: 0, max: 31 }), (digests, k) => {
+        const d = Uint8Array.from(digests.flatMap((x) => [...x]));
+        const buckets = 2 ** k;
+        const dv = new DataView(d.buffer, d.byteOffset, d.byteLength);
+        for (const [layout, at] of [['sets', 0], ['compact', 8]] as const) {
+          const b = bucketsOfDigests(d, layout, buckets);
+          for (let i = 0; i < d.length / 16; i++) expect(b[i]).toBe(Number(dv.getBigUint64(i * 16 + at, true) % BigInt(buckets)));
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('compact members are canonical signed 64-bit integers from digest bytes 0..7; buckets from bytes 8..15', () => {
     const d = digestKeys(['张三110101199003071234', 'b', 'c']);
     const dv = new DataView(d.buffer);

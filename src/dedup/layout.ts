@@ -85,7 +85,12 @@ export function bucketsOfDigests(digests: Uint8Array, layout: Layout, buckets: n
   const res = out ?? new Uint32Array(n);
   const dv = new DataView(digests.buffer, digests.byteOffset, digests.byteLength);
   const base = layout === 'sets' ? 0 : 8;
-  if (buckets <= 2 ** 21) {
+  if (buckets <= 2 ** 31 && (buckets & (buckets - 1)) === 0) {
+    // A power of two (the default and every count expectedKeys picks) divides 2^32, so the low
+    // word alone decides: a mask instead of three float modulos (about 15x faster per key).
+    const mask = buckets - 1;
+    for (let i = 0; i < n; i++) res[i] = dv.getUint32((i << 4) + base, true) & mask;
+  } else if (buckets <= 2 ** 21) {
     const m = TWO32 % buckets;
     for (let i = 0; i < n; i++) {
       const o = (i << 4) + base;
