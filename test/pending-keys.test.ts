@@ -10,25 +10,43 @@ const digest = (k: number): Uint32Array => Uint32Array.from([k * 2654435761 >>> 
 
 type Owner = Map<number, { b: PendingBatch; pos: number }>;
 
+/** A call: its batches pass it to begin(), and never share a key (the service's in-batch set). */
+interface Call {
+  used: Set<number>;
+}
+
 /**
- * Begins a batch claiming `keys` and checks every claim against the model `owner` (key -> live
- * batch and position), which it updates; returns the batch and the keys it claimed.
+ * Begins a batch of `call` (undefined: a call of one batch) on the distinct keys of `keys` that
+ * its call has not had yet, as the service does: deferred when the tracker allows, else claimed one
+ * by one. Checks every claim against the model `owner` (key -> live batch and position), which it
+ * updates; returns the batch, the keys it holds and whether they were deferred.
  */
-const beginLike = (t: PendingKeys, owner: Owner, keys: readonly number[]): { b: PendingBatch; keys: number[] } => {
-  const b = t.begin();
+const beginLike = (t: PendingKeys, owner: Owner, keys: readonly number[], call?: Call): { b: PendingBatch; keys: number[]; deferred: boolean } => {
+  const b = t.begin(call);
+  const fresh = [...new Set(keys)].filter((k) => call === undefined || !call.used.has(k));
+  for (const k of fresh) call?.used.add(k);
+  const d = new Uint32Array(fresh.length * 4);
+  fresh.forEach((k, i) => d.set(digest(k), i * 4));
   const mine: number[] = [];
-  for (const k of keys) {
-    const held = t.claim(digest(k), 0, b, mine.length);
-    const want = owner.get(k);
-    if (want === undefined || want.b === b) {
-      expect(held).toBeUndefined();
-      if (want === undefined) {
-        owner.set(k, { b, pos: mine.length });
-        mine.push(k);
-      }
-    } else expect(held).toEqual([want.b, want.pos]);
+  if (t.deferClaims(b, d, Uint32Array.from(fresh.keys()), fresh.length)) {
+    // only while no batch of another call is live: no key of these can be held
+    for (const k of fresh) {
+      expect(owner.get(k)).toBeUndefined();
+      owner.set(k, { b, pos: mine.length });
+      mine.push(k);
+    }
+    return { b, keys: mine, deferred: true };
   }
-  return { b, keys: mine };
+  fresh.forEach((k, i) => {
+    const held = t.claim(d, i, b, mine.length);
+    const want = owner.get(k);
+    if (want === undefined) {
+      expect(held).toBeUndefined();
+      owner.set(k, { b, pos: mine.length });
+      mine.push(k);
+    } else expect(held).toEqual([want.b, want.pos]);
+  });
+  return { b, keys: mine, deferred: false };
 };
 
 describe('PendingKeys', () => {
@@ -58,6 +76,67 @@ describe('PendingKeys', () => {
       ),
       { numRuns: 300, seed: 23 },
     );
+  });
+
+  it('defers the claims of batches of one call and claims them once another call begins, like the model (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof(
+          fc.record({ op: fc.constant('begin' as const), call: fc.option(fc.nat(2), { nil: undefined }), keys: fc.array(fc.nat(300), { maxLength: 40 }) }),
+          fc.record({ op: fc.constant('end' as const), which: fc.nat() }),
+        ), { maxLength: 150 }),
+        (ops) => {
+          const t = new PendingKeys(64);
+          const calls: Call[] = [{ used: new Set() }, { used: new Set() }, { used: new Set() }];
+          const live: Array<{ b: PendingBatch; keys: number[]; call: Call | undefined }> = [];
+          const owner: Owner = new Map();
+          // whether batches of more than one call were live at once since the tracker was last idle
+          let mixed = false;
+          for (const o of ops) {
+            if (o.op === 'begin') {
+              const call = o.call === undefined ? undefined : calls[o.call];
+              if (live.length === 0) mixed = false;
+              else if (live.some((l) => l.call === undefined || l.call !== call)) mixed = true;
+              const got = beginLike(t, owner, o.keys, call);
+              // deferred exactly while every batch since the last idle moment was of its call
+              expect(got.deferred).toBe(!mixed);
+              live.push({ ...got, call });
+            } else if (live.length > 0) {
+              const [gone] = live.splice(o.which % live.length, 1);
+              for (const k of gone!.keys) owner.delete(k);
+              t.end(gone!.b, new Uint8Array(gone!.keys.length).fill(1));
+            }
+          }
+          expect(t.liveBatches).toBe(live.length);
+        },
+      ),
+      { numRuns: 400, seed: 5 },
+    );
+  });
+
+  it('sequential calls defer every batch, and a call that overlaps one finds its keys', () => {
+    const t = new PendingKeys(64);
+    const one = (k: number): Uint32Array => digest(k);
+    for (let n = 0; n < 1000; n++) {
+      const call = {};
+      const a = t.begin(call);
+      const b = t.begin(call);
+      expect(t.deferClaims(a, one(n), Uint32Array.of(0), 1)).toBe(true);
+      expect(t.deferClaims(b, one(n + 5000), Uint32Array.of(0), 1)).toBe(true);
+      t.end(a, Uint8Array.of(1));
+      t.end(b, Uint8Array.of(1));
+    }
+    expect(t.tableCells).toBe(64);
+    const first = t.begin({});
+    expect(t.deferClaims(first, Uint32Array.from([...digest(1), ...digest(2)]), Uint32Array.of(1, 0), 2)).toBe(true);
+    const other = t.begin({});
+    expect(t.deferClaims(other, digest(2), Uint32Array.of(0), 1)).toBe(false);
+    // digest 2 was the deferred batch's position 0, digest 1 its position 1
+    expect(t.claim(digest(2), 0, other, 0)).toEqual([first, 0]);
+    expect(t.claim(digest(1), 0, other, 0)).toEqual([first, 1]);
+    expect(t.claim(digest(3), 0, other, 0)).toBeUndefined();
+    t.end(first, Uint8Array.of(1, 1));
+    expect(t.claim(digest(2), 0, other, 0)).toBeUndefined();
   });
 
   it('claims like the model while batches always overlap, through many compactions in place (property)', () => {

@@ -7,6 +7,11 @@
 // earlier batch and answers 0 when the earlier one got an answer for it, or sends it itself when
 // it did not (the earlier batch failed for that key).
 //
+// A batch of one call claims nothing while every live batch belongs to that call (the chunks of
+// one call never share a key): its keys are only recorded, and claimed at the moment a batch of
+// another call begins. Sequential callers (a loader, a batch API called in a loop) then never
+// touch the table, and a later call still finds every earlier key it could race.
+//
 // Open addressing over the full 128-bit digests; a cell belongs to a batch by its sequence number
 // and is free again once that batch ended (no deletion pass per batch). When dead cells fill the
 // table it is compacted in place to its live cells, and resized only when the keys live then
@@ -24,8 +29,16 @@ export class PendingBatch {
 
   /** Cells of the table this batch owns (its claimed keys). */
   cells = 0;
+  /** The call the batch belongs to (its chunks share one). */
+  readonly call: object;
+  /** Deferred keys: digests idx[0..count) of `d`, at positions 0..count - 1. */
+  d: Uint32Array | undefined;
+  idx: Uint32Array | undefined;
+  count = 0;
 
-  constructor(readonly seq: number) {}
+  constructor(readonly seq: number, call: object | undefined) {
+    this.call = call ?? this;
+  }
 
   /** Settles once the batch ended (answered is set then). */
   get done(): Promise<void> {
@@ -47,6 +60,8 @@ export class PendingBatch {
  */
 const CELL = 8;
 const TWO32 = 2 ** 32;
+/** `PendingKeys.call` while the live batches belong to more than one call. */
+const MIXED = {};
 
 export class PendingKeys {
   private cells: number;
@@ -58,6 +73,10 @@ export class PendingKeys {
   private liveCells = 0;
   private seq = 0;
   private readonly live = new Map<number, PendingBatch>();
+  /** The call every live batch belongs to; MIXED once they belong to more than one, until idle. */
+  private call: object | undefined;
+  /** Live batches whose keys are recorded, not yet claimed (only while `call` is not MIXED). */
+  private readonly deferred = new Set<PendingBatch>();
 
   /** `minCells` (a power of two): the smallest table, and the first. */
   constructor(private readonly minCells = 4096) {
@@ -76,11 +95,46 @@ export class PendingKeys {
     return this.live.size;
   }
 
-  /** A new batch; its keys are claimed with claim() and released by end(). */
-  begin(): PendingBatch {
-    const b = new PendingBatch(++this.seq);
+  /**
+   * A new batch of `call` (its chunks pass the same object; undefined: a call of one batch); its
+   * keys are claimed with deferClaims() or claim() and released by end(). The deferred keys of
+   * live batches are claimed here when the batch belongs to another call than theirs.
+   */
+  begin(call?: object): PendingBatch {
+    const b = new PendingBatch(++this.seq, call);
+    if (this.live.size === 0) this.call = b.call;
+    else if (this.call !== b.call) {
+      this.call = MIXED;
+      this.claimDeferred();
+    }
     this.live.set(b.seq, b);
     return b;
+  }
+
+  /**
+   * Records keys idx[0..count) of `d` (4 words per digest) as `batch`'s, at positions 0..count - 1,
+   * when every live batch belongs to its call: nothing can wait for them now, and a batch of
+   * another call that begins while `batch` is live claims them first. False when a batch of
+   * another call is live: then the caller claims them one by one with claim(). `d` and `idx` are
+   * read until the batch ends.
+   */
+  deferClaims(batch: PendingBatch, d: Uint32Array, idx: Uint32Array, count: number): boolean {
+    if (this.call !== batch.call) return false;
+    batch.d = d;
+    batch.idx = idx;
+    batch.count = count;
+    this.deferred.add(batch);
+    return true;
+  }
+
+  /** Claims the keys of every deferred batch, oldest first (their keys are disjoint: one call's). */
+  private claimDeferred(): void {
+    for (const b of this.deferred) {
+      const { d, idx } = b;
+      for (let j = 0; j < b.count; j++) this.claim(d!, idx![j]!, b, j);
+      b.d = b.idx = undefined;
+    }
+    this.deferred.clear();
   }
 
   /**
@@ -133,9 +187,17 @@ export class PendingKeys {
   /** Ends `batch`: its cells are free, and waiters learn which of its keys were answered. */
   end(batch: PendingBatch, answered: Uint8Array): void {
     if (this.live.delete(batch.seq)) this.liveCells -= batch.cells;
+    if (batch.d !== undefined) {
+      this.deferred.delete(batch);
+      batch.d = batch.idx = undefined;
+    }
     batch.finish(answered);
-    // idle with many dead cells: start over (cheaper than probing past them)
-    if (this.live.size === 0 && 4 * this.used > this.cells) this.clear();
+    if (this.live.size === 0) {
+      // not kept past its batches (the object is the call's answer array)
+      this.call = undefined;
+      // idle with many dead cells: start over (cheaper than probing past them)
+      if (4 * this.used > this.cells) this.clear();
+    }
   }
 
   private clear(): void {

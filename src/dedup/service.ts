@@ -570,7 +570,7 @@ export class DedupService {
     }
     const tracker = this.pendingOf(window);
     const rec = tracker.begin();
-    if (tracker.claim(d32, 0, rec, 0) !== undefined) {
+    if (!tracker.deferClaims(rec, d32, FIRST, 1) && tracker.claim(d32, 0, rec, 0) !== undefined) {
       tracker.end(rec, NOT_ANSWERED);
       return undefined;
     }
@@ -716,15 +716,19 @@ export class DedupService {
     if (this.store instanceof RedisStore) {
       // A key an earlier batch still has in flight is not raced: this batch waits for that one
       // (see src/dedup/pending.ts); the Redis store's second rounds can reorder batches.
+      // The call's answer array names the call: its chunks never share a key (the in-batch set).
       const tracker = this.pendingOf(window);
-      const rec = tracker.begin();
+      const rec = tracker.begin(out);
       let waits: Array<[number, PendingBatch, number]> | undefined;
       let q = 0;
-      for (let j = 0; j < p; j++) {
-        const i = pend[j]!;
-        const held = tracker.claim(d32, i, rec, q);
-        if (held === undefined) pend[q++] = i;
-        else (waits ??= []).push([i, held[0], held[1]]);
+      if (tracker.deferClaims(rec, d32, pend, p)) q = p;
+      else {
+        for (let j = 0; j < p; j++) {
+          const i = pend[j]!;
+          const held = tracker.claim(d32, i, rec, q);
+          if (held === undefined) pend[q++] = i;
+          else (waits ??= []).push([i, held[0], held[1]]);
+        }
       }
       const send = (count: number): Promise<void> => {
         const answered = new Uint8Array(count);

@@ -126,11 +126,14 @@ describe.skipIf(!has)('sequential one-key calls', () => {
       await gate.firstSeen(['warm']); // the window's bucket count and tables are known
       for (let round = 0; round < 5; round++) {
         const keys = Array.from({ length: 50_000 }, (_, i) => `okw-${round}-${i}`);
+        const waited = gate.dedup.counters.batchDuplicates;
         const big = gate.firstSeen(keys);
         // one at a time, so each is a one-key batch of its own; the first surely meets the big call in flight
         const solo: number[] = [];
         for (const k of [keys[49_999]!, keys[0]!, keys[25_000]!]) solo.push((await gate.firstSeen([k]))[0]!);
         expect(solo).toEqual([0, 0, 0]);
+        // the first is answered by the big call, never sent: it found the key among those in flight
+        expect(gate.dedup.counters.batchDuplicates).toBeGreaterThan(waited);
         expect(ones(await big)).toBe(keys.length);
       }
     } finally {
