@@ -57,7 +57,7 @@ describe.skipIf(!has)('RespPipe', () => {
     }
   });
 
-  it('a send of 4 KiB or more (a coalesced batch of one-key callers) leaves at once; a smaller one waits for the end of the tick, to leave with the others of that tick', async () => {
+  it('a send of 4 KiB or more (a coalesced batch of one-key callers) leaves at once; a smaller one, or any while thousands of replies are owed, waits for the end of the tick or 64 KiB', async () => {
     const pipe = new RespPipe({ host: '127.0.0.1', port: srv.port, connectTimeoutMs: 2000 });
     try {
       await pipe.send(encodeCommand(['PING']), 1, new Collect());
@@ -77,6 +77,16 @@ describe.skipIf(!has)('RespPipe', () => {
       expect(await ranWhileBusy(4_200)).toBe(true);
       expect(await ranWhileBusy(3_000)).toBe(false);
       expect(await ranWhileBusy(100)).toBe(false);
+      // Behind thousands of owed replies Redis has work queued: writes of the tick wait to leave
+      // together until 64 KiB are held
+      const behindOwed = async (filler: number): Promise<boolean> => {
+        const ahead = pipe.send(Buffer.concat(Array.from({ length: 3000 }, () => encodeCommand(['PING']))), 3000, new Collect());
+        const ran = await ranWhileBusy(filler);
+        await ahead;
+        return ran;
+      };
+      expect(await behindOwed(4_200)).toBe(false);
+      expect(await behindOwed(70_000)).toBe(true);
     } finally {
       pipe.close();
     }

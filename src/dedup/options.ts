@@ -56,10 +56,11 @@ export interface DedupOptions {
   maxKeysPerCommand?: number;
   /**
    * Dedup sends (see maxKeysPerCommand) the store keeps in flight at once per connection (per
-   * master on a Cluster); the rest wait locally, untimed, in call order. A send's
-   * commandTimeoutMs starts only once the sends ahead of it answered, so a long local queue never
-   * turns into timeouts (and fail-open answers). Default 2 (Redis works on one while the next is
-   * on the wire).
+   * master on a Cluster), counted in keys: maxInFlight x maxKeysPerCommand keys, so smaller sends
+   * (calls of a few keys each) may have more sends out; the rest wait locally, untimed, in call
+   * order. A send's commandTimeoutMs starts only once the sends ahead of it answered, so a long
+   * local queue never turns into timeouts (and fail-open answers). Default 2 (Redis works on one
+   * full send while the next is on the wire).
    */
   maxInFlight?: number;
   /**

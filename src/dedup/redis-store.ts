@@ -111,7 +111,7 @@ export class RedisStore implements DedupStore {
     this.lane = new InFlightLimit(pacing.maxInFlight, pacing.commandTimeoutMs, () => {
       if (this.owned && !this.aborted) this.redis.disconnect(true);
     });
-    this.router = new PipeRouter(redis, { connectTimeoutMs: Math.min(connectTimeoutMs, 5000), maxInFlight: pacing.maxInFlight, commandTimeoutMs: pacing.commandTimeoutMs });
+    this.router = new PipeRouter(redis, { connectTimeoutMs: Math.min(connectTimeoutMs, 5000), maxInFlight: pacing.maxInFlight, keysPerSend: pacing.maxKeysPerCommand, commandTimeoutMs: pacing.commandTimeoutMs });
     this.growth = new TableGrowth(this.router);
     this.writer = new RedisWriter(this.router, this.growth, pacing.maxKeysPerCommand, () => intsetLimitOf(redis));
     redis.on('ready', this.readyListener);

@@ -89,7 +89,15 @@ const POOL_BUFFER = 256 * 1024;
 const POOL_MAX = 16;
 const pool: Buffer[] = [];
 
+/**
+ * A send smaller than this gets a buffer of its own size, not a pooled one: a few keys' send
+ * taking 256 KiB ran the pool dry once many small sends were in flight, and each buffer made
+ * past it was an mmap and page faults. A small buffer is cheap to make (the heap, not mmap).
+ */
+const SMALL_SEND = 32 * 1024;
+
 function takeBuffer(size: number): Buffer {
+  if (size <= SMALL_SEND) return Buffer.allocUnsafe(size);
   for (let i = pool.length - 1; i >= 0; i--) {
     const b = pool[i]!;
     if (b.length >= size) {
@@ -102,7 +110,7 @@ function takeBuffer(size: number): Buffer {
 }
 
 function giveBack(b: Buffer): void {
-  if (pool.length < POOL_MAX && b.length <= 4 * POOL_BUFFER) pool.push(b);
+  if (pool.length < POOL_MAX && b.length >= POOL_BUFFER && b.length <= 4 * POOL_BUFFER) pool.push(b);
 }
 
 /** RESP of single-member or multi-member SADDs, written straight into one (pooled) buffer. */
@@ -443,7 +451,7 @@ export class RedisWriter {
     const sink = new OneSink();
     const route = this.router.main();
     const bytes = w.bytes();
-    return route.lane.run(() => route.pipe.sendNow(bytes, 1, sink) ?? route.pipe.send(bytes, 1, sink)).then(
+    return route.lane.run(() => route.pipe.sendNow(bytes, 1, sink) ?? route.pipe.send(bytes, 1, sink), 1).then(
       (): void | Promise<void> => {
         w.release();
         if (sink.stale) {
@@ -554,7 +562,7 @@ export class RedisWriter {
             w = this.encodeEach(src, wt, idx);
             const bytes = w.bytes();
             return route.pipe.sendNow(bytes, idx.length, sink) ?? route.pipe.send(bytes, idx.length, sink);
-          }).then(
+          }, idx.length).then(
             () => w!.release(),
             (err: unknown) => {
               // undefined when the lane refused the send before it ran
@@ -774,7 +782,7 @@ export class RedisWriter {
         const sink = new GroupSink();
         const bytes = w.bytes();
         sends.push(
-          route.lane.run(() => route.pipe.send(bytes, part.length, sink)).finally(() => w.release()).then(
+          route.lane.run(() => route.pipe.send(bytes, part.length, sink), rows).finally(() => w.release()).then(
             () => {
               added += sink.added;
               if (sink.firstError !== undefined) error ??= new Error(sink.firstError);

@@ -27,6 +27,8 @@ export class OutcomeUnknownError extends Error {
 
 interface Entry {
   send: () => Promise<unknown>;
+  /** Its share of the lane (see InFlightLimit's `unit`). */
+  weight: number;
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
   done: boolean;
@@ -45,11 +47,20 @@ export class InFlightLimit {
    */
   private watchdog: NodeJS.Timeout | undefined;
   private headSince = 0;
+  /** Sum of the weights in flight. */
+  private flyingWeight = 0;
 
+  /**
+   * At most `max` commands of weight `unit` in flight, or as many lighter ones as add up to
+   * max x unit (a weight above the unit counts as one unit). A dedup lane's unit is a full send's keys:
+   * its sends of a few keys each then keep as many keys in flight as two full sends do, where
+   * counting them as whole sends left Redis a hundred keys to work on per round trip.
+   */
   constructor(
     private readonly max: number,
     private readonly timeoutMs: number,
     private readonly onStall: () => void = () => undefined,
+    private readonly unit = 1,
   ) {}
 
   /** Commands sent and not answered yet. */
@@ -62,17 +73,25 @@ export class InFlightLimit {
     return this.waiting.length - this.waitHead;
   }
 
-  /** Sends `send()` once fewer than `max` commands are in flight; settles with its reply, or NotSentError / OutcomeUnknownError. */
-  run<T>(send: () => Promise<T>): Promise<T> {
+  /**
+   * Sends `send()` once the lane has room for `weight` (default: a full unit) after the commands
+   * before it; settles with its reply, or NotSentError / OutcomeUnknownError.
+   */
+  run<T>(send: () => Promise<T>, weight = this.unit): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       if (this.stalled) {
         reject(new NotSentError(`the Redis connection stalled (no reply within ${this.timeoutMs} ms)`));
         return;
       }
-      const e: Entry = { send, resolve: resolve as (v: unknown) => void, reject, done: false };
-      if (this.flying.length < this.max && this.queued === 0) this.start(e);
+      const e: Entry = { send, weight: Math.min(this.unit, Math.max(1, weight)), resolve: resolve as (v: unknown) => void, reject, done: false };
+      if (this.queued === 0 && this.fits(e)) this.start(e);
       else this.waiting.push(e);
     });
+  }
+
+  /** Whether `e` has room (one always has on an idle lane: its weight is at most a unit). */
+  private fits(e: Entry): boolean {
+    return this.flyingWeight + e.weight <= this.max * this.unit;
   }
 
   /**
@@ -82,6 +101,7 @@ export class InFlightLimit {
   connectionLost(why: string): void {
     const lost = this.flying;
     this.flying = [];
+    this.flyingWeight = 0;
     for (const e of lost) this.fail(e, new OutcomeUnknownError(`the Redis connection closed before the reply came (${why})`));
     this.stalled = false;
     this.pump();
@@ -97,6 +117,7 @@ export class InFlightLimit {
 
   private start(e: Entry): void {
     this.flying.push(e);
+    this.flyingWeight += e.weight;
     if (this.flying.length === 1) {
       this.headSince = performance.now();
       this.arm(this.timeoutMs);
@@ -149,6 +170,7 @@ export class InFlightLimit {
     const i = f[0] === e ? 0 : f.indexOf(e);
     if (i === 0) f.shift();
     else if (i > 0) f.splice(i, 1);
+    if (i >= 0) this.flyingWeight -= e.weight;
     if (!e.done) {
       e.done = true;
       if (failed) e.reject(v);
@@ -165,7 +187,7 @@ export class InFlightLimit {
   }
 
   private pump(): void {
-    while (!this.stalled && this.flying.length < this.max && this.queued > 0) {
+    while (!this.stalled && this.queued > 0 && this.fits(this.waiting[this.waitHead]!)) {
       const e = this.waiting[this.waitHead++]!;
       if (this.waitHead > 1024 && this.waitHead * 2 > this.waiting.length) {
         this.waiting = this.waiting.slice(this.waitHead);

@@ -39,6 +39,11 @@ export interface PipeRouterOptions {
   connectTimeoutMs: number;
   /** In-flight limit of each pipe: sends at most, and the stall timeout of the oldest. */
   maxInFlight: number;
+  /**
+   * Keys of a full send: smaller sends that say their key count take a share of a send's room,
+   * so the keys in flight stay at maxInFlight full sends' worth. Default 1 (every send is full).
+   */
+  keysPerSend?: number;
   commandTimeoutMs: number;
 }
 
@@ -54,12 +59,12 @@ export class PipeRouter {
     this.cluster = isCluster(client);
   }
 
-  private make(key: string, endpoint: () => PipeEndpoint, maxInFlight = this.opts.maxInFlight): PipeRoute {
+  private make(key: string, endpoint: () => PipeEndpoint, maxInFlight = this.opts.maxInFlight, unit = this.opts.keysPerSend ?? 1): PipeRoute {
     let r = this.routes.get(key);
     if (r === undefined) {
       const pipe = new RespPipe(endpoint());
       // a stalled pipe is cut: what it still owes is lost anyway, and the next send reconnects
-      const lane = new InFlightLimit(maxInFlight, this.opts.commandTimeoutMs, () => pipe.destroy(`no reply within ${this.opts.commandTimeoutMs} ms`));
+      const lane = new InFlightLimit(maxInFlight, this.opts.commandTimeoutMs, () => pipe.destroy(`no reply within ${this.opts.commandTimeoutMs} ms`), unit);
       r = { pipe, lane };
       if (this.closed) pipe.close();
       this.routes.set(key, r);
@@ -80,7 +85,7 @@ export class PipeRouter {
    * serves its connections in turn, so these get through between two sends.
    */
   control(): PipeRoute {
-    return this.make('control', () => endpointOf(this.client as Redis, this.opts.connectTimeoutMs), CONTROL_IN_FLIGHT);
+    return this.make('control', () => endpointOf(this.client as Redis, this.opts.connectTimeoutMs), CONTROL_IN_FLIGHT, 1);
   }
 
   /** Cluster: the route of the master that serves `slot` by the client's slot map; undefined when the map does not know it. */
