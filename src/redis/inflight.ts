@@ -52,9 +52,10 @@ export class InFlightLimit {
 
   /**
    * At most `max` commands of weight `unit` in flight, or as many lighter ones as add up to
-   * max x unit (a weight above the unit counts as one unit). A dedup lane's unit is a full send's keys:
-   * its sends of a few keys each then keep as many keys in flight as two full sends do, where
-   * counting them as whole sends left Redis a hundred keys to work on per round trip.
+   * max x unit (a weight above the unit counts as one unit). A dedup lane's unit is a full
+   * send's keys: sends of a few keys each (many small concurrent calls) then keep as many keys
+   * in flight as `max` full sends do. Counted as whole sends, `max` 100-key sends would give
+   * Redis a few hundred keys per round trip, and cost a write, a wake-up and a read each.
    */
   constructor(
     private readonly max: number,

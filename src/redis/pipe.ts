@@ -30,9 +30,8 @@ const WRITE_AT_ONCE = 4 * 1024;
 /**
  * While Redis owes at least BUSY_REPLIES replies it has work queued, and a write cannot make it
  * start sooner: writes of a tick then wait to leave together, until WRITE_WHEN_BUSY bytes are
- * held. A syscall per batch was most of the client's CPU at 256 callers x 100 keys (a 100-key
- * batch is ~7 KiB): one write and one wake-up of the server each, where the replies of one read
- * start a score of batches.
+ * held. When the replies of one read start a score of small batches (hundreds of callers of 100
+ * keys, ~7 KiB a batch), a syscall each would cost a write and a wake-up of the server per batch.
  */
 const BUSY_REPLIES = 2048;
 const WRITE_WHEN_BUSY = 64 * 1024;
