@@ -18,6 +18,8 @@ export class BatchBuffer {
   /** Where the Batcher holds it: window * groups + group; -1 when not held. */
   cell = -1;
   count = 0;
+  /** Rows already added to the load's bucket counts. */
+  counted = 0;
   keys: Buffer;
   private kdv: DataView;
   private ldv: DataView;
@@ -53,6 +55,7 @@ export class BatchBuffer {
 
   reset(): void {
     this.count = 0;
+    this.counted = 0;
     this.cell = -1;
   }
 

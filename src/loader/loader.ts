@@ -7,6 +7,7 @@ import { rm } from 'node:fs/promises';
 import { windowId } from '../dedup/window.js';
 import { AppendFile } from './append-file.js';
 import { Batcher } from './batcher.js';
+import { BucketCounts } from './bucket-counts.js';
 import { BufferPool } from './buffers.js';
 import { Checkpointer, loadFingerprint } from './checkpointer.js';
 import { LoadFailure } from './failure.js';
@@ -58,10 +59,10 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
 
   // a dry run has no sink: it counts the buckets of the layout it was given
   const compact = (deps.sink?.layout ?? (o.dryRun ? options.layout : undefined)) === 'compact';
-  const bucketRows = new Float64Array(o.buckets);
   // Many buckets (compact: 65_536) would mean tiny per-bucket batches: buffer per group of
   // buckets instead and let the sink write one SADD per bucket of the group in one go.
   const groups = Math.min(o.buckets, DEFAULTS.maxGroups);
+  const bucketRows = new BucketCounts(o.buckets, groups);
   const batcher = new Batcher(new BufferPool(o.batch, 128, o.concurrency + 64), groups, compact, bucketRows, 1);
   const coder = o.windowField >= 0 ? makeWindowCoder({ format: o.dateFormat, unit: o.windowUnit, timeZone: o.timeZone }) : undefined;
   const windows = new WindowTable(coder, fixedWindow, o.windowUnit, o.maxWindows, (n) => batcher.ensureWindows(n));
@@ -98,6 +99,8 @@ export async function load(options: LoadOptions, deps: LoadDeps = {}): Promise<L
   } finally {
     // on any exit: wait for acknowledgements in flight, then record what they covered
     await dispatcher?.drain();
+    // rows a stopped load still holds are counted in the summary as read, though never sent
+    batcher.countHeld();
     checkpointer.advance();
     await checkpointer.save(true).catch(failure.record);
     await failedOut?.close();

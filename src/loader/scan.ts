@@ -4,6 +4,7 @@
 import { availableParallelism } from 'node:os';
 import { digestKeys } from '../dedup/layout.js';
 import type { Batcher } from './batcher.js';
+import type { BucketCounts } from './bucket-counts.js';
 import type { Checkpointer } from './checkpointer.js';
 import type { Dispatcher } from './dispatcher.js';
 import type { LoadFailure } from './failure.js';
@@ -28,29 +29,13 @@ export interface ScanInit {
   rejects: RejectWriter;
   windows: WindowTable;
   /** Rows per bucket, for the summary. */
-  bucketRows: Float64Array;
+  bucketRows: BucketCounts;
   /** Where rows go; undefined on a dry run. */
   send: { batcher: Batcher; dispatcher: Dispatcher } | undefined;
   onKeys: ((bytes: Uint8Array, offsets: Uint32Array, count: number) => void) | undefined;
   signal: AbortSignal | undefined;
   onProgress: () => void;
   failure: LoadFailure;
-}
-
-/** Adds the region's rows to their buckets' counts (rows with window -1 were rejected); returns
- *  how many it counted. Out of the async region() so it is a plain loop V8 optimises alone. */
-export function countRows(bucketRows: Float64Array, buckets: Uint32Array, n: number, win: Int32Array | null): number {
-  if (win === null) {
-    for (let i = 0; i < n; i++) bucketRows[buckets[i]!]!++;
-    return n;
-  }
-  let accepted = 0;
-  for (let i = 0; i < n; i++) {
-    if (win[i]! < 0) continue;
-    bucketRows[buckets[i]!]!++;
-    accepted++;
-  }
-  return accepted;
 }
 
 export class InputScan implements ReadCounts {
@@ -169,12 +154,12 @@ export class InputScan implements ReadCounts {
     // rows rejected for their window are settled already; the rest settle when acknowledged
     const seg = checkpointer.addSegment(fi, r.offset + r.start, lineNo, r.offset + r.end, lineNo + parser.lines, send ? n - outOfWindow : 0, false);
     let accepted = 0;
-    if (send === undefined) accepted = countRows(bucketRows, buckets, n, win);
+    if (send === undefined) accepted = bucketRows.addRows(buckets, n, win);
     else {
       const { batcher, dispatcher } = send;
-      batcher.setRegion({ keys: kb, keyOffsets: ko, buckets, lines: r.buf, rowStart: parser.rowStart, rowEnd: parser.rowEnd, windows: win, segment: seg });
-      for (let i = 0; i < n; ) {
-        i = batcher.run(i, n);
+      const rows = batcher.setRegion({ keys: kb, keyOffsets: ko, buckets, lines: r.buf, rowStart: parser.rowStart, rowEnd: parser.rowEnd, windows: win, segment: seg }, n);
+      for (let i = 0; i < rows; ) {
+        i = batcher.run(i);
         if (batcher.full) await dispatcher.dispatch(batcher.full);
       }
       accepted = batcher.accepted;
@@ -228,8 +213,7 @@ export class InputScan implements ReadCounts {
         this.lines += r.lines;
         this.rows += r.rows;
         this.bytes += r.bytes;
-        const br = r.bucketRows;
-        for (let b = 0; b < br.length; b++) bucketRows[b]! += br[b]!;
+        bucketRows.addInBucketOrder(r.bucketRows);
         if (last) this.filesDone++;
         this.init.onProgress();
       },

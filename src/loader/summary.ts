@@ -1,5 +1,6 @@
 // Builds what a load reports: progress snapshots while it runs and the summary at the end.
 // Both are read from the counters of the parts that did the work.
+import type { BucketCounts, BucketRowStats } from './bucket-counts.js';
 import type { Dispatcher } from './dispatcher.js';
 import type { ProgressSnapshot } from './progress.js';
 import type { RejectWriter } from './rejects.js';
@@ -32,7 +33,7 @@ export interface LoadSummary {
   retries: number;
   windows: string[];
   buckets: number;
-  bucketRows: { min: number; max: number; mean: number };
+  bucketRows: BucketRowStats;
   fieldCount: number;
   elapsedMs: number;
   rowsPerSec: number;
@@ -65,7 +66,7 @@ export interface SummarySources {
   /** undefined on a dry run: nothing was sent. */
   dispatcher: Dispatcher | undefined;
   windows: string[];
-  bucketRows: Float64Array;
+  bucketRows: BucketCounts;
   interrupted: () => boolean;
 }
 
@@ -117,16 +118,6 @@ export class SummaryBuilder {
     const elapsedMs = performance.now() - this.t0;
     const cpu = process.cpuUsage(this.cpu0);
     const cpuMs = (cpu.user + cpu.system) / 1000;
-    const br = s.bucketRows;
-    let min = Infinity;
-    let max = 0;
-    let sum = 0;
-    for (let i = 0; i < br.length; i++) {
-      const v = br[i]!;
-      if (v < min) min = v;
-      if (v > max) max = v;
-      sum += v;
-    }
     const ratio = s.rejects.ratio(s.read.lines, f.maxRejectRatio);
     const d = s.dispatcher;
     const failed = d?.failed ?? 0;
@@ -152,8 +143,8 @@ export class SummaryBuilder {
       failedBatches: d?.failedBatches ?? 0,
       retries: d?.retries ?? 0,
       windows: s.windows,
-      buckets: br.length,
-      bucketRows: { min: sum === 0 ? 0 : min, max, mean: sum / br.length },
+      buckets: s.bucketRows.buckets,
+      bucketRows: s.bucketRows.stats(),
       fieldCount: f.fieldCount,
       elapsedMs,
       rowsPerSec: elapsedMs > 0 ? (s.read.rows * 1000) / elapsedMs : 0,
