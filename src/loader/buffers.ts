@@ -59,16 +59,18 @@ export class BatchBuffer {
     this.cell = -1;
   }
 
+  // Buffers and row arrays grow four-fold: with thousands of bucket groups most buffers fill
+  // from empty about once, and each step is a fresh allocation and a copy of what is there.
   private static grow(b: Buffer, need: number): Buffer {
-    let n = b.length * 2;
-    while (n < need) n *= 2;
+    let n = b.length * 4;
+    while (n < need) n *= 4;
     const nb = Buffer.allocUnsafe(n);
     b.copy(nb, 0, 0, b.length);
     return nb;
   }
 
   private growRows(): void {
-    const n = Math.min(this.capacity, this.segs.length * 2);
+    const n = Math.min(this.capacity, this.segs.length * 4);
     const ko = new Uint32Array(n + 1);
     ko.set(this.keyOffs);
     this.keyOffs = ko;

@@ -182,6 +182,8 @@ export class RedisLayoutSink implements LoadSink {
       const keys = batch.keys;
       const ko = batch.keyOffsets;
       src.member = (j) => Buffer.from(keys.buffer, keys.byteOffset + ko[j]!, ko[j + 1]! - ko[j]!);
+      src.bytes = keys;
+      src.offs = ko;
     }
     return this.writer.addGrouped(src);
   }

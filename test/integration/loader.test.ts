@@ -1,5 +1,5 @@
 import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -120,6 +120,30 @@ describe.skipIf(!HAVE)('loader -> real redis-server: many buckets, about one row
     expect(((await p.exec()) ?? []).filter(([, v]) => v === 1).length).toBe(keys.length);
     expect(await scardSum(redis, 'many:2026:[0-9]*')).toBe(gen.distinct);
     expect(Number(await redis.get('many:2026:count'))).toBe(gen.distinct);
+  });
+
+  it('keys of every length from 1 to 300 bytes, ASCII and CJK, land byte for byte in their buckets', async () => {
+    const keys: string[] = [];
+    for (let len = 1; len <= 300; len++) {
+      keys.push('k'.repeat(len - 1) + String.fromCharCode(65 + (len % 26)));
+      // three bytes a character: 1 to 100 characters
+      if (len <= 100) keys.push('张'.repeat(len - 1) + '三');
+    }
+    const file = join(dir, 'lengths.txt');
+    // the key is the two fields joined: split each key in two
+    writeFileSync(file, keys.map((k) => `${k.slice(0, 1)}|${k.slice(1)}\n`).join(''), { mode: 0o600 });
+    for (const buckets of [3, 100_000]) {
+      const client = new Redis(srv.url);
+      const prefix = `len${buckets}`;
+      const sink = new RedisLayoutSink(client, { layout: 'sets', prefix, buckets });
+      const sum = await load({ inputs: [file], window: '2026', buckets, batch: 64, checkpointFile: join(dir, `len${buckets}.json`) }, { sink });
+      await sink.close();
+      expect(sum).toMatchObject({ rows: keys.length, loaded: keys.length, failed: 0, newMembers: keys.length });
+      const p = redis.pipeline();
+      for (const k of keys) p.sismember(`${prefix}:2026:${bucketOf(k, buckets)}`, k);
+      expect(((await p.exec()) ?? []).filter(([, v]) => v === 1).length).toBe(keys.length);
+      expect(await scardSum(redis, `${prefix}:2026:[0-9]*`)).toBe(keys.length);
+    }
   });
 });
 
