@@ -56,7 +56,7 @@ export class Batcher {
   private seg = 0;
   /** The region's accepted rows by bucket group (what run() walks), and each row's group. */
   private order = new Uint32Array(0);
-  private group = new Uint16Array(0);
+  private group = new Uint32Array(0);
   /** Per group, where its rows start in `order` (groups + 1 entries while sorting). */
   private readonly groupStart: Uint32Array;
   /** Positions of `order` in use: the region's rows less those rejected for their window. */
@@ -72,7 +72,6 @@ export class Batcher {
     private readonly bucketRows: BucketCounts,
     windows: number,
   ) {
-    if (groups > 0xffff + 1) throw new RangeError('groups must be at most 65536');
     this.held = new Array<BatchBuffer | undefined>(Math.max(1, windows) * groups);
     this.groupStart = new Uint32Array(groups + 1);
   }
@@ -105,7 +104,7 @@ export class Batcher {
   private sortByGroup(bk: Uint32Array, win: Int32Array | null, n: number): number {
     if (this.order.length < n) {
       this.order = new Uint32Array(n + (n >> 2));
-      this.group = new Uint16Array(this.order.length);
+      this.group = new Uint32Array(this.order.length);
     }
     const { order, group, groupStart: start } = this;
     const ng = this.groups;

@@ -1,7 +1,7 @@
 // Rows per bucket for the load summary, stored group by group (the batcher's bucket groups).
-// The batcher appends a region's rows one bucket group at a time, so with the counters of a group
-// side by side each run of rows counts into one small range: at 4,194,304 buckets a counter array
-// in bucket order is 32 MiB incremented at random, a cache and TLB miss per row.
+// The batcher counts a buffer's rows as the buffer leaves, and a buffer holds one group, so with
+// a group's counters side by side those rows count into one small range: at 4,194,304 buckets a
+// counter array in bucket order is 32 MiB incremented at random, a cache and TLB miss per row.
 
 export interface BucketRowStats {
   min: number;
