@@ -420,4 +420,30 @@ describe('parallel dry run (worker threads per file region)', () => {
     expect(dryCompactMany.bucketRows).toEqual(loaded.bucketRows);
     expect(dryCompact.bucketRows).not.toEqual(one.bucketRows);
   });
+
+  it('interrupted on workers: the bucket counts cover exactly the rows the summary reports', async () => {
+    const { generateExport } = await import('../src/loader/generate.js');
+    const d = join(dir, 'par-stop');
+    generateExport({ dir: d, files: 2, rowsPerFile: 60_000, dupRatio: 0.2, seed: 79 });
+    const ac = new AbortController();
+    const buckets = 4099;
+    const s = await load(
+      { inputs: [d], dryRun: true, window: '2026', buckets, threads: 2, regionBytes: 50_000, readBufferBytes: 64 * 1024, rejectsFile: join(dir, 'par-stop.rej') },
+      {
+        signal: ac.signal,
+        progress: {
+          update(p) {
+            if (p.rows > 20_000) ac.abort();
+          },
+          stop() {},
+        },
+      },
+    );
+    expect(s.interrupted).toBe(true);
+    expect(s.threads).toBe(2);
+    expect(s.rows).toBeGreaterThan(20_000);
+    expect(s.rows).toBeLessThan(120_000);
+    // the workers had regions past the abort in flight: those are counted on both sides or neither
+    expect(Math.round(s.bucketRows.mean * buckets)).toBe(s.rows);
+  });
 });

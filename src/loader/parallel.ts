@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import type { ParseSpec } from './parse.js';
-import { REGION_WORKER, type RegionReply, type RegionResult, type RegionTask } from './region-worker.js';
+import { REGION_WORKER, type CountsRequest, type RegionReply, type RegionResult, type RegionTask } from './region-worker.js';
 
 // dist/src/loader/parallel.js -> its sibling; src/loader/parallel.ts (vitest) -> the built one.
 const WORKER_CANDIDATES = ['./region-worker.js', '../../dist/src/loader/region-worker.js'];
@@ -70,20 +70,23 @@ export interface ParallelSpec {
 /** One worker thread running region-worker.js and the tasks it has been given, oldest first. */
 interface RegionThread {
   worker: Worker;
-  pending: { resolve: (r: RegionResult) => void; reject: (e: unknown) => void }[];
+  pending: { resolve: (r: RegionResult | Uint32Array) => void; reject: (e: unknown) => void }[];
 }
 
 /**
  * Runs every region of `files` on `p.threads` worker threads, at most 2 tasks per thread in
  * flight, and hands the results to `onRegion` in file and region order (so the caller can number
- * lines). Plain worker_threads rather than a pool library: a dry run's start-up is part of its
- * speed, and a thread here only ever runs one task after another.
+ * lines), then each thread's rows per bucket to `onBucketRows`. Once `p.signal` is aborted no
+ * region starts, and those already started are still handed over: the bucket counts then cover
+ * exactly the regions `onRegion` saw. Plain worker_threads rather than a pool library: a dry
+ * run's start-up is part of its speed, and a thread here only ever runs one task after another.
  */
 export async function runRegions(
   files: readonly string[],
   sizes: readonly number[],
   p: ParallelSpec,
   onRegion: (fileIndex: number, r: RegionResult, lastOfFile: boolean) => void,
+  onBucketRows: (rows: Uint32Array) => void,
 ): Promise<void> {
   const file = regionWorkerFile();
   // threads start (and load their code) while this thread looks for the cuts
@@ -91,7 +94,7 @@ export async function runRegions(
     const t: RegionThread = { worker: new Worker(file, { workerData: { [REGION_WORKER]: true } }), pending: [] };
     t.worker.on('message', (m: RegionReply) => {
       const w = t.pending.shift();
-      if (m.ok) w?.resolve(m.result);
+      if (m.ok) w?.resolve('result' in m ? m.result : m.bucketRows);
       else w?.reject(new HashGateError(ErrorCodes.WORKER, `dry-run worker failed: ${m.message}`, { details: { error: m.message } }));
     });
     const fail = (err: unknown): void => {
@@ -117,12 +120,12 @@ export async function runRegions(
     const inFlight: Promise<RegionResult>[] = [];
     let next = 0;
     const launch = (): void => {
-      while (next < tasks.length && inFlight.length < window) {
+      while (next < tasks.length && inFlight.length < window && p.signal?.aborted !== true) {
         // the thread with the fewest tasks: a thread slowed by a busy core gets fewer
         let t = threads[0]!;
         for (const u of threads) if (u.pending.length < t.pending.length) t = u;
         const task = tasks[next]!.task;
-        const pr = new Promise<RegionResult>((resolve, reject) => t.pending.push({ resolve, reject }));
+        const pr = new Promise<RegionResult>((resolve, reject) => t.pending.push({ resolve: resolve as (r: RegionResult | Uint32Array) => void, reject }));
         t.worker.postMessage(task);
         pr.catch(() => undefined); // awaited in order below
         inFlight.push(pr);
@@ -130,13 +133,19 @@ export async function runRegions(
       }
     };
     launch();
-    for (let done = 0; done < tasks.length; done++) {
-      if (p.signal?.aborted) break;
+    for (let done = 0; done < next; done++) {
       const r = await inFlight.shift()!;
       onRegion(tasks[done]!.fi, r, tasks[done]!.last);
       launch();
     }
-    await Promise.allSettled(inFlight);
+    const counts = threads.map(
+      (t) =>
+        new Promise<Uint32Array>((resolve, reject) => {
+          t.pending.push({ resolve: resolve as (r: RegionResult | Uint32Array) => void, reject });
+          t.worker.postMessage({ counts: true } satisfies CountsRequest);
+        }),
+    );
+    for (const rows of await Promise.all(counts)) if (rows.length > 0) onBucketRows(rows);
   } finally {
     for (const t of threads) t.worker.removeAllListeners('exit');
     await Promise.all(threads.map((t) => t.worker.terminate()));

@@ -213,10 +213,10 @@ export class InputScan implements ReadCounts {
         this.lines += r.lines;
         this.rows += r.rows;
         this.bytes += r.bytes;
-        bucketRows.addInBucketOrder(r.bucketRows);
         if (last) this.filesDone++;
         this.init.onProgress();
       },
+      (rows) => bucketRows.addInBucketOrder(rows),
     );
   }
 }
