@@ -191,8 +191,8 @@ class SaddBuffer {
     this.room(28);
     this.p = int64Bulk(this.buf, this.p, dv, o);
   }
-  raw(m: Member): void {
-    const len = typeof m === 'string' ? Buffer.byteLength(m, 'utf8') : m.length;
+  /** Room for a bulk string of `len` bytes and its `$len\r\n` head, written; where its bytes go. */
+  private bulkHead(len: number): number {
     this.room(len + 16);
     const b = this.buf;
     let p = this.p;
@@ -200,6 +200,12 @@ class SaddBuffer {
     p = putUint(b, p, len);
     b[p++] = 13;
     b[p++] = 10;
+    return p;
+  }
+  raw(m: Member): void {
+    const len = typeof m === 'string' ? Buffer.byteLength(m, 'utf8') : m.length;
+    let p = this.bulkHead(len);
+    const b = this.buf;
     if (typeof m === 'string') b.write(m, p, len, 'utf8');
     else b.set(m, p);
     p += len;
@@ -211,13 +217,8 @@ class SaddBuffer {
    *  than through a native copy; a long one goes native. */
   rawBytes(src: Uint8Array, s: number, e: number): void {
     const len = e - s;
-    this.room(len + 16);
+    let p = this.bulkHead(len);
     const b = this.buf;
-    let p = this.p;
-    b[p++] = 36;
-    p = putUint(b, p, len);
-    b[p++] = 13;
-    b[p++] = 10;
     if (len <= 64) for (let i = s; i < e; i++) b[p++] = src[i]!;
     else {
       b.set(src.subarray(s, e), p);
