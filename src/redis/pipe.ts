@@ -160,11 +160,6 @@ export class RespPipe {
     return this.ready;
   }
 
-  /** Replies owed on the current connection (a send's all, until its last reply came). */
-  get owed(): number {
-    return this.owedReplies;
-  }
-
   /** Connects unless connected; rejects with NotSentError when it cannot (the next call tries again). */
   connect(): Promise<void> {
     if (this.closed) return Promise.reject(new NotSentError('the pipe is closed'));
@@ -266,6 +261,7 @@ export class RespPipe {
       if (busy ? this.corkedBytes >= WRITE_WHEN_BUSY : bytes.length >= WRITE_AT_ONCE) this.uncork(s, this.corkGen);
     });
   }
+  /** Replies owed on the current connection (a send's all, until its last reply came). */
   private owedReplies = 0;
   /** Bytes written since the socket was last corked. */
   private corkedBytes = 0;
