@@ -34,7 +34,7 @@ export class BucketCounts {
     this.counts[this.slot(b, b % this.groups)]!++;
   }
 
-  /** Adds counts held in bucket order (a worker's region). */
+  /** Adds counts held in bucket order (a dry-run worker's, over the regions it ran). */
   addInBucketOrder(rows: ArrayLike<number>): void {
     const { counts, perGroup, groups } = this;
     for (let g = 0; g < groups; g++) {

@@ -73,6 +73,14 @@ interface RegionThread {
   pending: { resolve: (r: RegionResult | Uint32Array) => void; reject: (e: unknown) => void }[];
 }
 
+/** Posts `m` to thread `t`; its reply (replies come in message order) settles the promise. */
+function ask<T extends RegionResult | Uint32Array>(t: RegionThread, m: RegionTask | CountsRequest): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    t.pending.push({ resolve: resolve as (r: RegionResult | Uint32Array) => void, reject });
+    t.worker.postMessage(m);
+  });
+}
+
 /**
  * Runs every region of `files` on `p.threads` worker threads, at most 2 tasks per thread in
  * flight, and hands the results to `onRegion` in file and region order (so the caller can number
@@ -124,9 +132,7 @@ export async function runRegions(
         // the thread with the fewest tasks: a thread slowed by a busy core gets fewer
         let t = threads[0]!;
         for (const u of threads) if (u.pending.length < t.pending.length) t = u;
-        const task = tasks[next]!.task;
-        const pr = new Promise<RegionResult>((resolve, reject) => t.pending.push({ resolve: resolve as (r: RegionResult | Uint32Array) => void, reject }));
-        t.worker.postMessage(task);
+        const pr = ask<RegionResult>(t, tasks[next]!.task);
         pr.catch(() => undefined); // awaited in order below
         inFlight.push(pr);
         next++;
@@ -138,14 +144,8 @@ export async function runRegions(
       onRegion(tasks[done]!.fi, r, tasks[done]!.last);
       launch();
     }
-    const counts = threads.map(
-      (t) =>
-        new Promise<Uint32Array>((resolve, reject) => {
-          t.pending.push({ resolve: resolve as (r: RegionResult | Uint32Array) => void, reject });
-          t.worker.postMessage({ counts: true } satisfies CountsRequest);
-        }),
-    );
-    for (const rows of await Promise.all(counts)) if (rows.length > 0) onBucketRows(rows);
+    const counts = await Promise.all(threads.map((t) => ask<Uint32Array>(t, { counts: true } satisfies CountsRequest)));
+    for (const rows of counts) if (rows.length > 0) onBucketRows(rows);
   } finally {
     for (const t of threads) t.worker.removeAllListeners('exit');
     await Promise.all(threads.map((t) => t.worker.terminate()));
