@@ -129,6 +129,34 @@ describe.skipIf(!has)('TieredCache + HotColdStore on a real redis-server', () =>
     expect(cold.counters.mgetCalls).toBe(1);
   });
 
+  it('reads over its own connection as the client would: its keyPrefix, UTF-8 keys, batches past batchSize, values spanning many reads', async () => {
+    // a client with a keyPrefix: ioredis puts it before every key, the cache's reads must too
+    const pc = new Redis(srv.url, { keyPrefix: 'app:' });
+    try {
+      const table = 'risk.cn';
+      const keys = Array.from({ length: 700 }, (_, i) => `张三${i}-11010119900307${String(i).padStart(4, '0')}`);
+      // every third key absent; values of every size up to 60 KiB so the reply spans many reads
+      const present = keys.filter((_, i) => i % 3 !== 0);
+      const valueOf = (k: string): { k: string; pad: string } => ({ k, pad: 'x'.repeat((k.length * 7919) % 61_440) });
+      await new HotColdStore({ redis: pc }).write(table, present.map((key) => ({ key, value: valueOf(key) })));
+      expect(await admin.exists(`app:hg:v:${table}:${present[0]!}`)).toBe(1);
+      const cache = new TieredCache({ redis: { client: pc, timeoutMs: SLOW, batchSize: 300 } });
+      await cache.ready(SLOW);
+      const before = await cmdCalls(admin, 'mget');
+      const got = await cache.lookup(table, keys);
+      expect(got).toEqual(keys.map((k, i) => (i % 3 !== 0 ? valueOf(k) : undefined)));
+      expect(await cmdCalls(admin, 'mget')).toBe(before + 3); // 700 keys in MGETs of at most 300
+      expect(cache.stats().redis).toMatchObject({ hits: present.length, misses: keys.length - present.length, errors: 0 });
+      await cache.close();
+      // without the prefix nothing is found where the client put it
+      const bare = new TieredCache({ redis: { url: srv.url, timeoutMs: SLOW } });
+      expect(await bare.lookup(table, present.slice(0, 5))).toEqual([undefined, undefined, undefined, undefined, undefined]);
+      await bare.close();
+    } finally {
+      pc.disconnect();
+    }
+  });
+
   describe('migrateCold', () => {
     const setup = async (cold: MemoryColdStore) => {
       const hot = new HotColdStore({ redis: admin, cold });

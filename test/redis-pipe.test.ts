@@ -116,6 +116,31 @@ describe.skipIf(!has)('RespPipe', () => {
     }
   });
 
+  it('array replies that span many reads (an MGET of large values) come whole and in order, between other replies', async () => {
+    const pipe = new RespPipe({ host: '127.0.0.1', port: srv.port, connectTimeoutMs: 2000 });
+    try {
+      await fc.assert(
+        fc.asyncProperty(fc.array(fc.option(fc.integer({ min: 0, max: 40_000 }), { nil: undefined }), { minLength: 1, maxLength: 300 }), fc.integer({ min: 0, max: 9 }), async (sizes, tail) => {
+          await r.flushall();
+          const keys = sizes.map((_, i) => `pipe:mget:${i}`);
+          // CRLF and '*' inside the values: only lengths may delimit them
+          const val = (i: number, n: number): Buffer => Buffer.alloc(n, `${i}\r\n*$:`);
+          const set = r.pipeline();
+          sizes.forEach((n, i) => n !== undefined && set.set(keys[i]!, val(i, n)));
+          await set.exec();
+          const cmds: Array<Array<string | Buffer>> = [['MGET', ...keys], ['INCRBY', 'pipe:tail', String(tail)], ['MGET', keys[0]!, 'pipe:absent'], ['PING']];
+          const sink = new Collect();
+          await pipe.send(Buffer.concat(cmds.map(encodeCommand)), cmds.length, sink);
+          const first = sizes[0] === undefined ? null : val(0, sizes[0]);
+          expect(sink.got).toEqual([sizes.map((n, i) => (n === undefined ? null : val(i, n))), tail, [first, null], 'PONG']);
+        }),
+        { numRuns: 12, seed: 23 },
+      );
+    } finally {
+      pipe.close();
+    }
+  });
+
   it('a cut mid-send fails it with PipeLostError saying how many replies came; the next send reconnects', async () => {
     const proxy: TcpProxy = await startProxy(srv.port);
     const pipe = new RespPipe({ host: '127.0.0.1', port: proxy.port, connectTimeoutMs: 2000 });

@@ -28,9 +28,10 @@ export const CACHE_DEFAULTS = {
 export interface RedisTierOptions {
   /**
    * An ioredis client or Cluster you own (not closed by close()), or `url` to let the cache create
-   * one. On a Cluster each batch is split per slot (see redis-tier.ts). Leave ioredis's
-   * enableAutoPipelining off on a Cluster: it re-sends whole pipelines on MOVED and keeps failing
-   * after a master restart.
+   * one. On a standalone Redis the MGETs go over a connection of the cache's own, made from this
+   * client's options (address, TLS, credentials, db, keyPrefix). On a Cluster each batch is split
+   * per slot (see redis-tier.ts). Leave ioredis's enableAutoPipelining off on a Cluster: it
+   * re-sends whole pipelines on MOVED and keeps failing after a master restart.
    */
   client?: Redis | Cluster;
   url?: string;

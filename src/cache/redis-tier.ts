@@ -4,10 +4,13 @@
 // Cluster an MGET is split per slot and the per-slot MGETs are sent together; ioredis routes each
 // to its master and follows MOVED per command (they are still pipelined on each node's socket,
 // since ioredis writes without waiting for replies). Standalone keeps one MGET and one pipeline
-// per batch.
+// per batch; its MGETs go over a connection of the tier's own (MgetPipe).
+import type { Redis, RedisOptions } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { ErrorCodes, HashGateError } from '../errors.js';
 import { isCluster, type RedisClient } from '../redis/client.js';
+import { PipeReplyError, RespPipe, type ReplySink, type RespValue } from '../redis/pipe.js';
+import { endpointOf } from '../redis/pipes.js';
 
 export { isCluster, type RedisClient };
 
@@ -60,6 +63,120 @@ function bounded<T>(p: Promise<T>, ms: number): Promise<T> {
       t = setTimeout(() => reject(new HashGateError(ErrorCodes.TIMEOUT, `redis MGET did not answer within ${ms} ms`)), ms);
     }),
   ]).finally(() => clearTimeout(t));
+}
+
+/** Bytes of a RESP bulk string head: `$` + up to 10 digits + CRLF, with room to spare. */
+const BULK_HEAD = 16;
+
+/** The one reply of an MGET: an array of values, or an error. */
+class MgetReply implements ReplySink {
+  values: RespValue = null;
+  err: string | undefined;
+  int(): void {
+    this.err ??= 'MGET answered an integer';
+  }
+  error(_i: number, message: string): void {
+    this.err = message;
+  }
+  value(_i: number, v: RespValue): void {
+    this.values = v;
+  }
+}
+
+/**
+ * MGETs of a standalone Redis (not a Sentinel set) over a RESP connection of the tier's own: one
+ * buffer carries the MGET, each key written as prefix bytes + the key's UTF-8, and the values come
+ * back as Buffers. Through ioredis each call built a Command, a prefixed string per key (then
+ * flattened and measured again on write) and its reply parser's objects: a large share of a
+ * Redis-served lookup's CPU (bench/concurrency.ts, lookup Redis hits, times both). The client's
+ * own keyPrefix is applied as ioredis would. A call that outlives its
+ * timeout fails with HG_ERR_TIMEOUT and cuts the connection (the next call connects again): a
+ * stalled socket must not hold later calls behind it.
+ */
+export class MgetPipe {
+  readonly #pipe: RespPipe;
+  /** The client's keyPrefix (ioredis adds it to every key it sends). */
+  readonly keyPrefix: string;
+  /** UTF-8 lengths of the keys of the call being encoded (grown to the largest call). */
+  #lens = new Uint32Array(256);
+
+  constructor(client: Redis, connectTimeoutMs: number) {
+    this.#pipe = new RespPipe(endpointOf(client, connectTimeoutMs));
+    this.keyPrefix = (client.options as RedisOptions).keyPrefix ?? '';
+  }
+
+  /** Whether `client` is one this class can serve (standalone, not through Sentinel). */
+  static serves(client: RedisClient): client is Redis {
+    return !isCluster(client) && !(client.options as RedisOptions).sentinels;
+  }
+
+  /** Whether its connection is up (lookups read through it; the client serves the rest). */
+  get isReady(): boolean {
+    return this.#pipe.isReady;
+  }
+
+  /** Connects unless connected (rejects when it cannot; the next call tries again). */
+  connect(): Promise<void> {
+    return this.#pipe.connect();
+  }
+
+  /** Connects ahead of the first call; a failure is left to that call. */
+  warm(): void {
+    this.#pipe.connect().catch(() => undefined);
+  }
+
+  /**
+   * Values of keys[off..end), each read at `prefix` (UTF-8 bytes, keyPrefix included) + key; null
+   * where absent. Rejects with HG_ERR_TIMEOUT past `timeoutMs`, or with the connection's or
+   * Redis' error.
+   */
+  mget(prefix: Buffer, keys: readonly string[], off: number, end: number, timeoutMs: number): Promise<(Buffer | null)[]> {
+    const n = end - off;
+    if (this.#lens.length < n) this.#lens = new Uint32Array(Math.max(n, this.#lens.length * 2));
+    const lens = this.#lens;
+    const pl = prefix.length;
+    let size = 32;
+    for (let j = 0; j < n; j++) {
+      const len = Buffer.byteLength(keys[off + j]!, 'utf8');
+      lens[j] = len;
+      size += pl + len + BULK_HEAD;
+    }
+    const b = Buffer.allocUnsafe(size);
+    let p = b.write(`*${n + 1}\r\n$4\r\nMGET\r\n`, 0, 'latin1');
+    for (let j = 0; j < n; j++) {
+      p += b.write(`$${pl + lens[j]!}\r\n`, p, 'latin1');
+      // a prefix of a few dozen bytes copies faster in JS than through a native copy per key
+      for (let i = 0; i < pl; i++) b[p++] = prefix[i]!;
+      p += b.write(keys[off + j]!, p, 'utf8');
+      b[p++] = 13;
+      b[p++] = 10;
+    }
+    const reply = new MgetReply();
+    const pipe = this.#pipe;
+    return new Promise<(Buffer | null)[]>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(new HashGateError(ErrorCodes.TIMEOUT, `redis MGET did not answer within ${timeoutMs} ms`));
+        pipe.destroy(`an MGET did not answer within ${timeoutMs} ms`);
+      }, timeoutMs);
+      pipe.send(b.subarray(0, p), 1, reply).then(
+        () => {
+          clearTimeout(timer);
+          const v = reply.values;
+          if (reply.err !== undefined) reject(new PipeReplyError(reply.err));
+          else if (!Array.isArray(v) || v.length !== n) reject(new PipeReplyError(`MGET of ${n} keys answered ${Array.isArray(v) ? `${v.length} values` : 'no array'}`));
+          else resolve(v as (Buffer | null)[]);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+    });
+  }
+
+  close(): void {
+    this.#pipe.close();
+  }
 }
 
 export interface SetItem {

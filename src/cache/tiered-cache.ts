@@ -18,7 +18,7 @@ import { FLAG_ARCHIVED, ENVELOPE_HEADER_BYTES, decodeEnvelopeValue, decodeValue,
 import { RemoteTierStats, type CacheStats, type TierError } from './stats.js';
 import type { BloomLike, CacheValue, ColdCell, ColdStore } from './types.js';
 import { Coalescer, type ResolvedCoalesce } from '../util/coalescer.js';
-import { isCluster, mgetBuffers, setMany, type MgetResult, type RedisClient } from './redis-tier.js';
+import { MgetPipe, isCluster, mgetBuffers, setMany, type MgetResult, type RedisClient } from './redis-tier.js';
 import { resolveBus, type BusListener, type InvalidationBus } from './bus.js';
 import { PersistentLocalTier } from './persistent-local.js';
 import { resolveCacheOptions, type BloomOption, type TieredCacheOptions } from './options.js';
@@ -109,6 +109,8 @@ interface TableState {
   gen: number;
   /** `${redis.prefix}${table}:`, built once. */
   redisPrefix: string;
+  /** The same as UTF-8 bytes after the client's keyPrefix, for the MGET pipe (made at its first use). */
+  redisPrefixBytes: Buffer | undefined;
   /** Merges the loads of concurrent lookups (undefined when coalescing is off). */
   co: Coalescer<LoadRequest> | undefined;
 }
@@ -188,6 +190,8 @@ export class TieredCache {
    * command by at most redis.timeoutMs (a second timer per load costs CPU on every small call).
    */
   readonly #mgetTimer: boolean;
+  /** A standalone Redis' MGETs, over a connection of the tier's own (undefined on a Cluster or Sentinel set). */
+  readonly #mgetPipe: MgetPipe | undefined;
   readonly #cold: ColdStore | undefined;
   readonly #coldTimeoutMs: number;
   readonly #coldBatch: number;
@@ -256,6 +260,7 @@ export class TieredCache {
       this.#redis = undefined;
       this.#ownsRedis = false;
       this.#mgetTimer = false;
+      this.#mgetPipe = undefined;
     } else {
       if (o.redis.client !== undefined) {
         this.#redis = o.redis.client;
@@ -268,6 +273,8 @@ export class TieredCache {
       this.#connecting = this.#firstConnect(this.#redis);
       const ct = (this.#redis.options as { commandTimeout?: number } | undefined)?.commandTimeout;
       this.#mgetTimer = !(typeof ct === 'number' && ct > 0 && ct <= this.#redisTimeoutMs);
+      // a connect may take longer than one lookup's timeout: that lookup is degraded, the next uses it
+      this.#mgetPipe = MgetPipe.serves(this.#redis) ? new MgetPipe(this.#redis, Math.min(5_000, Math.max(1_000, this.#redisTimeoutMs))) : undefined;
     }
 
     // options are all valid by now: open the bus and the persistent tier last, and leave no client
@@ -284,6 +291,7 @@ export class TieredCache {
       this.#busOff();
       if (this.#ownsBus) void this.#bus?.close().catch(noop);
       if (this.#ownsRedis) this.#redis?.disconnect();
+      this.#mgetPipe?.close();
       throw err;
     }
   }
@@ -303,16 +311,19 @@ export class TieredCache {
     return this.#redis;
   }
 
-  /** Resolves once a cache-created Redis client is connected; rejects after timeoutMs. */
+  /** Resolves once the Redis client and the cache's own MGET connection are up; rejects after timeoutMs. */
   async ready(timeoutMs = 5_000): Promise<void> {
     if (this.#bus) await this.#bus.ready(timeoutMs);
     const r = this.#redis;
-    if (!r || r.status === 'ready') return;
-    await withTimeout(
-      new Promise<void>((resolve) => r.once('ready', () => resolve())),
-      timeoutMs,
-      'redis connect',
-    );
+    if (!r) return;
+    if (r.status !== 'ready') {
+      await withTimeout(
+        new Promise<void>((resolve) => r.once('ready', () => resolve())),
+        timeoutMs,
+        'redis connect',
+      );
+    }
+    if (this.#mgetPipe !== undefined) await withTimeout(this.#mgetPipe.connect(), timeoutMs, 'redis connect');
   }
 
   /**
@@ -372,7 +383,7 @@ export class TieredCache {
     const now = this.#now();
     // a client that lost its connection is down even while local hits spare it every call
     const r = this.#redis;
-    const redis = r ? this.#redisStats.snapshot(now, r.status === 'ready' || r.status === 'wait') : undefined;
+    const redis = r ? this.#redisStats.snapshot(now, r.status === 'ready' || r.status === 'wait' || this.#mgetPipe?.isReady === true) : undefined;
     const cold = this.#cold ? this.#coldStats.snapshot(now) : undefined;
     let entries = 0;
     let bytes = 0;
@@ -407,6 +418,7 @@ export class TieredCache {
     this.#busOff();
     if (this.#ownsBus) await this.#bus?.close();
     await this.#l2?.close();
+    this.#mgetPipe?.close();
     if (this.#ownsRedis && this.#redis) {
       try {
         await this.#redis.quit();
@@ -422,7 +434,7 @@ export class TieredCache {
       if (this.#tables.size >= this.#maxTables) {
         throw new HashGateError(ErrorCodes.CAPACITY, `more than local.maxTables (${this.#maxTables}) tables looked up`);
       }
-      t = { lru: new LRUCache<string, object>(this.#lruOptions), inflight: new InFlightKeys<Flight>(), gen: 0, redisPrefix: this.#prefix + table + ':', co: undefined };
+      t = { lru: new LRUCache<string, object>(this.#lruOptions), inflight: new InFlightKeys<Flight>(), gen: 0, redisPrefix: this.#prefix + table + ':', redisPrefixBytes: undefined, co: undefined };
       const state = t;
       if (this.#coalesce !== false) state.co = new Coalescer<LoadRequest>(this.#coalesce, (reqs) => this.#loadMerged(table, state, reqs));
       this.#tables.set(table, t);
@@ -719,21 +731,27 @@ export class TieredCache {
       } else {
         for (let off = 0; off < n; off += this.#redisBatch) {
           const end = Math.min(n, off + this.#redisBatch);
-          const rkeys: string[] = new Array<string>(end - off);
-          const rp = ts.redisPrefix;
-          for (let j = off; j < end; j++) rkeys[j - off] = rp + keys[j];
           const t0 = performance.now();
           let bufs: MgetResult['values'];
           let partial: unknown;
           try {
-            // a Cluster bounds each slot's MGET itself, so a dead master fails only its keys
-            const res = isCluster(redis)
-              ? await mgetBuffers(redis, rkeys, this.#redisTimeoutMs)
-              : this.#mgetTimer
-                ? await withTimeout(mgetBuffers(redis, rkeys, this.#redisTimeoutMs), this.#redisTimeoutMs, 'redis MGET')
-                : await mgetBuffers(redis, rkeys, this.#redisTimeoutMs);
-            bufs = res.values;
-            partial = res.error;
+            const mp = this.#mgetPipe;
+            if (mp !== undefined) {
+              const prefix = (ts.redisPrefixBytes ??= Buffer.from(mp.keyPrefix + ts.redisPrefix, 'utf8'));
+              bufs = await mp.mget(prefix, keys, off, end, this.#redisTimeoutMs);
+            } else {
+              const rkeys: string[] = new Array<string>(end - off);
+              const rp = ts.redisPrefix;
+              for (let j = off; j < end; j++) rkeys[j - off] = rp + keys[j];
+              // a Cluster bounds each slot's MGET itself, so a dead master fails only its keys
+              const res = isCluster(redis)
+                ? await mgetBuffers(redis, rkeys, this.#redisTimeoutMs)
+                : this.#mgetTimer
+                  ? await withTimeout(mgetBuffers(redis, rkeys, this.#redisTimeoutMs), this.#redisTimeoutMs, 'redis MGET')
+                  : await mgetBuffers(redis, rkeys, this.#redisTimeoutMs);
+              bufs = res.values;
+              partial = res.error;
+            }
           } catch (e) {
             this.#breaker.fail(rs, 'redis', e, errors);
             (ld.gap ??= new Uint8Array(n)).fill(GAP_REDIS, off, end);
@@ -905,6 +923,7 @@ export class TieredCache {
         r.off('ready', done);
         r.off('end', done);
         this.#connecting = undefined;
+        if (r.status === 'ready') this.#mgetPipe?.warm();
         resolve();
       };
       r.on('ready', done);
