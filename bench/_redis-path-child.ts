@@ -15,8 +15,9 @@ import { createHistogram } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { makeKeys } from './common.js';
 import { HashGate } from '../src/gate.js';
+import { encodeValue, wrapEnvelope } from '../src/cache/index.js';
 
-export type PathKind = 'single' | 'c256' | 'batch' | 'once' | 'repeat';
+export type PathKind = 'single' | 'c256' | 'batch' | 'once' | 'repeat' | 'lookup';
 
 export interface Spec {
   path: PathKind;
@@ -63,6 +64,9 @@ export interface ChildResult {
   buckets?: number;
 }
 
+/** The cache table the lookup path reads. */
+const LOOKUP_TABLE = 'risk';
+
 const redisCpuUs = async (r: Redis): Promise<number> => {
   const info = await r.info('cpu');
   const f = (k: string): number => Number(new RegExp(`^${k}:([0-9.]+)`, 'm').exec(info)?.[1] ?? NaN);
@@ -97,14 +101,33 @@ async function main(spec: Spec): Promise<ChildResult> {
   const admin = new Redis(spec.url);
   // one call = a slice of keys; the workloads differ in slice size and concurrency
   const k = spec.path === 'batch' || spec.path === 'once' || spec.path === 'repeat' ? spec.batch : 1;
-  const callers = spec.path === 'c256' ? 256 : 1;
+  const callers = spec.path === 'c256' || spec.path === 'lookup' ? 256 : 1;
   const calls: string[][] = [];
   for (let i = 0; i < keys.length; i += k) calls.push(keys.slice(i, i + k));
 
   let call: (b: string[], i: number) => Promise<number>;
   let close: () => Promise<void>;
   let where: Pick<ChildResult, 'window' | 'buckets'> = {};
-  if (spec.impl === 'hashgate') {
+  // lookups: every key's value sits in Redis only (written untimed, as another instance would),
+  // where TieredCache keeps a table's values; the answer counted is "found"
+  const valueKey = (k: string): string => `hg:v:${LOOKUP_TABLE}:${k}`;
+  if (spec.path === 'lookup') {
+    const v = wrapEnvelope(encodeValue({ level: 3, tag: 'blacklist' }), Date.now());
+    for (let i = 0; i < keys.length; i += 1000) await admin.mset(...keys.slice(i, i + 1000).flatMap((k) => [valueKey(k), v]));
+  }
+  if (spec.path === 'lookup' && spec.impl === 'hashgate') {
+    // the cache as a service opens it; the peer waits as long as Redis takes, so does this
+    const gate = await HashGate.open({ threads: 0, cache: { redis: { url: spec.url, timeoutMs: 60_000 } } });
+    call = (b) => gate.lookup(LOOKUP_TABLE, b).then((v) => (v[0] !== undefined ? 1 : 0));
+    close = () => gate.close();
+  } else if (spec.path === 'lookup') {
+    const r = new Redis(spec.url, { enableAutoPipelining: true });
+    await r.ping();
+    call = (b) => r.getBuffer(valueKey(b[0]!)).then((v) => (v !== null ? 1 : 0));
+    close = async () => {
+      r.disconnect();
+    };
+  } else if (spec.impl === 'hashgate') {
     // What a user opens: defaults but for where the journal goes and a prefix of this run's own.
     const options = { redis: spec.url, dedup: { prefix: spec.prefix, journalDir: spec.journalDir, ...(spec.path === 'once' ? { onStoreError: 'fail-closed' as const } : {}) } };
     if (spec.path === 'repeat') {

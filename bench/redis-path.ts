@@ -1,10 +1,11 @@
-// The Redis dedup paths as a user meets them, and where their time goes.
+// The Redis paths (dedup, and the lookup cache's reads) as a user meets them, and where their time goes.
 //
 // Every timed run is a fresh process (bench/_redis-path-child.ts) with a fresh gate on all-new
 // keys against a just-flushed private redis-server, long enough that JIT warm-up is a small part
 // of it; hashgate and the peer a user would write instead alternate pass by pass in the same run.
 // Paths: sequential single-key calls; 256 concurrent callers x 1 key; 10k-key batches (AOF
-// everysec); fail-closed 10k-key batches with a requestId (AOF everysec). Each row carries the
+// everysec); fail-closed 10k-key batches with a requestId (AOF everysec); and the lookup cache's
+// Redis reads, 256 callers x 1 key. Each row carries the
 // Node CPU per key (process.cpuUsage of the child) and the Redis CPU per key (INFO cpu
 // used_cpu_user + used_cpu_sys delta). The physical-limit row is redis-server alone fed the same
 // SADD bucket member commands hashgate writes (its bucket keys and compact members for the same
@@ -165,6 +166,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     },
     { path: 'once', name: (n) => `fail-closed batch firstSeen with requestId, ${n} new keys in ${BATCH}-key calls, AOF everysec, fresh process`, peer: 'ioredis pipelined SADD per key', keys: q ? 200_000 : 1_000_000, aof: true },
     { path: 'repeat', name: (n) => `batch firstSeen, ${n} keys already in the window (repeat traffic) in ${BATCH}-key calls, AOF everysec`, peer: 'ioredis pipelined SADD per key', keys: q ? 200_000 : 1_000_000, aof: true },
+    { path: 'lookup', name: (n) => `lookup, 256 callers x 1 key, ${n} keys whose values only Redis holds, fresh process`, peer: 'ioredis autopipelined GET', keys: q ? 100_000 : 500_000, aof: false, noLimit: true },
   ];
   const round = (v: number, d = 2): number => Number(v.toFixed(d));
   try {
@@ -193,7 +195,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         // single-key calls are short runs whose p50 is a few round trips of a noisy loopback, and
         // a one-key-caller pass is main-thread bound, so a pass in a slow stretch of a shared box
         // moves it most: more passes for a steadier median
-        const np = (def.path === 'single' || def.path === 'c256') && !q ? 5 : passes;
+        const np = (def.path === 'single' || def.path === 'c256' || def.path === 'lookup') && !q ? 5 : passes;
         for (let pass = 0; pass < np; pass++) {
           for (let i = 0; i < impls.length; i++) {
             if (wrong[i] !== undefined) continue;
@@ -322,6 +324,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const pp = p50('single', 'ioredis awaited SADD');
   s.target('256 callers x 1 new key, fresh process: hashgate vs autopipelined SADD', '>=', 2.5, ratio('c256'), 'x');
   s.target('10k-key batches, AOF everysec, fresh process: hashgate vs pipelined SADD per key', '>=', 3, ratio('batch'), 'x');
+  s.target('lookup of values only Redis holds, 256 callers x 1 key, fresh process: hashgate TieredCache vs autopipelined GET', '>=', 1.5, ratio('lookup'), 'x');
   s.target('sequential single-key p50, fresh process: hashgate / one SADD round trip', '<=', 1.1, hp !== undefined && pp !== undefined ? hp / pp : undefined, 'x');
   s.target('10k-key batches: hashgate Node CPU per key', '<=', 0.8, find('batch', 'hashgate')?.extra?.['nodeCpuUsPerKey'] as number | undefined, ' us');
   const nodeCpu = (impl: string, k: string): number | undefined => find('batch', impl)?.extra?.[k] as number | undefined;
@@ -375,6 +378,9 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   );
   s.note(
     `The ${BIG_BATCH}-key-call row sends the same commands as the ${BATCH}-key one (no physical-limit row of its own); it shows what a call's size costs: the sends such a call queues behind dedup.maxInFlight.`,
+  );
+  s.note(
+    'Lookup: every key\'s value is written to Redis first, untimed (MSET of the envelope TieredCache stores), so each lookup misses the fresh process\'s local tier and is answered by Redis; hashgate is HashGate.open with a cache on that Redis (threads 0, redis.timeoutMs 60 s as the peer waits as long as Redis takes) and lookup(table, [key]) per caller; the peer is ioredis auto-pipelining one GET per key, its value undecoded. No physical-limit row for it.',
   );
   s.note(
     'Repeat traffic: every key is first written once, untimed (for hashgate by another gate, whose seen-cache the timed gate does not share), then the timed pass asks for all of them again; every answer must be 0. No physical-limit row for it.',
