@@ -179,6 +179,37 @@ describe.skipIf(!has)('RespPipe', () => {
     }
   });
 
+  it('a Redis that refuses CLIENT SETNAME (renamed away, or denied by an ACL) still connects; a wrong password does not', async () => {
+    const renamed = await startRedis({ args: ['--rename-command', 'CLIENT', ''] });
+    const acl = await startRedis();
+    const admin = new Redis(acl.port);
+    const users: Redis[] = [];
+    try {
+      await admin.acl('SETUSER', 'nocmd', 'on', '>pw', '~*', '+@all', '-client');
+      const user = new Redis({ port: acl.port, username: 'nocmd', password: 'pw', lazyConnect: true });
+      users.push(user);
+      for (const ep of [
+        { host: '127.0.0.1', port: renamed.port, connectTimeoutMs: 2000, name: 'hashgate' },
+        { ...endpointOf(user, 2000), name: 'hashgate' },
+      ]) {
+        const pipe = new RespPipe(ep);
+        try {
+          expect(await pipe.call(['SADD', 'named:set', 'm'])).toBe(1);
+        } finally {
+          pipe.close();
+        }
+      }
+      const wrong = new RespPipe({ host: '127.0.0.1', port: acl.port, connectTimeoutMs: 2000, username: 'nocmd', password: 'not-it', name: 'hashgate' });
+      await expect(wrong.call(['PING'])).rejects.toBeInstanceOf(NotSentError);
+      wrong.close();
+    } finally {
+      for (const u of users) u.disconnect();
+      admin.disconnect();
+      await renamed.stop();
+      await acl.stop();
+    }
+  });
+
   it('connects as the ioredis client does: password, username (ACL) and db', async () => {
     const secured = await startRedis();
     const setup = new Redis(secured.port);

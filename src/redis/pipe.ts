@@ -113,13 +113,17 @@ class OneReply implements ReplySink {
   }
 }
 
-/** Sink of the handshake replies: remembers the first error. */
+/**
+ * Sink of the handshake replies: remembers the first error, but for the reply at `optional` (the
+ * connection's name: a managed Redis that renames or denies CLIENT still serves our commands).
+ */
 class Handshake implements ReplySink {
   err: string | undefined;
+  constructor(private readonly optional: number) {}
   int(): void {}
   value(): void {}
-  error(_i: number, message: string): void {
-    this.err ??= message;
+  error(i: number, message: string): void {
+    if (i !== this.optional) this.err ??= message;
   }
 }
 
@@ -207,9 +211,9 @@ export class RespPipe {
         const cmds: Buffer[] = [];
         if (e.password !== undefined && e.password !== '') cmds.push(encodeCommand(e.username ? ['AUTH', e.username, e.password] : ['AUTH', e.password]));
         if (e.db !== undefined && e.db !== 0) cmds.push(encodeCommand(['SELECT', String(e.db)]));
-        if (e.name !== undefined) cmds.push(encodeCommand(['CLIENT', 'SETNAME', e.name]));
+        const named = e.name === undefined ? -1 : cmds.push(encodeCommand(['CLIENT', 'SETNAME', e.name])) - 1;
         cmds.push(encodeCommand(['PING']));
-        const hs = new Handshake();
+        const hs = new Handshake(named);
         this.queue.push({
           count: cmds.length, got: 0, sink: hs,
           resolve: () => {
