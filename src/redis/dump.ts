@@ -10,9 +10,15 @@
 /** RDB object type of a set stored as an intset. */
 const RDB_TYPE_SET_INTSET = 11;
 
-/** CRC-64/Jones (reflected, init 0), as Redis checks a RESTORE payload with: a 256-entry table as two 32-bit halves. */
-const CRC_LO = new Uint32Array(256);
-const CRC_HI = new Uint32Array(256);
+/**
+ * CRC-64/Jones (reflected, init 0), as Redis checks a RESTORE payload with, eight bytes a step
+ * ("slicing by 8"): table k, entry i is the CRC of byte i followed by k zero bytes, each 64-bit
+ * entry as two 32-bit halves (LO and HI at k * 256 + i). Hand-written because every split
+ * checksums both its payloads on the writer's main thread: measured about three times faster
+ * than a byte a step.
+ */
+const CRC_LO = new Uint32Array(8 * 256);
+const CRC_HI = new Uint32Array(8 * 256);
 {
   const POLY_LO = 0xac4bc9b5; // 0x95ac9329ac4bc9b5: the reflected polynomial 0xad93d23594c935a9
   const POLY_HI = 0x95ac9329;
@@ -31,16 +37,42 @@ const CRC_HI = new Uint32Array(256);
     CRC_LO[i] = lo;
     CRC_HI[i] = hi;
   }
+  for (let k = 1; k < 8; k++) {
+    for (let i = 0; i < 256; i++) {
+      const plo = CRC_LO[(k - 1) * 256 + i]!;
+      const phi = CRC_HI[(k - 1) * 256 + i]!;
+      const x = plo & 0xff;
+      CRC_LO[k * 256 + i] = (((plo >>> 8) | (phi << 24)) ^ CRC_LO[x]!) >>> 0;
+      CRC_HI[k * 256 + i] = ((phi >>> 8) ^ CRC_HI[x]!) >>> 0;
+    }
+  }
 }
 
 /** CRC-64/Jones of buf[s..e), written little endian at out[at..at+8). */
 export function crc64Into(buf: Uint8Array, s: number, e: number, out: Uint8Array, at: number): void {
+  const L = CRC_LO;
+  const H = CRC_HI;
   let lo = 0;
   let hi = 0;
-  for (let i = s; i < e; i++) {
+  let i = s;
+  for (const end8 = e - 7; i < end8; i += 8) {
+    const a = lo ^ (buf[i]! | (buf[i + 1]! << 8) | (buf[i + 2]! << 16) | (buf[i + 3]! << 24));
+    const b = hi ^ (buf[i + 4]! | (buf[i + 5]! << 8) | (buf[i + 6]! << 16) | (buf[i + 7]! << 24));
+    const x0 = 1792 + (a & 0xff);
+    const x1 = 1536 + ((a >>> 8) & 0xff);
+    const x2 = 1280 + ((a >>> 16) & 0xff);
+    const x3 = 1024 + (a >>> 24);
+    const x4 = 768 + (b & 0xff);
+    const x5 = 512 + ((b >>> 8) & 0xff);
+    const x6 = 256 + ((b >>> 16) & 0xff);
+    const x7 = b >>> 24;
+    lo = L[x0]! ^ L[x1]! ^ L[x2]! ^ L[x3]! ^ L[x4]! ^ L[x5]! ^ L[x6]! ^ L[x7]!;
+    hi = H[x0]! ^ H[x1]! ^ H[x2]! ^ H[x3]! ^ H[x4]! ^ H[x5]! ^ H[x6]! ^ H[x7]!;
+  }
+  for (; i < e; i++) {
     const x = (lo ^ buf[i]!) & 0xff;
-    lo = ((lo >>> 8) | (hi << 24)) ^ CRC_LO[x]!;
-    hi = (hi >>> 8) ^ CRC_HI[x]!;
+    lo = ((lo >>> 8) | (hi << 24)) ^ L[x]!;
+    hi = (hi >>> 8) ^ H[x]!;
   }
   out[at] = lo;
   out[at + 1] = lo >>> 8;
