@@ -410,25 +410,37 @@ export class RespPipe {
       this.arrAt = 0;
       p = nl + 2;
     }
-    for (let k = this.arrAt; k < out.length; k++) {
-      if (p >= end) {
-        this.arrAt = k;
-        this.arrResume = p;
-        return -1;
-      }
-      const t = buf[p]!;
-      const r = this.parse(buf, p, end);
-      if (r === -2) return r;
-      if (r === -1) {
-        this.arrAt = k;
-        this.arrResume = p;
-        return -1;
-      }
-      out[k] = t === 45 ? new RespError(this.lastValue as string) : this.lastValue;
-      p = r;
+    const r = this.elements(buf, p, end, out, this.arrAt);
+    if (r === -1) {
+      this.arrAt = this.elemAt;
+      this.arrResume = this.elemResume;
     }
+    if (r < 0) return r;
     this.arr = undefined;
     this.lastValue = out;
+    return r;
+  }
+
+  /** Where elements() stopped: the first element missing and where it starts. */
+  private elemAt = 0;
+  private elemResume = 0;
+
+  /**
+   * Reads the elements out[k..] of an array from buf[p..end): the position after the last, -2 if
+   * one is not RESP, or -1 with elemAt and elemResume saying which one was not complete.
+   */
+  private elements(buf: Buffer, p: number, end: number, out: RespValue[], k: number): number {
+    for (; k < out.length; k++) {
+      const r = p >= end ? -1 : this.parse(buf, p, end);
+      if (r === -2) return r;
+      if (r === -1) {
+        this.elemAt = k;
+        this.elemResume = p;
+        return -1;
+      }
+      out[k] = buf[p] === 45 ? new RespError(this.lastValue as string) : this.lastValue;
+      p = r;
+    }
     return p;
   }
 
@@ -473,15 +485,8 @@ export class RespPipe {
           return nl + 2;
         }
         const out: RespValue[] = new Array(len);
-        let q = nl + 2;
-        for (let k = 0; k < len; k++) {
-          if (q >= end) return -1;
-          const t = buf[q]!;
-          const r = this.parse(buf, q, end);
-          if (r < 0) return r;
-          out[k] = t === 45 ? new RespError(this.lastValue as string) : this.lastValue;
-          q = r;
-        }
+        const q = this.elements(buf, nl + 2, end, out, 0);
+        if (q < 0) return q;
         this.lastValue = out;
         return q;
       }
