@@ -329,4 +329,72 @@ describe('TieredCache (memory cold tier)', () => {
       { numRuns: 150 },
     );
   });
+
+  it('property: lookups merged into one load each get their own keys\' answers and only their own gaps', async () => {
+    const PRESENT = 12; // k0..k11 are stored, k12..k23 are not
+    const KEYS = 24;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({
+            // a key order to deal out to the callers (each leads its own keys), and the keys the cold tier fails for
+            order: fc.shuffledSubarray(Array.from({ length: KEYS }, (_, k) => k), { minLength: 2 }),
+            callers: fc.integer({ min: 2, max: 5 }),
+            bad: fc.uniqueArray(fc.integer({ min: 0, max: KEYS - 1 }), { maxLength: 6 }),
+            // keys of an extra caller that follows the others' loads of them
+            follow: fc.array(fc.integer({ min: 0, max: KEYS - 1 }), { maxLength: 4 }),
+          }),
+          { minLength: 1, maxLength: 5 },
+        ),
+        async (steps) => {
+          const bad = new Set<string>();
+          // fails the whole call when it holds a bad key; one key per call makes that key's gap its own
+          const cold: ColdStore = {
+            async mget(table, keys) {
+              if (keys.some((k) => bad.has(k))) throw Object.assign(new Error('region offline'), { code: 'ECONNRESET' });
+              return inner.mget(table, keys);
+            },
+            mput: (table, entries) => inner.mput(table, entries),
+          };
+          const inner = new MemoryColdStore();
+          await inner.mput('t', Array.from({ length: PRESENT }, (_, k) => ({ key: `k${k}`, value: rec({ k }), ts: 1 })));
+          const c = new TieredCache({ cold, coldOptions: { batchSize: 1 }, breaker: { failures: 1_000, cooldownMs: 1 } });
+          // keys some earlier step answered: the local tier answers them now, whatever the cold tier does
+          const known = new Set<number>();
+          for (const s of steps) {
+            bad.clear();
+            for (const k of s.bad) bad.add(`k${k}`);
+            const lists: number[][] = Array.from({ length: s.callers }, () => []);
+            s.order.forEach((k, i) => lists[i % s.callers]!.push(k));
+            lists.push(s.follow);
+            // all in one turn: the leads' loads merge into one, the last caller follows theirs
+            const runs = lists.map((ks, j) =>
+              j % 2 === 0
+                ? c.lookupDetailed('t', ks.map((k) => `k${k}`))
+                : c.lookup('t', ks.map((k) => `k${k}`)).then(
+                    (values) => ({ values, unknown: [] as number[], degraded: false }),
+                    (err: unknown) => err as Error & { code: string; details: { indexes: number[] } },
+                  ),
+            );
+            const got = await Promise.all(runs);
+            got.forEach((r, j) => {
+              const ks = lists[j]!;
+              const unknown = ks.flatMap((k, i) => (bad.has(`k${k}`) && !known.has(k) ? [i] : []));
+              if (r instanceof Error) {
+                expect(r.code).toBe('HG_ERR_TIER_UNAVAILABLE');
+                expect(r.details.indexes).toEqual(unknown);
+                return;
+              }
+              expect(r.unknown).toEqual(unknown);
+              expect(r.degraded).toBe(unknown.length > 0);
+              ks.forEach((k, i) => expect(r.values[i]).toEqual(unknown.includes(i) ? undefined : k < PRESENT ? { k } : undefined));
+            });
+            for (const ks of lists) for (const k of ks) if (!bad.has(`k${k}`)) known.add(k);
+          }
+          await c.close();
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
 });

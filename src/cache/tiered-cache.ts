@@ -76,9 +76,13 @@ interface Loaded {
   errors: TierError[];
 }
 
-/** One batch load below the local tier; every key it covers points at it with its index. */
+/**
+ * One batch load below the local tier; every key it covers points at it with its index. A merged
+ * load answers several flights at once: a flight's keys start at `off` in that load's answers.
+ */
 interface Flight {
   p: Promise<Loaded>;
+  off: number;
 }
 
 /** Per-call collector of what lookupDetailed() reports. */
@@ -118,6 +122,7 @@ interface TableState {
 /** The keys one lookup must load below the local tier, waiting to be merged with others. */
 interface LoadRequest {
   keys: string[];
+  flight: Flight;
   resolve: (loaded: Loaded) => void;
   reject: (err: unknown) => void;
 }
@@ -130,12 +135,7 @@ const capture = (resolve: (l: Loaded) => void, reject: (e: unknown) => void): vo
   captured.reject = reject;
 };
 
-/** The part of a merged load's gap map that is one caller's, or undefined when none of its keys had a gap. */
-function gapOf(gap: Uint8Array | undefined, from: number, to: number): Uint8Array | undefined {
-  if (gap === undefined) return undefined;
-  for (let j = from; j < to; j++) if (gap[j] !== 0) return gap.slice(from, to);
-  return undefined;
-}
+const newReport = (): CallReport => ({ errors: [], degraded: false, unknown: [], stale: [] });
 
 /** The rejection of a lookup() some of whose keys could not be checked; never names a key. */
 function tierUnavailable(indexes: number[], n: number, bits: number, errors: TierError[]): HashGateError {
@@ -539,8 +539,8 @@ export class TieredCache {
     detailed: CallReport | undefined,
     stale: StaleSeen | undefined,
   ): Promise<Answer[]> {
-    // lookup() needs the tier errors too when it has to reject
-    const report: CallReport = detailed ?? { errors: [], degraded: false, unknown: [], stale: [] };
+    // lookup() needs the tier errors too when it has to reject; made when a load brings any
+    let report: CallReport | undefined = detailed;
     // per index of `out`: the gap bits of a key no tier found while one could not answer
     let unknown: Uint8Array | undefined;
     // Claim every key nobody is loading yet before the first await, so lookups that start while
@@ -551,11 +551,11 @@ export class TieredCache {
     let follow: number[] | undefined;
     let followLoads: Flight[] | undefined;
     let followAt: number[] | undefined;
-    const flight: Flight = { p: undefined as unknown as Promise<Loaded> };
+    const flight: Flight = { p: undefined as unknown as Promise<Loaded>, off: 0 };
     const leadIdx: number[] = [];
     const leadKeys: string[] = [];
     // each claimed key's hash, for its release
-    const leadHashes = new Uint32Array(missIdx.length);
+    const leadHashes: number[] = [];
     for (const i of missIdx) {
       const key = keys[i]!;
       const h = keyHash(key);
@@ -567,7 +567,7 @@ export class TieredCache {
         (followAt ??= []).push(inflight.indexAt(slot));
         continue;
       }
-      leadHashes[leadKeys.length] = h;
+      leadHashes.push(h);
       inflight.add(key, h, flight, leadKeys.length);
       leadIdx.push(i);
       leadKeys.push(key);
@@ -579,23 +579,24 @@ export class TieredCache {
       const co = ts.co;
       flight.p =
         co !== undefined && co.accepts(leadKeys.length)
-          ? this.#queueLoad(co, leadKeys)
+          ? this.#queueLoad(co, leadKeys, flight)
           : this.#load(table, ts, leadKeys);
-      flight.p.catch(noop); // followers see the failure through their own await
+      // no catch of its own: this call awaits it below, before anything else can run
     }
     if (follow !== undefined) {
       const fi = follow;
       const fa = followAt!;
-      waits = Promise.all(followLoads!.map((f) => f.p)).then((loaded) => {
+      const fl = followLoads!;
+      waits = Promise.all(fl.map((f) => f.p)).then((loaded) => {
         for (let q = 0; q < fi.length; q++) {
           const l = loaded[q]!;
-          const j = fa[q]!;
+          const j = fl[q]!.off + fa[q]!;
           const v = l.vals[j];
           out[fi[q]!] = v;
           // a shared load's gap is this caller's gap too: its answer came from the same tiers
           const g = l.gap === undefined ? 0 : l.gap[j]!;
           if (g !== 0) {
-            addReport(report, l.errors);
+            addReport((report ??= newReport()), l.errors);
             if (v === undefined) (unknown ??= new Uint8Array(keys.length))[fi[q]!] = g;
           }
         }
@@ -605,13 +606,20 @@ export class TieredCache {
       try {
         const l = await flight.p;
         const vals = l.vals;
-        for (let j = 0; j < leadKeys.length; j++) out[leadIdx[j]!] = vals[j];
-        for (const e of l.errors) pushOnce(report.errors, e);
+        const off = flight.off;
+        for (let j = 0; j < leadKeys.length; j++) out[leadIdx[j]!] = vals[off + j];
+        if (l.errors.length > 0) {
+          report ??= newReport();
+          for (const e of l.errors) pushOnce(report.errors, e);
+        }
+        // only this call's part of a merged load's gaps is its own
         const gap = l.gap;
         if (gap !== undefined) {
-          report.degraded = true;
           for (let j = 0; j < leadKeys.length; j++) {
-            if (gap[j] !== 0 && vals[j] === undefined) (unknown ??= new Uint8Array(keys.length))[leadIdx[j]!] = gap[j]!;
+            const g = gap[off + j]!;
+            if (g === 0) continue;
+            (report ??= newReport()).degraded = true;
+            if (vals[off + j] === undefined) (unknown ??= new Uint8Array(keys.length))[leadIdx[j]!] = g;
           }
         }
       } catch (err) {
@@ -626,7 +634,7 @@ export class TieredCache {
     }
     if (waits !== undefined) await waits;
     if (unknown === undefined) return out;
-    return this.#unknown(ts, out, unknown, report, detailed !== undefined, stale);
+    return this.#unknown(ts, out, unknown, report ?? newReport(), detailed !== undefined, stale);
   }
 
   /**
@@ -658,9 +666,9 @@ export class TieredCache {
     throw tierUnavailable(left, out.length, bits, report.errors);
   }
   /** A load queued for merging; the shared executor (see capture) saves a closure per lookup. */
-  #queueLoad(co: Coalescer<LoadRequest>, keys: string[]): Promise<Loaded> {
+  #queueLoad(co: Coalescer<LoadRequest>, keys: string[], flight: Flight): Promise<Loaded> {
     const p = new Promise<Loaded>(capture);
-    co.add({ keys, resolve: captured.resolve!, reject: captured.reject! }, keys.length);
+    co.add({ keys, flight, resolve: captured.resolve!, reject: captured.reject! }, keys.length);
     return p;
   }
 
@@ -693,12 +701,13 @@ export class TieredCache {
     this.#load(table, ts, keys).then(
       (l) => {
         co.done();
+        // every caller gets the whole load and reads its own keys from their offset (no copy of
+        // its answers); the tier errors are shared by all of them
         let off = 0;
         for (const r of reqs) {
-          const n = r.keys.length;
-          // each caller sees only its own keys' gaps; the tier errors are shared by all of them
-          r.resolve({ vals: n === 1 ? [l.vals[off]] : l.vals.slice(off, off + n), gap: gapOf(l.gap, off, off + n), errors: l.errors });
-          off += n;
+          r.flight.off = off;
+          r.resolve(l);
+          off += r.keys.length;
         }
       },
       (e: unknown) => {
