@@ -135,6 +135,7 @@ const capture = (resolve: (l: Loaded) => void, reject: (e: unknown) => void): vo
   captured.reject = reject;
 };
 
+/** The report of a lookup() call, made once a load brings it a tier error or gap (lookupDetailed() brings its own). */
 const newReport = (): CallReport => ({ errors: [], degraded: false, unknown: [], stale: [] });
 
 /** The rejection of a lookup() some of whose keys could not be checked; never names a key. */
