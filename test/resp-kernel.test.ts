@@ -4,6 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { arena } from '../src/hash/arena.js';
+import { utf8Length } from '../src/hash/keys.js';
+import { RespWriter } from '../src/redis/resp.js';
 import { addressOf, depthOf, subBucketName, subBucketOf, tablePrefix } from '../src/dedup/growth.js';
 
 interface Rec {
@@ -77,5 +79,27 @@ describe('kernel compact SADD writer', () => {
     const recs: Rec[] = Array.from({ length: 200_000 }, (_, i) => ({ m: BigInt.asIntN(64, BigInt(i) * 46_116_860_184_273_879n - 2n ** 62n), t: i % 4096, n: (i % 300) + 1 }));
     const base = 'x'.repeat(100);
     expect(firstDiff(kernel(base, recs), reference(base, recs))).toBe(-1);
+  });
+});
+
+describe('RespWriter.prefixed', () => {
+  it('property: a prefixed key is the bulk string of prefix + TextEncoder UTF-8, lone surrogates and all', () => {
+    const enc = new TextEncoder();
+    // code units of every width, lone surrogates of both halves included
+    const unit = fc.oneof(fc.integer({ min: 0, max: 0x7f }), fc.integer({ min: 0x80, max: 0x7ff }), fc.integer({ min: 0x800, max: 0xffff }));
+    const key = fc.oneof(fc.array(unit, { maxLength: 40 }).map((u) => String.fromCharCode(...u)), fc.string({ unit: 'grapheme', maxLength: 20 }));
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 40 }), fc.array(key, { minLength: 1, maxLength: 20 }), (prefix, keys) => {
+        expect(keys.map((k) => utf8Length(k))).toEqual(keys.map((k) => enc.encode(k).length));
+        const w = new RespWriter(8); // grows as it goes
+        for (const k of keys) w.prefixed(prefix, k);
+        const want = Buffer.concat(keys.map((k) => {
+          const body = Buffer.concat([prefix, enc.encode(k)]);
+          return Buffer.concat([Buffer.from(`$${body.length}\r\n`), body, Buffer.from('\r\n')]);
+        }));
+        expect(w.bytes().equals(want)).toBe(true);
+      }),
+      { numRuns: 500 },
+    );
   });
 });

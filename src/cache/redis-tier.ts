@@ -11,6 +11,7 @@ import { ErrorCodes, HashGateError } from '../errors.js';
 import { isCluster, type RedisClient } from '../redis/client.js';
 import { PipeReplyError, RespPipe, type ReplySink, type RespValue } from '../redis/pipe.js';
 import { endpointOf } from '../redis/pipes.js';
+import { RespWriter } from '../redis/resp.js';
 
 export { isCluster, type RedisClient };
 
@@ -97,8 +98,6 @@ export class MgetPipe {
   readonly #pipe: RespPipe;
   /** The client's keyPrefix (ioredis adds it to every key it sends). */
   readonly keyPrefix: string;
-  /** UTF-8 lengths of the keys of the call being encoded (grown to the largest call). */
-  #lens = new Uint32Array(256);
 
   constructor(client: Redis, connectTimeoutMs: number) {
     this.#pipe = new RespPipe(endpointOf(client, connectTimeoutMs));
@@ -132,25 +131,14 @@ export class MgetPipe {
    */
   mget(prefix: Buffer, keys: readonly string[], off: number, end: number, timeoutMs: number): Promise<(Buffer | null)[]> {
     const n = end - off;
-    if (this.#lens.length < n) this.#lens = new Uint32Array(Math.max(n, this.#lens.length * 2));
-    const lens = this.#lens;
-    const pl = prefix.length;
-    let size = 32;
-    for (let j = 0; j < n; j++) {
-      const len = Buffer.byteLength(keys[off + j]!, 'utf8');
-      lens[j] = len;
-      size += pl + len + BULK_HEAD;
-    }
-    const b = Buffer.allocUnsafe(size);
-    let p = b.write(`*${n + 1}\r\n$4\r\nMGET\r\n`, 0, 'latin1');
-    for (let j = 0; j < n; j++) {
-      p += b.write(`$${pl + lens[j]!}\r\n`, p, 'latin1');
-      // a prefix of a few dozen bytes copies faster in JS than through a native copy per key
-      for (let i = 0; i < pl; i++) b[p++] = prefix[i]!;
-      p += b.write(keys[off + j]!, p, 'utf8');
-      b[p++] = 13;
-      b[p++] = 10;
-    }
+    // sized for the most bytes the keys can take (3 per UTF-16 unit), so the writer never grows
+    let units = 0;
+    for (let j = off; j < end; j++) units += keys[j]!.length;
+    const w = new RespWriter(32 + n * (prefix.length + BULK_HEAD) + 3 * units);
+    w.array(n + 1);
+    w.str('MGET');
+    for (let j = off; j < end; j++) w.prefixed(prefix, keys[j]!);
+    const b = w.bytes();
     const reply = new MgetReply();
     const pipe = this.#pipe;
     return new Promise<(Buffer | null)[]>((resolve, reject) => {
@@ -158,7 +146,7 @@ export class MgetPipe {
         reject(new HashGateError(ErrorCodes.TIMEOUT, `redis MGET did not answer within ${timeoutMs} ms`));
         pipe.destroy(`an MGET did not answer within ${timeoutMs} ms`);
       }, timeoutMs);
-      pipe.send(b.subarray(0, p), 1, reply).then(
+      pipe.send(b, 1, reply).then(
         () => {
           clearTimeout(timer);
           const v = reply.values;

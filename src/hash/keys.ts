@@ -55,6 +55,25 @@ export function encodeUtf8(s: string, u8: Uint8Array, pos: number, buf?: Buffer)
   return pos;
 }
 
+/**
+ * Bytes encodeUtf8 (and TextEncoder) writes for `s`: a lone surrogate counts as U+FFFD, 3 bytes.
+ * Counted in JS: for keys of a few dozen units it costs less than Buffer.byteLength's native call.
+ */
+export function utf8Length(s: string): number {
+  const n = s.length;
+  let len = n;
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) len += 1;
+    else if (c >= 0xd800 && c < 0xdc00 && i + 1 < n && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      len += 2; // a pair: 4 bytes for its 2 units
+      i++;
+    } else len += 2;
+  }
+  return len;
+}
+
 type Ucs2Writer = Buffer & { ucs2Write(s: string, offset: number): number };
 
 /** Strings longer than this go to Buffer#ucs2Write (native); shorter ones to the JS loop. */
