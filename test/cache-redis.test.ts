@@ -157,6 +157,24 @@ describe.skipIf(!has)('TieredCache + HotColdStore on a real redis-server', () =>
     }
   });
 
+  it('binary values read from Redis hold only their own bytes, not the socket read they came in', async () => {
+    const table = 'bin';
+    const keys = Array.from({ length: 200 }, (_, i) => `k${i}`);
+    const valueOf = (i: number): Uint8Array => Uint8Array.from({ length: 64 + i }, (_, j) => (i * 31 + j) & 255);
+    await new HotColdStore({ redis: admin }).write(table, keys.map((key, i) => ({ key, value: { bytes: valueOf(i) } })));
+    const cache = new TieredCache({ redis: { url: srv.url, timeoutMs: SLOW } });
+    try {
+      const got = (await cache.lookup(table, keys)) as Array<{ bytes: Uint8Array }>;
+      got.forEach((v, i) => {
+        expect(Buffer.from(v.bytes).equals(Buffer.from(valueOf(i)))).toBe(true);
+        // a view would keep the whole reply's read buffer (tens of KiB) alive in the local tier
+        expect(v.bytes.buffer.byteLength).toBe(v.bytes.byteLength);
+      });
+    } finally {
+      await cache.close();
+    }
+  });
+
   describe('migrateCold', () => {
     const setup = async (cold: MemoryColdStore) => {
       const hot = new HotColdStore({ redis: admin, cold });

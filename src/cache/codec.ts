@@ -12,7 +12,9 @@ export const FLAG_ARCHIVED = 0x01;
 /** Offset of the flags byte; migration flips FLAG_ARCHIVED in place with SETRANGE (keeps the TTL). */
 export const FLAGS_OFFSET = 1;
 
-const packr = new Packr({ useRecords: false, moreTypes: false, mapsAsObjects: true });
+// copyBuffers: a binary value (or field) is decoded into memory of its own, never a view of the
+// buffer it was read from: that may be a whole socket read, which a cached value would keep alive.
+const packr = new Packr({ useRecords: false, moreTypes: false, mapsAsObjects: true, copyBuffers: true });
 
 export function encodeValue(value: CacheValue): Buffer {
   if (value === undefined || value === null || typeof value !== 'object') {

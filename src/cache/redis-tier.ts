@@ -71,6 +71,8 @@ const BULK_HEAD = 16;
 
 /** The one reply of an MGET: an array of values, or an error. */
 class MgetReply implements ReplySink {
+  // the values are decoded as soon as the reply is in, and only the decoded objects are kept
+  readonly views = true;
   values: RespValue = null;
   err: string | undefined;
   int(): void {

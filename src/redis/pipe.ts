@@ -59,6 +59,12 @@ export interface ReplySink {
   error(i: number, message: string): void;
   /** Any other reply: a bulk string (Buffer, or null for nil), a simple string, an array of those. */
   value(i: number, v: RespValue): void;
+  /**
+   * True: bulk strings may be views of the socket's read buffer instead of copies, for a sink that
+   * is done with its values before anything could keep them. A view holds that whole read buffer
+   * in memory for as long as it lives; a copy per value is what it saves.
+   */
+  readonly views?: boolean;
 }
 
 export type RespValue = number | string | Buffer | null | RespValue[] | RespError;
@@ -335,6 +341,7 @@ export class RespPipe {
         return;
       }
       const sink = cur.sink;
+      this.views = sink.views === true;
       let i = cur.got;
       const n = cur.count;
       // the replies of one send, as many as this read holds
@@ -444,6 +451,9 @@ export class RespPipe {
     return p;
   }
 
+  /** The sink being read takes views of bulk strings (ReplySink.views). */
+  private views = false;
+
   /** The value parse() read last (a field, not a return value: no object per reply). */
   private lastValue: RespValue = null;
 
@@ -475,7 +485,8 @@ export class RespPipe {
         }
         const s = nl + 2;
         if (s + len + 2 > end) return -1;
-        this.lastValue = Buffer.from(buf.subarray(s, s + len));
+        // every read is a buffer of its own (no onread buffer is reused), so a view stays valid
+        this.lastValue = this.views ? buf.subarray(s, s + len) : Buffer.from(buf.subarray(s, s + len));
         return s + len + 2;
       }
       case 42: { // '*' array
