@@ -384,15 +384,17 @@ export class RedisWriter {
       if (lost) unknown = true;
     };
     const held = wt.splitsRunning > 0 ? this.holdForSplits(wt, src) : undefined;
+    // per member: the sub-bucket count of its table it was last sent with (compact layout)
+    const placed = wt.compact ? new Uint32Array(src.count) : undefined;
     for (let round = 0; todo.length > 0; round++) {
       if (round === 0 && held !== undefined) {
         // the held members go together once their splits ended (they run side by side on the
         // control pipe): one more send, not one per table
         await Promise.all([
-          this.sendEach(src, wt, held.now, answers, status, errors, failed),
-          Promise.all(held.splits).then(() => this.sendEach(src, wt, held.later, answers, status, errors, failed)),
+          this.sendEach(src, wt, held.now, answers, status, errors, failed, placed),
+          Promise.all(held.splits).then(() => this.sendEach(src, wt, held.later, answers, status, errors, failed, placed)),
         ]);
-      } else await this.sendEach(src, wt, todo, answers, status, errors, failed);
+      } else await this.sendEach(src, wt, todo, answers, status, errors, failed, placed);
       // what Redis refused as stale or redirected goes again
       const stale: number[] = [];
       const redirect: number[] = [];
@@ -414,9 +416,19 @@ export class RedisWriter {
       // maybe applied), and nothing sends them a third time to read a 0 the lost 1 left behind
       for (const j of stale) status[j] = MemberStatus.Pending;
       try {
-        const tables = this.touched(wt, src, todo);
+        // A member sent with a count this writer has since moved past (a split of its own ended
+        // while the member was on the wire, behind the split on the other connection) goes again
+        // with the count at hand: a count that is still behind names a tombstone, which refuses
+        // the SADD again, and then the table is read. Only the other tables are read now: the
+        // read was a round trip at the end of most calls that started splits.
+        const behind = new Set<number>();
+        for (const j of stale) {
+          const t = src.bucket[j]!;
+          if (placed![j]! >= wt.n[t]!) behind.add(t);
+        }
+        const tables = [...behind];
         for (const t of tables) wt.stale(t);
-        await wt.read(tables, true);
+        if (tables.length > 0) await wt.read(tables, true);
       } catch (err) {
         for (const j of stale) status[j] = MemberStatus.NotApplied;
         error ??= err;
@@ -547,7 +559,7 @@ export class RedisWriter {
    */
   private sendEach(
     src: MemberSource, wt: WindowTables, todo: Uint32Array, answers: Uint8Array, status: Uint8Array,
-    errors: Array<string | undefined>, failed: (err: unknown, lost: boolean) => void,
+    errors: Array<string | undefined>, failed: (err: unknown, lost: boolean) => void, placed?: Uint32Array,
   ): Promise<void> {
     // members by route (one route on a standalone Redis)
     let byRoute: Map<PipeRoute, number[]> | undefined;
@@ -583,7 +595,7 @@ export class RedisWriter {
         // connected: each promise step is a turn of the microtask queue on a one-key call's path
         sends.push(
           route.lane.run(() => {
-            w = this.encodeEach(src, wt, idx);
+            w = this.encodeEach(src, wt, idx, placed);
             const bytes = w.bytes();
             return route.pipe.sendNow(bytes, idx.length, sink) ?? route.pipe.send(bytes, idx.length, sink);
           }, idx.length).then(
@@ -610,7 +622,8 @@ export class RedisWriter {
     return sends.length === 0 ? Promise.resolve() : Promise.all(sends).then(() => undefined);
   }
 
-  private encodeEach(src: MemberSource, wt: WindowTables, idx: Uint32Array): SaddBuffer {
+  /** The SADDs of members idx; `placed[j]` gets the sub-bucket count member j was named with. */
+  private encodeEach(src: MemberSource, wt: WindowTables, idx: Uint32Array, placed?: Uint32Array): SaddBuffer {
     const head = wt.keyHead;
     if (wt.compact) {
       // built by the kernel from four words per member (see wasm/assembly/resp.ts)
@@ -626,7 +639,9 @@ export class RedisWriter {
           u32[at] = dv.getUint32(o, true);
           u32[at + 1] = dv.getUint32(o + 4, true);
           u32[at + 2] = t;
-          u32[at + 3] = n[t]!;
+          const c = n[t]!;
+          u32[at + 3] = c;
+          if (placed !== undefined) placed[j] = c;
           at += 4;
         }
       });
