@@ -190,6 +190,23 @@ const INTERNAL_REQUEST_TTL_MS = 60_000;
 /** Keys hashed and sent per piece when fail-open batches are pipelined (see the header). */
 const PIPELINE_CHUNK = 2500;
 
+/**
+ * A Redis batch of at least this many keys adds them to the seen-cache after its caller has the
+ * answers (setImmediate), not before. The pieces of a big call mostly end together, after the
+ * last reply (the splits they wait for end then), and their cache adds, about 0.2 us a key, held
+ * the answer back while Redis sat idle: the caller's next call now reaches Redis first, and the
+ * adds run while Redis works on it. A key not yet in the cache is asked of Redis, which answers
+ * it exactly; only the cache's saving waits.
+ */
+const DEFER_SEEN_ADDS = 1024;
+
+/** The deferred seen-cache adds of one batch (see DEFER_SEEN_ADDS). */
+function addSeenLater(svc: DedupService, cache: SeenCache, gen: number, d32: Uint32Array, pend: Uint32Array, p: number): void {
+  if (cacheGenOf(svc) !== gen) return;
+  for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
+}
+let cacheGenOf: (s: DedupService) => number;
+
 // One shared executor instead of a closure per call: new Promise() runs it synchronously, so the
 // functions it captures are read back before any other call can overwrite them.
 const captured: { resolve?: (a: Uint8Array) => void; reject?: (e: unknown) => void } = {};
@@ -271,6 +288,11 @@ export class DedupService {
   private readonly now: () => number;
   private readonly cache: SeenCache | undefined;
   private cacheWindow: string | undefined;
+  /**
+   * Bumped whenever the cache is emptied (a newer window, a purge): adds made for a batch sent
+   * before that are dropped, so a purged window's keys never come back as "seen".
+   */
+  private cacheGen = 0;
   private cacheMs = -Infinity;
   private readonly bucketsByWindow = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
@@ -373,6 +395,7 @@ export class DedupService {
 
   // The entry for callers that validated and hashed the batch already (firstSeenHashed).
   static {
+    cacheGenOf = (s) => s.cacheGen;
     hashedEntry = (s, batch, digests, opts) => s.#firstSeen(undefined, batch, digests, opts);
     limitsOf = (s) => s.#limits;
   }
@@ -688,7 +711,12 @@ export class DedupService {
     const m = part.count;
     // Without a secret the digests are murmur3_128 seed 0 (the same as digestKeys gives).
     let digests = o.secret === undefined ? (given ?? digests128(part, 0)) : digestKeys(part.keys, o.secret);
-    if (digests.byteOffset % 4 !== 0) digests = digests.slice();
+    // made here (not the caller's buffer, which it may reuse once answered)
+    let own = o.secret !== undefined || given === undefined;
+    if (digests.byteOffset % 4 !== 0) {
+      digests = digests.slice();
+      own = true;
+    }
     const d32 = new Uint32Array(digests.buffer, digests.byteOffset, m * 4);
     const pend = new Uint32Array(m);
     let p = 0;
@@ -732,7 +760,7 @@ export class DedupService {
       }
       const send = (count: number): Promise<void> => {
         const answered = new Uint8Array(count);
-        const t = count === 0 ? undefined : this.send(part, digests, d32, pend, count, base, window, buckets, cache, out, bucketsKnown, requestId, callers, m, answered);
+        const t = count === 0 ? undefined : this.send(part, digests, d32, pend, count, base, window, buckets, cache, out, bucketsKnown, requestId, callers, m, answered, own);
         if (t === undefined) {
           tracker.end(rec, answered);
           return Promise.resolve();
@@ -769,17 +797,18 @@ export class DedupService {
         return send(count);
       })();
     }
-    return this.send(part, digests, d32, pend, p, base, window, buckets, cache, out, bucketsKnown, requestId, callers, m, undefined);
+    return this.send(part, digests, d32, pend, p, base, window, buckets, cache, out, bucketsKnown, requestId, callers, m, undefined, own);
   }
 
   /**
    * Sends keys pend[0..p) of `part` (digests d32) to the store and writes their answers to `out`;
-   * `answered[j]` (pending-key tracking) gets 1 for every key whose answer is final.
+   * `answered[j]` (pending-key tracking) gets 1 for every key whose answer is final. `own`: the
+   * digests are this service's (not the caller's, who may reuse them once answered).
    */
   private send(
     part: CheckedKeys, digests: Uint8Array, d32: Uint32Array, pend: Uint32Array, p: number, base: number, window: string, buckets: number,
     cache: SeenCache | undefined, out: Uint8Array, bucketsKnown: boolean, requestId: string | undefined, callers: boolean, m: number,
-    answered: Uint8Array | undefined,
+    answered: Uint8Array | undefined, own: boolean,
   ): Promise<void> | undefined {
     const o = this.options;
     const all = bucketsOfDigests(digests, o.layout, buckets);
@@ -839,6 +868,7 @@ export class DedupService {
     const answers = new Uint8Array(p);
     this.counters.batches++;
     this.counters.storeKeys += p;
+    const gen = this.cacheGen;
     const finish = (): void => {
       let ones = 0;
       for (let j = 0; j < p; j++) {
@@ -848,8 +878,10 @@ export class DedupService {
       }
       this.counters.firstSeen += ones;
       answered?.fill(1);
-      // the cache may have moved to a newer window while the store answered
-      if (cache !== undefined && this.cacheWindow === window) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
+      if (cache === undefined) return;
+      if (own && p >= DEFER_SEEN_ADDS) setImmediate(addSeenLater, this, cache, gen, d32, pend, p);
+      // the cache may have moved to a newer window (or been purged) while the store answered
+      else if (this.cacheGen === gen) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
     };
     const sent = bucketsKnown
       ? this.store.addBatch(batch, answers)
@@ -1018,6 +1050,7 @@ export class DedupService {
     }
     if (ms < this.cacheMs) return undefined;
     this.cache.clear();
+    this.cacheGen++;
     this.cacheWindow = window;
     this.cacheMs = ms;
     return this.cache;
@@ -1073,6 +1106,7 @@ export class DedupService {
     if (typeof window !== 'string' || window === '' || /[\s:*?[\]{}\\]/.test(window)) throw invalidType('window', 'a window id such as "2025"', window);
     if (this.cacheWindow === window) {
       this.cache?.clear();
+      this.cacheGen++;
       this.cacheWindow = undefined;
       this.cacheMs = -Infinity;
     }

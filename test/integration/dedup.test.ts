@@ -117,6 +117,30 @@ describe.skipIf(!has)('dedup on Redis', () => {
     await s.close();
   });
 
+  it("a big call's keys reach the seen-cache once it answered, and a purge right after its answer keeps them out", async () => {
+    n++;
+    // one piece of a call (pieces of a big call that end earlier add theirs before the call answers)
+    const keys = Array.from({ length: 2000 }, (_, i) => `cached-${i}`);
+    const s = open({ buckets: 16 });
+    expect((await s.firstSeen(keys)).every((a) => a === 1)).toBe(true);
+    // the window is purged, and used again by another call, before the cache adds of that answer
+    // ran: they must not bring its keys back as "seen" (Redis no longer has them)
+    const purged = s.purgeWindow('2026');
+    const other = s.firstSeen(Array.from({ length: 500 }, (_, i) => `other-${i}`));
+    expect(await purged).toBeGreaterThan(0);
+    await other;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    const again = await s.firstSeen(keys);
+    expect(again.every((a) => a === 1)).toBe(true);
+    // past a turn of the event loop the adds of that second answer are in: a repeat is answered
+    // by the cache (0, without asking Redis)
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    const hits = s.counters.cacheHits;
+    expect((await s.firstSeen(keys)).every((a) => a === 0)).toBe(true);
+    expect(s.counters.cacheHits - hits).toBe(keys.length);
+    await s.close();
+  });
+
   it('bad input rejects with the index and writes nothing', async () => {
     n++;
     const s = open({ maxKeyBytes: 16 });
