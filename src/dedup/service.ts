@@ -193,10 +193,10 @@ const PIPELINE_CHUNK = 2500;
 /**
  * A Redis batch of at least this many keys adds them to the seen-cache after its caller has the
  * answers (setImmediate), not before. The pieces of a big call mostly end together, after the
- * last reply (the splits they wait for end then), and their cache adds, about 0.2 us a key, held
- * the answer back while Redis sat idle: the caller's next call now reaches Redis first, and the
- * adds run while Redis works on it. A key not yet in the cache is asked of Redis, which answers
- * it exactly; only the cache's saving waits.
+ * last reply (the splits they wait for end then), and their cache adds (a probe of a large table
+ * per key) held the answer back while Redis sat idle: the caller's next call now reaches Redis
+ * first, and the adds run while Redis works on it. A key not yet in the cache is asked of Redis,
+ * which answers it exactly; only the cache's saving waits.
  */
 const DEFER_SEEN_ADDS = 1024;
 
