@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { RedisBloom, RedisBloomReplica, rebuildRedisBloom } from 'hashgate/bloom';
+import { RedisBloom, RedisBloomReplica, rebuildRedisBloom, rebuildKeys } from 'hashgate/bloom';
 import { ErrorCodes } from 'hashgate';
 import { redissonHarness, type RedissonHarness } from './helpers/redisson.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
@@ -59,6 +59,11 @@ describe.skipIf(!HAVE)('bloom rebuild', () => {
     const stillThere = Array.from(await live.containsAll(removed)).filter((b) => b === 1).length;
     expect(stillThere).toBeLessThan(10); // only false positives remain (fpp 0.001)
     expect(await redis.exists('{guard}:hg:next', '{guard}:hg:next:config', '{guard}:hg:rebuild-lock')).toBe(0);
+    expect(await redis.exists('{guard}:hg:spare')).toBe(1); // the replaced bitmap, for the next run
+    const dropped = await cli(['bloom', 'rebuild', '--redis', server.url, '--name', 'guard', '--file', file, '--set', 'window:day1', '--drop-spare', '--json']);
+    expect(dropped.code, dropped.err).toBe(0);
+    expect(JSON.parse(dropped.out)).toMatchObject({ keys: 2000, reusedBitmap: false });
+    expect(await redis.exists('{guard}:hg:spare')).toBe(0);
     if (java) {
       const addr = `127.0.0.1:${server.port}`;
       expect(await java.keys(['contains', addr, 'guard'], keep.slice(0, 300))).toBe('1'.repeat(300));
@@ -138,6 +143,67 @@ describe.skipIf(!HAVE)('bloom rebuild', () => {
     expect(calls('setbit')).toBe(0);
     expect(Array.from(await f.containsAll(keys)).every((b) => b === 1)).toBe(true);
   }, 60_000);
+
+  it('a later rebuild writes into the bitmap the last swap replaced, and its bits equal a build into a new string', async () => {
+    const name = 'spare';
+    const shape = { expectedItems: 20_000_000, fpp: 0.01 }; // a 24 MB bitmap: 23 chunks of 1 MiB
+    const f = await RedisBloom.open({ redis, name, ...shape });
+    await f.tryInit();
+    const gen = (g: number, n: number): string[] => Array.from({ length: n }, (_, i) => `g${g}-${i}-用户`);
+    await f.addAll(gen(0, 5000));
+    const { spare, next } = rebuildKeys(name);
+    const first = await rebuildRedisBloom({ redis, name, keys: gen(1, 5000) });
+    expect(first.reusedBitmap).toBe(false);
+    const bytes = Math.ceil(first.size / 8);
+    const chunks = Math.ceil(bytes / (1024 * 1024));
+    // the generation the swap replaced (filled by SETBITs: it ends at its highest set bit) is kept,
+    // without a TTL, for the next rebuild
+    expect(await redis.strlen(spare)).toBeGreaterThan(bytes - 65536);
+    expect(await redis.pttl(spare)).toBe(-1);
+    /** The bitmap the same keys give in a filter that never had a spare (a string grown from nothing). */
+    const freshBits = async (keys: string[], local: boolean, tag: string): Promise<Buffer> => {
+      const other = await RedisBloom.open({ redis, name: `fresh-${tag}`, ...shape });
+      await other.tryInit();
+      const r = await rebuildRedisBloom({ redis, name: `fresh-${tag}`, keys, local });
+      expect(r.reusedBitmap).toBe(false);
+      return redis.getBuffer(`fresh-${tag}`);
+    };
+    let round = 0;
+    for (const local of [true, false, true]) {
+      // the last round sets one key's bits: most of its chunks are zeros written over old bits
+      const keys = round === 2 ? gen(7, 1) : gen(local ? 2 : 3, 3000);
+      await redis.config('RESETSTAT');
+      const r = await rebuildRedisBloom({ redis, name, keys, local, sourceDescription: `round ${round}` });
+      const stats = await redis.info('commandstats');
+      expect(r.reusedBitmap).toBe(true);
+      // one in-place write per 1 MiB chunk, zero chunks included; only the first reuse grows the
+      // SETBIT-filled spare by its few missing bytes
+      expect(Number(/cmdstat_setrange:calls=(\d+)/.exec(stats)?.[1])).toBe(chunks + (round++ === 0 ? 1 : 0));
+      expect((await redis.getBuffer(name)).equals(await freshBits(keys, local, String(round)))).toBe(true);
+      expect(Array.from(await f.containsAll([...gen(0, 3000), ...gen(1, 3000)])).filter((b) => b === 1).length).toBeLessThan(200); // no old bits
+      expect(await redis.strlen(spare)).toBe(bytes);
+    }
+    // keepSpare false: the swap drops the replaced bitmap, and a spare left before goes too
+    expect((await rebuildRedisBloom({ redis, name, keys: gen(4, 100), keepSpare: false })).reusedBitmap).toBe(false);
+    expect(await redis.exists(spare)).toBe(0);
+    // a generation a killed run left at the final length is written over, never trusted
+    await redis.set(next, Buffer.alloc(bytes, 0xff), 'PX', 60_000);
+    const keys = gen(5, 3000);
+    const again = await rebuildRedisBloom({ redis, name, keys });
+    expect([again.cleanedStale, again.reusedBitmap]).toEqual([true, true]);
+    expect((await redis.getBuffer(name)).equals(await freshBits(keys, true, 'stale'))).toBe(true);
+    // a refused run keeps its bitmap as the spare and leaves the live filter as it was
+    const live = await redis.getBuffer(name);
+    await expect(rebuildRedisBloom({ redis, name, keys: gen(6, 10), minKeys: 100 })).rejects.toMatchObject({ code: ErrorCodes.INVALID_ARG });
+    expect((await redis.getBuffer(name)).equals(live)).toBe(true);
+    expect(await redis.exists(next)).toBe(0);
+    expect(await redis.strlen(spare)).toBe(bytes);
+    expect(await redis.pttl(spare)).toBe(-1);
+    await expect(rebuildRedisBloom({ redis, name, keys: ['x'], keepSpare: 'yes' as unknown as boolean })).rejects.toBeInstanceOf(TypeError);
+    // delete() takes the spare with the filter
+    expect(await f.delete()).toBe(true);
+    expect(await redis.exists(name, spare)).toBe(0);
+  }, 120_000);
 
   it.skipIf(!HBASE)('CLI: rebuilds from an HBase table scan (the blacklist table)', async () => {
     const hb = await ensureHBase();

@@ -348,9 +348,9 @@ export class RedisBloom {
     await this.#call(() => this.#redis.hset(this.metaKey, flag, value));
   }
 
-  /** Deletes the bitmap and its config (as Redisson's delete()). */
+  /** Deletes the bitmap and its config (as Redisson's delete()), and the spare a rebuild kept. */
   async delete(): Promise<boolean> {
-    const n = await this.#call(() => this.#redis.del(this.name, this.configKey));
+    const n = await this.#call(() => this.#redis.del(this.name, this.configKey, redissonSuffixKey(this.name, 'hg:spare')));
     this.#size = 0;
     this.#k = 0;
     return n > 0;

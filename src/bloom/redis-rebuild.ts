@@ -6,10 +6,14 @@
 // Keys, all in the name's slot (`{name}:...`, or `name:...` when the name holds a tag):
 //   hg:rebuild-lock   SET NX PX token, refreshed while the rebuild runs
 //   hg:next           the generation being built (config at hg:next:config); it carries a TTL
-//                     renewed with the lock, and the next lock holder deletes it first, so a run
-//                     killed mid-build leaves nothing behind for long and never touches the live keys
+//                     renewed with the lock, and the next lock holder discards its bits first, so a
+//                     run killed mid-build leaves nothing behind for long and never touches the live keys
 //   hg:rebuild-last   hash describing the last swap (generation, time, keys, duration, source):
 //                     `hashgate bloom status` and `hashgate metrics --bloom` read it
+//   hg:spare          the generation the last swap replaced (keepSpare), kept so the next
+//                     rebuild writes into a string Redis already holds: a new string of that size
+//                     is zero-filled and, as it grows, copied by the allocator, in single commands
+//                     whose time grows with the filter (page faults dominate on a VM)
 //
 // The bitmap is built in this process's memory when it fits (maxLocalBytes) and uploaded in
 // SETRANGE chunks: one Redis command per MiB instead of one SETBIT per bit (measured 1.99M keys/s
@@ -41,6 +45,7 @@ export const REDIS_REBUILD_DEFAULTS = {
   /** Most bytes one command adds to the new generation's bitmap while it is allocated. */
   growChunkBytes: 2 * 1024 * 1024,
   minKeys: 1,
+  keepSpare: true,
 } as const;
 
 /** Exit codes of `hashgate bloom rebuild` (README documents the same). */
@@ -69,6 +74,12 @@ export interface RedisBloomRebuildOptions {
   lockTtlMs?: number;
   /** refuse to swap in fewer keys than this (default 1; 0 allows an empty filter) */
   minKeys?: number;
+  /**
+   * Keep the replaced generation's bitmap as `{name}:hg:spare` and build the next generation in it
+   * (default true): no command of a later rebuild allocates the bitmap, at the cost of holding a
+   * second bitmap in Redis between rebuilds. false deletes it at the swap.
+   */
+  keepSpare?: boolean;
   /** Build in this process and upload (default: when the bitmap is at most maxLocalBytes). */
   local?: boolean;
   /** Aborting stops the build; nothing is swapped. */
@@ -88,8 +99,10 @@ export interface RedisBloomRebuildResult {
   replayed: number;
   /** generations swapped in so far under this name (1 after the first rebuild) */
   generation: number;
-  /** true when the previous run left a generation behind (crashed) and this run deleted it */
+  /** true when the previous run left a generation behind (crashed) and this run discarded its bits */
   cleanedStale: boolean;
+  /** true when the new generation was written into a bitmap Redis already held (spare or stale) */
+  reusedBitmap: boolean;
   durationMs: number;
 }
 
@@ -110,9 +123,50 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 for i = 2, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[3]) end
 return 1`);
 
-/** KEYS: lock, new bitmap, new config. ARGV: token. */
+/**
+ * KEYS: lock, new bitmap, new config, spare. ARGV: token, '1' to keep the bitmap as the spare.
+ * A failed run's bitmap becomes the spare, so the next run need not allocate one.
+ */
 const DROP = new LuaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '1' and redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('RENAME', KEYS[2], KEYS[4])
+  redis.call('PERSIST', KEYS[4])
+end
 return redis.call('DEL', KEYS[2], KEYS[3])`);
+
+/**
+ * KEYS: lock, new bitmap, new config, spare. ARGV: token, final byte length, '1' to reuse, ttl ms.
+ * Returns {stale, reused}: whether a crashed run left a generation, and whether the new bitmap is
+ * one Redis already holds (that generation, or the spare renamed to it). A bitmap no longer than
+ * the final length is reused: one filled by SETBITs ends at its highest set bit, a few bytes short,
+ * and the steps that grow it touch only the missing tail. A longer one (the filter was reshaped
+ * smaller) is deleted.
+ */
+const PREPARE = new LuaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('HGREBUILDLOCK lock lost') end
+local want = tonumber(ARGV[2])
+local stale = redis.call('EXISTS', KEYS[2])
+local reused = 0
+redis.call('DEL', KEYS[3])
+if ARGV[3] == '1' then
+  local stale_len, spare_len = redis.call('STRLEN', KEYS[2]), redis.call('STRLEN', KEYS[4])
+  if stale_len > 0 and stale_len <= want then
+    reused = 1
+  elseif spare_len > 0 and spare_len <= want then
+    redis.call('RENAME', KEYS[4], KEYS[2])
+    reused = 1
+  end
+end
+if reused == 1 then
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  redis.call('DEL', KEYS[4])
+else
+  redis.call('DEL', KEYS[2], KEYS[4])
+end
+return {stale, reused}`);
+
+/** KEYS: lock, new bitmap. ARGV: token, byte offset, bytes. Zeroes a reused bitmap in place. */
+const ZERO = new LuaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('HGREBUILDLOCK lock lost') end
+return redis.call('SETRANGE', KEYS[2], ARGV[2], string.rep('\\0', tonumber(ARGV[3])))`);
 
 /**
  * KEYS: lock, new bitmap, new config. ARGV: token, final byte length, most bytes to add, ttl ms.
@@ -139,9 +193,9 @@ const UPLOAD = new LuaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then retu
 return redis.call('SETRANGE', KEYS[2], ARGV[2], ARGV[3])`);
 
 /**
- * KEYS: new bitmap, new config, bitmap, config, lock, stream, seq, last. ARGV: lock token, stream id
- * the build started after, seq at that point, '1' when the shapes match (replay possible), time,
- * duration ms, keys, source.
+ * KEYS: new bitmap, new config, bitmap, config, lock, stream, seq, last, spare. ARGV: lock token,
+ * stream id the build started after, seq at that point, '1' when the shapes match (replay
+ * possible), time, duration ms, keys, source, '1' to keep the replaced bitmap as the spare.
  * Replays the stream entries after ARGV[2] into the new bitmap, renames both keys over the live
  * ones, and appends a new-generation marker whose sequence number skips one, so every replica
  * reloads (replacing its bits, so removed keys go there too).
@@ -169,6 +223,11 @@ for _, e in ipairs(entries) do
   replayed = replayed + 1
 end
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[2]) == 0 then return redis.error_reply('HGREBUILDNOGEN new generation missing') end
+if ARGV[9] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('RENAME', KEYS[3], KEYS[9])
+else
+  redis.call('DEL', KEYS[9])
+end
 redis.call('RENAME', KEYS[1], KEYS[3])
 redis.call('PERSIST', KEYS[3])
 redis.call('RENAME', KEYS[2], KEYS[4])
@@ -181,9 +240,12 @@ return {replayed, gen}
 `);
 
 /** `{name}:hg:<suffix>` keys of the rebuild, in the filter's slot. */
-export function rebuildKeys(name: string): { lock: string; next: string; nextConfig: string; last: string } {
+export function rebuildKeys(name: string): { lock: string; next: string; nextConfig: string; last: string; spare: string } {
   const next = redissonSuffixKey(name, 'hg:next');
-  return { lock: redissonSuffixKey(name, 'hg:rebuild-lock'), next, nextConfig: redissonConfigKey(next), last: redissonSuffixKey(name, 'hg:rebuild-last') };
+  return {
+    lock: redissonSuffixKey(name, 'hg:rebuild-lock'), next, nextConfig: redissonConfigKey(next), last: redissonSuffixKey(name, 'hg:rebuild-last'),
+    spare: redissonSuffixKey(name, 'hg:spare'),
+  };
 }
 
 /** The last swap recorded for `name`, or null when it was never rebuilt. */
@@ -198,6 +260,27 @@ function lockLost(name: string, lockKey: string, cause?: unknown): HashGateError
     ...(cause !== undefined ? { cause } : {}),
     details: { name },
   });
+}
+
+/** Runs `step(0..count-1)` four commands at a time (the upload's pipelining depth). */
+async function inGroups(count: number, step: (i: number) => Promise<unknown> | undefined): Promise<void> {
+  let group: Promise<unknown>[] = [];
+  try {
+    for (let i = count - 1; i >= 0; i--) {
+      const p = step(i);
+      if (p === undefined) continue;
+      group.push(p);
+      if (group.length >= 4) {
+        const g = group;
+        group = [];
+        await Promise.all(g);
+      }
+    }
+  } finally {
+    // a step that threw (lock lost, aborted) leaves no command's rejection unobserved
+    await Promise.allSettled(group);
+  }
+  await Promise.all(group);
 }
 
 /** Sets the u32 LE indexes of `blob` in `bits` (Redis bitmap order). */
@@ -226,10 +309,13 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
   const batch = checkInt('options.batch', o.batch ?? REDIS_REBUILD_DEFAULTS.batch, 1, 100_000);
   const ttl = checkInt('options.lockTtlMs', o.lockTtlMs ?? REDIS_REBUILD_DEFAULTS.lockTtlMs, 1_000);
   const minKeys = checkInt('options.minKeys', o.minKeys ?? REDIS_REBUILD_DEFAULTS.minKeys, 0);
+  const keepSpare = o.keepSpare ?? REDIS_REBUILD_DEFAULTS.keepSpare;
+  if (typeof keepSpare !== 'boolean') throw invalidType('options.keepSpare', 'a boolean', keepSpare);
+  const keep = keepSpare ? '1' : '0';
   const tempTtl = 2 * ttl;
   const now = o.now ?? Date.now;
   const { redis, name } = o;
-  const { lock: lockKey, next: nextName, nextConfig, last: lastKey } = rebuildKeys(name);
+  const { lock: lockKey, next: nextName, nextConfig, last: lastKey, spare: spareKey } = rebuildKeys(name);
   const streamKey = redissonSuffixKey(name, 'hg:changes');
   const seqKey = redissonSuffixKey(name, 'hg:seq');
   const lock = await RedisLock.acquire(redis, lockKey, ttl);
@@ -253,8 +339,6 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
     o.signal?.throwIfAborted();
   };
   try {
-    // a generation left by a run that died mid-build (kill -9, host lost): ours to delete now
-    const cleanedStale = (await redis.del(nextName, nextConfig)) > 0;
     const live = await RedisBloom.open({ redis, name });
     const current = await live.config();
     const expectedItems = o.expectedItems ?? current?.expectedInsertions;
@@ -280,17 +364,30 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
     const startId = top[0]?.[0] ?? '0-0';
     const startSeq = top[0] ? Number(top[0][1][top[0][1].indexOf('s') + 1]) : Number(seqRaw ?? 0);
 
+    const size = shape.size;
+    const k = shape.hashIterations;
+    const bytes = Math.ceil(size / 8);
+    // a generation left by a run that died mid-build (kill -9, host lost) is ours now: its bits are
+    // discarded, and its string (or the spare) is written over when it already has the final length
+    const [staleRaw, reusedRaw] = (await runScript(redis, PREPARE, 4, [lockKey, nextName, nextConfig, spareKey, token, bytes, keep, tempTtl])) as [number, number];
+    const cleanedStale = Number(staleRaw) === 1;
+    const reusedBitmap = Number(reusedRaw) === 1;
     const next = await RedisBloom.open({ redis, name: nextName, expectedItems, fpp });
     await next.tryInit();
-    const size = next.size;
-    const k = next.hashIterations;
-    const bytes = Math.ceil(size / 8);
     for (let have = 0; have < bytes; ) {
       check();
       have = Number(await runScript(redis, GROW, 3, [lockKey, nextName, nextConfig, token, bytes, REDIS_REBUILD_DEFAULTS.growChunkBytes, tempTtl]));
     }
     const useLocal = o.local ?? bytes <= REDIS_REBUILD_DEFAULTS.maxLocalBytes;
     const bits = useLocal ? new Uint8Array(bytes) : undefined;
+    const chunk = REDIS_REBUILD_DEFAULTS.uploadChunkBytes;
+    if (reusedBitmap && bits === undefined) {
+      // the keys are set bit by bit in Redis: clear the reused string first, in place, in chunks
+      await inGroups(Math.ceil(bytes / chunk), (i) => {
+        check();
+        return runScript(redis, ZERO, 2, [lockKey, nextName, token, i * chunk, Math.min(chunk, bytes - i * chunk)]);
+      });
+    }
     let n = 0;
     const write = async (keys: Key[]): Promise<void> => {
       check();
@@ -323,21 +420,19 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
     }
     check();
     if (bits !== undefined) {
-      const chunk = REDIS_REBUILD_DEFAULTS.uploadChunkBytes;
-      let group: Promise<unknown>[] = [];
-      // The bitmap already has its final length (grown in steps above): every chunk is written in
-      // place, and no command reallocates (copies) the string.
-      for (let off = Math.floor((bits.length - 1) / chunk) * chunk; off >= 0; off -= chunk) {
-        const part = bits.subarray(off, Math.min(bits.length, off + chunk));
-        if (part.every((b) => b === 0)) continue; // the new bitmap is already zeros
-        check();
-        group.push(runScript(redis, UPLOAD, 2, [lockKey, nextName, token, off, Buffer.from(part.buffer, part.byteOffset, part.length)]));
-        if (group.length >= 4) {
-          await Promise.all(group);
-          group = [];
+      // The bitmap already has its final length (grown above, or reused): every chunk is written
+      // in place, and no command reallocates (copies) the string.
+      await inGroups(Math.ceil(bytes / chunk), (i) => {
+        const off = i * chunk;
+        const part = bits.subarray(off, Math.min(bytes, off + chunk));
+        if (part.every((b) => b === 0)) {
+          if (!reusedBitmap) return undefined; // a grown bitmap is already zeros
+          check();
+          return runScript(redis, ZERO, 2, [lockKey, nextName, token, off, part.length]);
         }
-      }
-      await Promise.all(group);
+        check();
+        return runScript(redis, UPLOAD, 2, [lockKey, nextName, token, off, Buffer.from(part.buffer, part.byteOffset, part.length)]);
+      });
     }
     await beat;
     check();
@@ -345,9 +440,9 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
     const at = now();
     let swapped: [number, number];
     try {
-      swapped = (await runScript(redis, SWAP, 8, [
+      swapped = (await runScript(redis, SWAP, 9, [
         nextName, nextConfig, name, redissonConfigKey(name), lockKey, streamKey, seqKey, lastKey,
-        token, startId, startSeq, sameShape ? '1' : '0', at, Math.round(durationMs), n, o.sourceDescription ?? 'library',
+        spareKey, token, startId, startSeq, sameShape ? '1' : '0', at, Math.round(durationMs), n, o.sourceDescription ?? 'library', keep,
       ])) as [number, number];
     } catch (err) {
       const msg = (err as Error).message;
@@ -355,7 +450,7 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
       throw new HashGateError(ErrorCodes.STORE, `rebuild of ${name} not swapped in: ${msg}`, { cause: err, details: { name } });
     }
     const result: RedisBloomRebuildResult = {
-      keys: n, size, hashIterations: k, replayed: Number(swapped[0]), generation: Number(swapped[1]), cleanedStale, durationMs,
+      keys: n, size, hashIterations: k, replayed: Number(swapped[0]), generation: Number(swapped[1]), cleanedStale, reusedBitmap, durationMs,
     };
     o.metrics?.recordRebuild(name, result, at);
     return result;
@@ -364,7 +459,7 @@ export async function rebuildRedisBloom(o: RedisBloomRebuildOptions): Promise<Re
     // an upload or prepare script refused: another run holds the lock now
     const err = !(e instanceof HashGateError) && e instanceof Error && e.message.includes('HGREBUILDLOCK') ? lockLost(name, lockKey, e) : e;
     // delete our generation only while we still hold the lock: after it, hg:next is the new holder's
-    await runScript(redis, DROP, 3, [lockKey, nextName, nextConfig, token]).catch(() => undefined);
+    await runScript(redis, DROP, 4, [lockKey, nextName, nextConfig, spareKey, token, keep]).catch(() => undefined);
     throw err;
   } finally {
     clearInterval(timer);

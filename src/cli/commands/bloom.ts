@@ -26,7 +26,7 @@ hashgate bloom <subcommand> --help for its flags`;
 
 const USAGE = `usage: hashgate bloom rebuild --redis URL --name NAME (--file F | --set KEY | --sets-window W | --hbase-table T)...
                              [--expected-items N --fpp P [--reshape]] [--min-keys 1] [--cluster]
-                             [--lock-ttl 60s] [--batch 8192] [--json] [--quiet]
+                             [--drop-spare] [--lock-ttl 60s] [--batch 8192] [--json] [--quiet]
   --redis URL         Redis (default env HASHGATE_REDIS_URL); with --cluster, any node of the cluster
   --connect-timeout-ms MS  wait at most MS for Redis to answer the first connection, then exit 1
                       (default ${CLI_CONNECT_TIMEOUT_MS})
@@ -52,6 +52,9 @@ Shape and safety
   --reshape           allow a size/hash count different from the live filter's (Redisson readers
                       answer "absent" until they re-read the config: schedule with their owners)
   --min-keys N        refuse to swap in fewer keys (default ${REDIS_REBUILD_DEFAULTS.minKeys}: an empty export never wipes a filter)
+  --drop-spare        delete the replaced bitmap at the swap instead of keeping it as NAME's spare
+                      (a later rebuild then allocates its bitmap anew: on a large filter one command
+                      of that keeps Redis busy for as long as zero-filling and copying it takes)
   --lock-ttl D        lock lease, refreshed while running (ms, or 30s/5m; default ${REDIS_REBUILD_DEFAULTS.lockTtlMs / 1000}s)
 exit: 0 swapped in, 1 error (nothing swapped), 2 usage, 3 another rebuild holds the lock (nothing
 done), 4 swapped in but some input lines were rejected, 130 interrupted (nothing swapped)`;
@@ -82,6 +85,7 @@ const REBUILD_FLAGS = {
   'expected-items': { type: 'string' },
   fpp: { type: 'string' },
   reshape: { type: 'boolean' },
+  'drop-spare': { type: 'boolean' },
   'min-keys': { type: 'string' },
   cluster: { type: 'boolean' },
   'lock-ttl': { type: 'string' },
@@ -116,7 +120,7 @@ async function rebuild(argv: string[]): Promise<number> {
   const windows = values['sets-window'] ?? [];
   const tables = values['hbase-table'] ?? [];
   const zk = values.hbase ?? process.env.HBASE_ZK;
-  let opts: { expectedItems?: number; fpp?: number; lockTtlMs?: number; batch?: number; minKeys?: number; reshape?: boolean };
+  let opts: { expectedItems?: number; fpp?: number; lockTtlMs?: number; batch?: number; minKeys?: number; reshape?: boolean; keepSpare?: boolean };
   let fileSource: ExportFileKeys | undefined;
   let connectMs: number;
   try {
@@ -133,6 +137,7 @@ async function rebuild(argv: string[]): Promise<number> {
     const minKeys = optInt('--min-keys', values['min-keys'], 0);
     if (minKeys !== undefined) opts.minKeys = minKeys;
     if (values.reshape) opts.reshape = true;
+    if (values['drop-spare']) opts.keepSpare = false;
     if (files.length > 0) {
       const delimiter = delimiterByte(values.delimiter);
       const fieldCount = optInt('--field-count', values['field-count'], 1, 256);
@@ -223,7 +228,7 @@ async function rebuild(argv: string[]): Promise<number> {
     } else if (!values.quiet) {
       console.log(
         `swapped in generation ${r.generation} of ${values.name}: ${r.keys} keys, size ${r.size}, k ${r.hashIterations}, ${r.replayed} concurrent adds replayed, ${Math.round(r.durationMs)} ms` +
-          (r.cleanedStale ? '; deleted a generation left by a crashed run' : ''),
+          (r.cleanedStale ? '; discarded a generation left by a crashed run' : ''),
       );
     }
     if (rejected > 0) {
