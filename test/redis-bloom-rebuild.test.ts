@@ -60,10 +60,14 @@ describe.skipIf(!HAVE)('bloom rebuild', () => {
     expect(stillThere).toBeLessThan(10); // only false positives remain (fpp 0.001)
     expect(await redis.exists('{guard}:hg:next', '{guard}:hg:next:config', '{guard}:hg:rebuild-lock')).toBe(0);
     expect(await redis.exists('{guard}:hg:spare')).toBe(1); // the replaced bitmap, for the next run
+    const spareBytes = async (): Promise<number> => JSON.parse((await cli(['bloom', 'status', '--redis', server.url, '--name', 'guard', '--json'])).out).spareBytes;
+    expect(await spareBytes()).toBe(await redis.strlen('{guard}:hg:spare'));
+    expect(await spareBytes()).toBeGreaterThan(0);
     const dropped = await cli(['bloom', 'rebuild', '--redis', server.url, '--name', 'guard', '--file', file, '--set', 'window:day1', '--drop-spare', '--json']);
     expect(dropped.code, dropped.err).toBe(0);
     expect(JSON.parse(dropped.out)).toMatchObject({ keys: 2000, reusedBitmap: false });
     expect(await redis.exists('{guard}:hg:spare')).toBe(0);
+    expect(await spareBytes()).toBe(0);
     if (java) {
       const addr = `127.0.0.1:${server.port}`;
       expect(await java.keys(['contains', addr, 'guard'], keep.slice(0, 300))).toBe('1'.repeat(300));

@@ -4,7 +4,7 @@
 // others exit 3.
 import { parseArgs } from 'node:util';
 import { ErrorCodes, HashGateError, HashGateTypeError, checkInt, checkNumber } from '../../errors.js';
-import { REBUILD_EXIT, REDIS_REBUILD_DEFAULTS, readRebuildStatus, rebuildRedisBloom } from '../../bloom/redis-rebuild.js';
+import { REBUILD_EXIT, REDIS_REBUILD_DEFAULTS, readRebuildStatus, rebuildKeys, rebuildRedisBloom } from '../../bloom/redis-rebuild.js';
 import { ExportFileKeys, HBaseScanKeys, RedisSetWindowKeys } from '../../bloom/rebuild-sources.js';
 import { redissonConfigKey } from '../../bloom/redisson.js';
 import { parseDuration } from './migrate.js';
@@ -60,7 +60,8 @@ exit: 0 swapped in, 1 error (nothing swapped), 2 usage, 3 another rebuild holds 
 done), 4 swapped in but some input lines were rejected, 130 interrupted (nothing swapped)`;
 
 const STATUS_USAGE = `usage: hashgate bloom status --redis URL --name NAME [--cluster] [--connect-timeout-ms MS] [--json]
-Prints the live config and the last swap (generation, time, keys, source).
+Prints the live config, the last swap (generation, time, keys, source) and the size of the spare
+bitmap the swap kept for the next rebuild.
 exit: 0, 1 when the filter does not exist, 2 usage`;
 
 const optInt = (flag: string, v: string | undefined, min: number, max?: number): number | undefined =>
@@ -292,8 +293,10 @@ async function status(argv: string[]): Promise<number> {
   try {
     const config = await redis.hgetall(redissonConfigKey(values.name));
     const last = await readRebuildStatus(redis, values.name);
+    // the bitmap the last swap kept for the next rebuild: Redis memory the filter holds besides its own
+    const spareBytes = await redis.strlen(rebuildKeys(values.name).spare);
     const exists = config.size !== undefined;
-    if (values.json) console.log(JSON.stringify({ name: values.name, exists, config, last }));
+    if (values.json) console.log(JSON.stringify({ name: values.name, exists, config, last, spareBytes }));
     else {
       console.log(
         exists
@@ -301,6 +304,7 @@ async function status(argv: string[]): Promise<number> {
           : `${values.name}: no filter`,
       );
       console.log(last ? `last rebuild: generation ${last.generation} at ${new Date(last.at).toISOString()}, ${last.keys} keys from ${last.source}, ${(last.durationMs / 1000).toFixed(2)} s` : 'never rebuilt');
+      if (spareBytes > 0) console.log(`spare bitmap kept for the next rebuild: ${spareBytes} bytes`);
     }
     return exists ? EXIT.ok : EXIT.error;
   } catch (err) {
