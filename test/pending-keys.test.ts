@@ -1,7 +1,8 @@
 // The pending-key tracker: a key claimed by a live batch is reported to a later batch with the
-// claiming batch and position, is free again once that batch ends, and survives the table's
-// compactions and resizes; against a model of live claims, over random batches. Its table follows
-// the keys in flight, not the keys ever claimed.
+// claiming batch and position and taken over by it, is free again once its last holder ends, and
+// survives the table's compactions and resizes; against a model of live claims, over random
+// batches. Every wait is for an older batch. Its table follows the keys in flight, not the keys
+// ever claimed.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { PendingKeys, type PendingBatch } from '../src/dedup/pending.js';
@@ -18,8 +19,9 @@ interface Call {
 /**
  * Begins a batch of `call` (undefined: a call of one batch) on the distinct keys of `keys` that
  * its call has not had yet, as the service does: deferred when the tracker allows, else claimed one
- * by one. Checks every claim against the model `owner` (key -> live batch and position), which it
- * updates; returns the batch, the keys it holds and whether they were deferred.
+ * by one, a held key taken over at a position of its own (as the service does, counting down from
+ * 1000 here). Checks every claim against the model `owner` (key -> live batch and position), which
+ * it updates; returns the batch, the keys it holds and whether they were deferred.
  */
 const beginLike = (t: PendingKeys, owner: Owner, keys: readonly number[], call?: Call): { b: PendingBatch; keys: number[]; deferred: boolean } => {
   const b = t.begin(call);
@@ -37,18 +39,26 @@ const beginLike = (t: PendingKeys, owner: Owner, keys: readonly number[], call?:
     }
     return { b, keys: mine, deferred: true };
   }
+  const taken: number[] = [];
   fresh.forEach((k, i) => {
-    const held = t.claim(d, i, b, mine.length);
+    const slot = 1000 - taken.length;
+    const held = t.claim(d, i, b, mine.length, slot);
     const want = owner.get(k);
     if (want === undefined) {
       expect(held).toBeUndefined();
       owner.set(k, { b, pos: mine.length });
       mine.push(k);
-    } else expect(held).toEqual([want.b, want.pos]);
+    } else {
+      expect(held).toEqual([want.b, want.pos]);
+      // waits form no cycle: the owner is older
+      expect(held![0].seq).toBeLessThan(b.seq);
+      owner.set(k, { b, pos: slot });
+      taken.push(k);
+    }
   });
   // a key the batch holds already is its own: claimed again, it is neither reported nor moved
-  for (const k of mine) expect(t.claim(digest(k), 0, b, 9999)).toBeUndefined();
-  return { b, keys: mine, deferred: false };
+  for (const k of [...mine, ...taken]) expect(t.claim(digest(k), 0, b, 9999, 9999)).toBeUndefined();
+  return { b, keys: [...mine, ...taken], deferred: false };
 };
 
 describe('PendingKeys', () => {
@@ -68,7 +78,7 @@ describe('PendingKeys', () => {
               live.push(beginLike(t, owner, o.keys));
             } else if (live.length > 0) {
               const [gone] = live.splice(o.which % live.length, 1);
-              for (const k of gone!.keys) owner.delete(k);
+              for (const k of gone!.keys) if (owner.get(k)?.b === gone!.b) owner.delete(k);
               t.end(gone!.b, new Uint8Array(gone!.keys.length).fill(1));
               expect(gone!.b.answered).toBeDefined();
             }
@@ -105,7 +115,7 @@ describe('PendingKeys', () => {
               live.push({ ...got, call });
             } else if (live.length > 0) {
               const [gone] = live.splice(o.which % live.length, 1);
-              for (const k of gone!.keys) owner.delete(k);
+              for (const k of gone!.keys) if (owner.get(k)?.b === gone!.b) owner.delete(k);
               t.end(gone!.b, new Uint8Array(gone!.keys.length).fill(1));
             }
           }
@@ -152,7 +162,7 @@ describe('PendingKeys', () => {
           // the oldest ends once `overlap` batches are live: one always is
           if (live.length > overlap) {
             const gone = live.shift()!;
-            for (const k of gone.keys) owner.delete(k);
+            for (const k of gone.keys) if (owner.get(k)?.b === gone.b) owner.delete(k);
             t.end(gone.b, new Uint8Array(gone.keys.length));
           }
         }
@@ -212,6 +222,29 @@ describe('PendingKeys', () => {
     expect(t.claim(at(62, 2), 0, later, 0)).toEqual([a, 0]);
     expect(t.claim(at(62, 3), 0, later, 0)).toEqual([a, 1]);
     expect(t.claim(at(63, 4), 0, later, 0)).toEqual([a, 2]);
+  });
+
+  it('a batch waiting for a key holds it: a newer batch waits for the waiter, even once the first holder ended', () => {
+    const t = new PendingKeys();
+    const first = t.begin();
+    expect(t.claim(digest(1), 0, first, 0)).toBeUndefined();
+    const older = t.begin();
+    expect(t.claim(digest(2), 0, older, 0, 1)).toBeUndefined();
+    expect(t.claim(digest(1), 0, older, 1, 1)).toEqual([first, 0]);
+    t.end(first, Uint8Array.of(1));
+    // the older batch still waits to answer key 1 (or send it): the newer one must not take it,
+    // or the older one would wait for the newer one's key 1 while the newer waits for its key 2
+    const newer = t.begin();
+    expect(t.claim(digest(1), 0, newer, 0, 1)).toEqual([older, 1]);
+    expect(t.claim(digest(2), 0, newer, 1, 0)).toEqual([older, 0]);
+    // without a position to take it at, a lookup leaves the key where it is
+    const probe = t.begin();
+    expect(t.claim(digest(1), 0, probe, 0)).toEqual([newer, 1]);
+    expect(t.claim(digest(1), 0, probe, 0)).toEqual([newer, 1]);
+    t.end(probe, Uint8Array.of(0));
+    t.end(older, Uint8Array.of(1, 1));
+    t.end(newer, Uint8Array.of(1, 1));
+    expect(t.claim(digest(1), 0, t.begin(), 0)).toBeUndefined();
   });
 
   it('a waiter learns which of the earlier batch\'s keys got an answer', async () => {

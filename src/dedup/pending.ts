@@ -7,6 +7,13 @@
 // earlier batch and answers 0 when the earlier one got an answer for it, or sends it itself when
 // it did not (the earlier batch failed for that key).
 //
+// The waiting batch takes the key's cell over at once: a third batch with the key then waits for
+// the second, not the first. Every batch claims only when it begins, when it is the newest, so
+// each wait is for an older batch and waits never form a cycle. (Claiming a key when its holder
+// ends instead let a newer batch take a key an older one waited for while the older one held a
+// key the newer one needed: both waited for ever.) It also keeps call order: the older batch
+// sends or answers the key first.
+//
 // A batch of one call claims nothing while every live batch belongs to that call (the chunks of
 // one call never share a key): its keys are only recorded, and claimed at the moment a batch of
 // another call begins. Sequential callers (a loader, a batch API called in a loop) then never
@@ -139,9 +146,11 @@ export class PendingKeys {
 
   /**
    * Claims digest i of `d` (4 words per digest) for `batch` at position `at`. Returns undefined
-   * when claimed, or [owner, position] when a live earlier batch holds the key.
+   * when claimed, or [owner, position] when a live earlier batch holds the key; then, given
+   * `waitAt`, `batch` takes the key over at position `waitAt` (it waits for the owner's answer and
+   * then answers the key or sends it itself), else the table is left as it was.
    */
-  claim(d: Uint32Array, i: number, batch: PendingBatch, at: number): [PendingBatch, number] | undefined {
+  claim(d: Uint32Array, i: number, batch: PendingBatch, at: number, waitAt?: number): [PendingBatch, number] | undefined {
     if (2 * (this.used + 1) > this.cells) this.rebuild();
     const o = i << 2;
     const w0 = d[o]!;
@@ -160,7 +169,18 @@ export class PendingKeys {
       if (lo === 0 && hi === 0) break;
       if (t[p] === w0 && t[p + 1] === w1 && t[p + 2] === w2 && t[p + 3] === w3) {
         const liveOwner = this.live.get(lo + hi * TWO32);
-        if (liveOwner !== undefined) return liveOwner === batch ? undefined : [liveOwner, t[p + 6]!];
+        if (liveOwner === batch) return undefined;
+        if (liveOwner !== undefined) {
+          const held: [PendingBatch, number] = [liveOwner, t[p + 6]!];
+          if (waitAt !== undefined) {
+            t[p + 4] = batch.seq >>> 0;
+            t[p + 5] = Math.floor(batch.seq / TWO32);
+            t[p + 6] = waitAt;
+            liveOwner.cells--;
+            batch.cells++;
+          }
+          return held;
+        }
         free = s;
         break;
       }

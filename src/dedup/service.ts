@@ -294,6 +294,16 @@ export class DedupService {
    */
   private cacheGen = 0;
   private cacheMs = -Infinity;
+
+  /**
+   * The token a batch of `window` takes when it is sent: the cache's generation while the cache
+   * holds that window, else -1 (never a generation). The batch adds its keys only if the token is
+   * still current when the answers come: a batch that waited for an earlier one's keys may be sent
+   * after a newer window took the cache, and its keys must not turn up as "seen" there.
+   */
+  private cacheToken(window: string): number {
+    return this.cacheWindow === window ? this.cacheGen : -1;
+  }
   private readonly bucketsByWindow = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private recovering: Promise<RecoverReport> | undefined;
@@ -586,9 +596,11 @@ export class DedupService {
     if (digests.byteOffset % 4 !== 0) digests = digests.slice();
     const d32 = new Uint32Array(digests.buffer, digests.byteOffset, 4);
     const cache = this.cacheFor(window, ms);
+    const gen = this.cacheToken(window);
     const out = new Uint8Array(1);
     if (cache !== undefined && cache.has(d32, 0)) {
       this.counters.cacheHits++;
+      end();
       return Promise.resolve(out);
     }
     const tracker = this.pendingOf(window);
@@ -619,8 +631,8 @@ export class DedupService {
     const finish = (): Uint8Array => {
       this.counters.firstSeen += out[0]!;
       tracker.end(rec, ANSWERED);
-      // the cache may have moved to a newer window while the store answered
-      if (cache !== undefined && this.cacheWindow === window) cache.add(d32, 0);
+      // the cache may have moved to a newer window (or been purged) while the store answered
+      if (cache !== undefined && this.cacheGen === gen) cache.add(d32, 0);
       end();
       return out;
     };
@@ -632,7 +644,7 @@ export class DedupService {
       }
       this.counters.storeErrors++;
       try {
-        await this.onStoreFailure(err, batch, out, FIRST, FIRST, d32, out, cache, 1);
+        await this.onStoreFailure(err, batch, out, FIRST, FIRST, d32, out, this.cacheGen === gen ? cache : undefined, 1);
       } catch (e) {
         tracker.end(rec, err.done[0] === 1 ? ANSWERED : NOT_ANSWERED);
         end();
@@ -747,23 +759,27 @@ export class DedupService {
       // The call's answer array names the call: its chunks never share a key (the in-batch set).
       const tracker = this.pendingOf(window);
       const rec = tracker.begin(out);
-      let waits: Array<[number, PendingBatch, number]> | undefined;
+      // [key, owner, owner's position, this batch's position] of each key an earlier batch holds.
+      // Positions: keys sent at once count up from 0, held keys (taken over, see pending.ts) down
+      // from p - 1, so the batch's answered array has one place per key it holds.
+      let waits: Array<[number, PendingBatch, number, number]> | undefined;
       let q = 0;
       if (tracker.deferClaims(rec, d32, pend, p)) q = p;
       else {
         for (let j = 0; j < p; j++) {
           const i = pend[j]!;
-          const held = tracker.claim(d32, i, rec, q);
+          const slot = p - 1 - (waits === undefined ? 0 : waits.length);
+          const held = tracker.claim(d32, i, rec, q, slot);
           if (held === undefined) pend[q++] = i;
-          else (waits ??= []).push([i, held[0], held[1]]);
+          else (waits ??= []).push([i, held[0], held[1], slot]);
         }
       }
-      const send = (count: number): Promise<void> => {
-        const answered = new Uint8Array(count);
-        const t = count === 0 ? undefined : this.send(part, digests, d32, pend, count, base, window, buckets, cache, out, bucketsKnown, requestId, callers, m, answered, own);
+      if (waits === undefined) {
+        const answered = new Uint8Array(q);
+        const t = q === 0 ? undefined : this.send(part, digests, d32, pend, q, base, window, buckets, cache, out, bucketsKnown, requestId, callers, m, answered, own);
         if (t === undefined) {
           tracker.end(rec, answered);
-          return Promise.resolve();
+          return undefined;
         }
         return t.then(
           () => tracker.end(rec, answered),
@@ -772,29 +788,38 @@ export class DedupService {
             throw err;
           },
         );
-      };
-      if (waits === undefined) return send(q);
+      }
+      const list = waits;
       return (async () => {
+        const held = new Uint8Array(p);
+        // the position of each key sent after the wait (pend[q..count))
+        const slots = new Uint32Array(list.length);
         let count = q;
-        let list = waits;
-        while (list.length > 0) {
+        let answered: Uint8Array | undefined;
+        try {
+          // Every owner is older than this batch and waits only for older ones still: no cycle.
           await Promise.all(list.map((w) => w[1].done));
-          const again: Array<[number, PendingBatch, number]> = [];
-          for (const [i, owner, pos] of list) {
+          for (const [i, owner, pos, slot] of list) {
             // answered by the earlier batch (by Redis or, failing open, by its journal): seen.
             // A caller's requestId call still asks Redis: its request record may hold the key.
             if (owner.answered![pos] === 1 && !callers) {
               out[base + i] = 0;
+              held[slot] = 1;
               this.counters.batchDuplicates++;
               continue;
             }
-            const held = tracker.claim(d32, i, rec, count);
-            if (held === undefined) pend[count++] = i;
-            else again.push([i, held[0], held[1]]);
+            slots[count - q] = slot;
+            pend[count++] = i;
           }
-          list = again;
+          answered = new Uint8Array(count);
+          if (count > 0) await this.send(part, digests, d32, pend, count, base, window, buckets, cache, out, bucketsKnown, requestId, callers, m, answered, own);
+        } finally {
+          if (answered !== undefined) {
+            held.set(answered.subarray(0, q));
+            for (let j = q; j < count; j++) held[slots[j - q]!] = answered[j]!;
+          }
+          tracker.end(rec, held);
         }
-        return send(count);
       })();
     }
     return this.send(part, digests, d32, pend, p, base, window, buckets, cache, out, bucketsKnown, requestId, callers, m, undefined, own);
@@ -818,7 +843,7 @@ export class DedupService {
       this.counters.batches++;
       this.counters.storeKeys += p;
       this.counters.firstSeen += added;
-      if (cache !== undefined && this.cacheWindow === window) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
+      if (cache !== undefined && this.cacheToken(window) !== -1) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
       return undefined;
     }
     const pb = new Uint32Array(p);
@@ -868,7 +893,7 @@ export class DedupService {
     const answers = new Uint8Array(p);
     this.counters.batches++;
     this.counters.storeKeys += p;
-    const gen = this.cacheGen;
+    const gen = this.cacheToken(window);
     const finish = (): void => {
       let ones = 0;
       for (let j = 0; j < p; j++) {
@@ -878,10 +903,10 @@ export class DedupService {
       }
       this.counters.firstSeen += ones;
       answered?.fill(1);
-      if (cache === undefined) return;
-      if (own && p >= DEFER_SEEN_ADDS) setImmediate(addSeenLater, this, cache, gen, d32, pend, p);
       // the cache may have moved to a newer window (or been purged) while the store answered
-      else if (this.cacheGen === gen) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
+      if (cache === undefined || this.cacheGen !== gen) return;
+      if (own && p >= DEFER_SEEN_ADDS) setImmediate(addSeenLater, this, cache, gen, d32, pend, p);
+      else for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
     };
     const sent = bucketsKnown
       ? this.store.addBatch(batch, answers)
@@ -892,7 +917,7 @@ export class DedupService {
       this.counters.storeErrors++;
       if (answered !== undefined) for (let j = 0; j < p; j++) if (err.done[j]) answered[order[j]!] = 1;
       // fail-closed never chunks, so base is 0 and `out` covers exactly this batch there
-      await this.onStoreFailure(err, batch, answers, order, pend, d32, out, cache, m);
+      await this.onStoreFailure(err, batch, answers, order, pend, d32, out, this.cacheGen === gen ? cache : undefined, m);
       finish();
     });
   }
@@ -908,6 +933,7 @@ export class DedupService {
   }
   private readonly pending = new Map<string, PendingKeys>();
 
+  /** `cache`: the seen-cache only while the batch's cache token is current (undefined otherwise). */
   private async onStoreFailure(
     err: StoreBatchError, batch: StoreBatch, answers: Uint8Array, order: Uint32Array, pend: Uint32Array, d32: Uint32Array,
     out: Uint8Array, cache: SeenCache | undefined, n: number,
@@ -924,7 +950,7 @@ export class DedupService {
       for (let j = 0; j < batch.count; j++) {
         if (!err.done[j]) continue;
         known[pend[order[j]!]!] = answers[j]!;
-        if (this.cacheWindow === batch.window) cache?.add(d32, pend[order[j]!]!);
+        cache?.add(d32, pend[order[j]!]!);
       }
       // Outcome unknown: some command was sent and its reply lost, so its keys may be in Redis;
       // a retry with the same requestId returns their original answers. Otherwise nothing of

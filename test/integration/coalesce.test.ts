@@ -130,6 +130,37 @@ describe.skipIf(!has)('coalescing on Redis', () => {
     });
   }
 
+  for (const coalesce of [false, { maxKeys: 4096, maxDelayMs: 0 }] as const) {
+    it(`a batch sent after a newer window took the seen-cache leaves no keys in it (coalesce ${coalesce ? 'on' : 'off'})`, async () => {
+      for (const layout of ['compact', 'sets'] as const) {
+        const svc = open({ layout, cacheMaxEntries: 1000 }, coalesce);
+        const at = (y: number) => ({ at: new Date(`${y}-06-01T00:00:00Z`) });
+        try {
+          const calls: Promise<number[]>[] = [];
+          const call = (keys: string[], y: number) => calls.push(svc.firstSeen(keys, at(y)).then((a) => [...a]));
+          call(['c'], 2025);
+          await new Promise((r) => setImmediate(r));
+          // 'c' is still in flight: this 2025 batch waits for it, and is sent after 2026 took the cache
+          if (coalesce) {
+            call(['c'], 2025);
+            call(['a'], 2026);
+            call(['e'], 2025);
+          } else {
+            call(['c', 'e'], 2025);
+            call(['a'], 2026);
+          }
+          const first = await Promise.all(calls);
+          expect(first).toEqual(coalesce ? [[1], [0], [1], [1]] : [[1], [0, 1], [1]]);
+          // 'e' was seen in 2025 only
+          expect([...(await svc.firstSeen(['e'], at(2026)))], layout).toEqual([1]);
+          expect([...(await svc.firstSeen(['e'], at(2026)))], layout).toEqual([0]);
+        } finally {
+          await svc.close();
+        }
+      }
+    });
+  }
+
   it('a batch that meets an empty script cache is not overtaken by a later batch', async () => {
     const svc = open({}, false);
     await r.script('FLUSH');

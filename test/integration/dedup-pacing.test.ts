@@ -78,6 +78,25 @@ describe.skipIf(!has)('dedup pacing on a real Redis (appendfsync always)', () =>
     await svc.close();
   });
 
+  it('one-key calls the seen-cache answers leave nothing counted against dedup.maxQueuedKeys', async () => {
+    const svc = new DedupService({
+      redis: srv.url,
+      dedup: { prefix: 'p-hits', maxQueuedKeys: 100, cacheMaxEntries: 1000, journalDir: jdir(), replayIntervalMs: 0 },
+      now,
+    });
+    await svc.connect();
+    expect(ones(await svc.firstSeen(['hit']))).toBe(1);
+    for (let i = 0; i < 300; i++) expect(ones(await svc.firstSeen(['hit']))).toBe(0);
+    expect(svc.counters.cacheHits).toBe(300);
+    // nothing waits for Redis now: a call of the full limit is taken (it would be refused if the
+    // hits had left keys counted), and one more while it waits is refused
+    const both = await Promise.all([svc.firstSeen(keysOf('hits-a', 100)), svc.firstSeen(keysOf('hits-b', 100))].map((p) => p.then(ones, (e: { code: string }) => e.code)));
+    expect(both[0]).toBe(100);
+    expect(both[1]).toBe(ErrorCodes.OVERLOADED);
+    expect(ones(await svc.firstSeen(keysOf('hits-b', 100)))).toBe(100);
+    await svc.close();
+  });
+
   it('a batch on tables already read reaches Redis before firstSeen returns: its first sends run while the caller keeps the thread', async () => {
     const svc = new DedupService({ redis: srv.url, dedup: { prefix: 'p-early', journalDir: jdir(), replayIntervalMs: 0 }, now });
     expect(ones(await svc.firstSeen(keysOf('early-warm', 1000)))).toBe(1000); // tables read, pipe connected
