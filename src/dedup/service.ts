@@ -294,16 +294,6 @@ export class DedupService {
    */
   private cacheGen = 0;
   private cacheMs = -Infinity;
-
-  /**
-   * The token a batch of `window` takes when it is sent: the cache's generation while the cache
-   * holds that window, else -1 (never a generation). The batch adds its keys only if the token is
-   * still current when the answers come: a batch that waited for an earlier one's keys may be sent
-   * after a newer window took the cache, and its keys must not turn up as "seen" there.
-   */
-  private cacheToken(window: string): number {
-    return this.cacheWindow === window ? this.cacheGen : -1;
-  }
   private readonly bucketsByWindow = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private recovering: Promise<RecoverReport> | undefined;
@@ -1080,6 +1070,16 @@ export class DedupService {
     this.cacheWindow = window;
     this.cacheMs = ms;
     return this.cache;
+  }
+
+  /**
+   * The token a batch of `window` takes when it is sent: the cache's generation while the cache
+   * holds that window, else -1 (never a generation). The batch adds its keys only if the token is
+   * still current when the answers come: a batch that waited for an earlier one's keys may be sent
+   * after a newer window took the cache, and its keys must not turn up as "seen" there.
+   */
+  private cacheToken(window: string): number {
+    return this.cacheWindow === window ? this.cacheGen : -1;
   }
 
   /** The window's recorded bucket count, or undefined while the store cannot tell. */
