@@ -833,7 +833,7 @@ export class DedupService {
       this.counters.batches++;
       this.counters.storeKeys += p;
       this.counters.firstSeen += added;
-      if (cache !== undefined && this.cacheToken(window) !== -1) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
+      if (cache !== undefined && this.cacheWindow === window) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
       return undefined;
     }
     const pb = new Uint32Array(p);
