@@ -200,6 +200,27 @@ describe('SeenCache', () => {
     );
   });
 
+  it('faults in the next table in step with its adds, not a page per call', () => {
+    // 2^20 entries: 65,536 sets from 8,192 entries on, the full 262,144 from 32,768
+    const c = new SeenCache(2 ** 20);
+    const n = 40_000;
+    const d = new Uint32Array(4 * n);
+    let x = 12345;
+    for (let i = 0; i < 4 * n; i++) d[i] = x = (Math.imul(x ^ (x >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
+    let dueHalfWay: boolean | undefined;
+    let doneAt = -1;
+    for (let i = 0; i < n; i++) {
+      c.prefault(1); // as a one-key call does while it waits for its store
+      if (c.size === 8192 + 12_288 && dueHalfWay === undefined) dueHalfWay = c.prefaultDue;
+      if (doneAt < 0 && c.size > 8192 && c.size < 32_768 && !c.prefaultDue) doneAt = c.size;
+      c.add(d, i);
+    }
+    // half way to the growth the 17 MiB table is not all in memory yet, and it is before the growth
+    expect(dueHalfWay).toBe(true);
+    expect(doneAt).toBeGreaterThan(8192 + 0.7 * 24_576);
+    expect(doneAt).toBeLessThan(32_768);
+  });
+
   it('keeps each set in least-recently-used order across a growth', () => {
     const c = new SeenCache(2 ** 16); // 4,096 sets at first, 16,384 once 2,048 entries are in
     // g[0..4] share word 0, so they share a set at every table size; fillers never go to it

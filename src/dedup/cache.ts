@@ -27,6 +27,14 @@ const GROWTH = 4;
 const PAGE_WORDS = 1024;
 
 /**
+ * Share of the adds between two growths by which the next table is all faulted in: the rest is
+ * slack for calls that add more than they announced. Paced by adds, not by calls, so a process
+ * that stops short of a growth faults in only its share of a table it never uses (one page per
+ * one-key call faulted a 17 MiB table in by a third of the way there).
+ */
+const PREFAULT_LEAD = 0.75;
+
+/**
  * A way's tag: 1..63 from digest word 1 (an empty way's byte is 0, so it never matches). The top
  * two bits of a way's byte are its age.
  */
@@ -43,8 +51,8 @@ const tagOf = (w1: number): number => (((w1 & 0xffff) * 63) >>> 16) + 1;
  * to 4s + 3) up to its size. A full set evicts its oldest way; a hit makes its way the youngest.
  * An all-zero way is empty (the all-zero digest is a flag of its own).
  *
- * The table a growth moves into is made ahead and faulted in by prefault(), a few pages per call
- * while the call waits for its store, in step with the keys still to come before that growth:
+ * The table a growth moves into is made ahead and faulted in by prefault(), a few pages at a time
+ * while a call waits for its store, in step with the adds made toward that growth:
  * first touching a fresh table's memory costs far more than moving the entries into it, and done
  * inside the growth it stalled one call for the whole table (tens of ms for the last step).
  */
@@ -64,6 +72,8 @@ export class SeenCache {
   private touched = 0;
   /** False once the table is at its full size or the next one is all faulted in. */
   private due = true;
+  /** Entries when the table last grew (0 before): where the prefault's pacing starts. */
+  private grownAt = 0;
   size = 0;
 
   /** Holds at most `max` digests (and the all-zero one); `max` >= 1. */
@@ -249,12 +259,14 @@ export class SeenCache {
         }
       }
     }
+    this.grownAt = this.size;
   }
 
   /**
-   * Faults in pages of the table the next growth moves into (made here on first use): a share of
-   * what is left in proportion to `keys`, the keys a call may add, against the adds left before
-   * that growth, so the table is in memory by then. Meant for while a call waits for its store.
+   * Faults in pages of the table the next growth moves into (made here on first use): the share
+   * of its pages that the entries so far plus `keys`, the keys a call may add, make of
+   * PREFAULT_LEAD of the adds between the last growth and the next, so the table is in memory by
+   * then. Meant for while a call waits for its store.
    */
   prefault(keys: number): void {
     if (this.words === undefined) return;
@@ -267,9 +279,8 @@ export class SeenCache {
     const tags = (this.nextTags ??= new Uint32Array(sets));
     const wordPages = Math.ceil(words.length / PAGE_WORDS);
     const total = wordPages + Math.ceil(tags.length / PAGE_WORDS);
-    const left = total - this.touched;
-    const addsLeft = Math.max(1, Math.ceil((this.sets * this.ways) / 8) - this.size);
-    const end = this.touched + Math.min(left, Math.ceil((left * keys) / addsLeft));
+    const span = Math.max(1, (Math.ceil((this.sets * this.ways) / 8) - this.grownAt) * PREFAULT_LEAD);
+    const end = Math.max(this.touched, Math.min(total, Math.ceil((total * (this.size + keys - this.grownAt)) / span)));
     for (let q = this.touched; q < end; q++) {
       if (q < wordPages) words[q * PAGE_WORDS] = 0;
       else tags[(q - wordPages) * PAGE_WORDS] = 0;
@@ -289,5 +300,6 @@ export class SeenCache {
     this.tags?.fill(0);
     this.zero = false;
     this.size = 0;
+    this.grownAt = 0;
   }
 }
