@@ -14,6 +14,14 @@ const digestsOf = (ids: readonly number[]): Uint32Array => {
   return d;
 };
 
+/** n pseudo-random digests (four words each) from `seed`: the same ones on every run. */
+const randomDigests = (n: number, seed: number): Uint32Array => {
+  const d = new Uint32Array(4 * n);
+  let x = seed;
+  for (let i = 0; i < 4 * n; i++) d[i] = x = (Math.imul(x ^ (x >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
+  return d;
+};
+
 describe('DigestSet', () => {
   it('agrees with a Set (property)', () => {
     fc.assert(
@@ -136,9 +144,7 @@ describe('SeenCache', () => {
     const max = 100_000;
     const c = new SeenCache(max);
     const n = 1_000_000;
-    const d = new Uint32Array(4 * n);
-    let x = 0x12345678;
-    for (let i = 0; i < 4 * n; i++) d[i] = x = (Math.imul(x ^ (x >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
+    const d = randomDigests(n, 0x12345678);
     for (let i = 0; i < n; i++) c.add(d, i);
     expect(c.size).toBeLessThanOrEqual(max);
     let newest = 0;
@@ -156,9 +162,7 @@ describe('SeenCache', () => {
     // max 2^20: the table grows four-fold from 4,096 sets up to 2^18 as it fills
     const c = new SeenCache(2 ** 20);
     const n = 200_000;
-    const d = new Uint32Array(4 * n);
-    let x = 0x9e3779b9;
-    for (let i = 0; i < 4 * n; i++) d[i] = x = (Math.imul(x ^ (x >>> 13), 0x5bd1e995) + 0x2545f491) >>> 0;
+    const d = randomDigests(n, 0x9e3779b9);
     let probes = 0;
     let lost = 0;
     for (let i = 0; i < n; i++) {
@@ -183,9 +187,7 @@ describe('SeenCache', () => {
       fc.property(fc.integer({ min: 1, max: 20_000 }), fc.integer({ min: 5_000, max: 60_000 }), fc.nat(), (calls, n, seed) => {
         const plain = new SeenCache(2 ** 20);
         const ahead = new SeenCache(2 ** 20);
-        const d = new Uint32Array(4 * n);
-        let x = seed | 1;
-        for (let i = 0; i < 4 * n; i++) d[i] = x = (Math.imul(x ^ (x >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
+        const d = randomDigests(n, seed | 1);
         // a call every `per` keys, prefaulting for them, as the service does after each send
         const per = Math.max(1, Math.ceil(n / calls));
         for (let i = 0; i < n; i++) {
@@ -204,9 +206,7 @@ describe('SeenCache', () => {
     // 2^20 entries: 65,536 sets from 8,192 entries on, the full 262,144 from 32,768
     const c = new SeenCache(2 ** 20);
     const n = 40_000;
-    const d = new Uint32Array(4 * n);
-    let x = 12345;
-    for (let i = 0; i < 4 * n; i++) d[i] = x = (Math.imul(x ^ (x >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
+    const d = randomDigests(n, 12345);
     let dueHalfWay: boolean | undefined;
     let doneAt = -1;
     for (let i = 0; i < n; i++) {
