@@ -137,8 +137,7 @@ return redis.call('DEL', KEYS[2], KEYS[3])`);
  * Returns {stale, reused}: whether a crashed run left a generation, and whether the new bitmap is
  * one Redis already holds (that generation, or the spare renamed to it). A bitmap no longer than
  * the final length is reused: one filled by SETBITs ends at its highest set bit, a few bytes short,
- * and ALLOCATE adds the missing tail. A longer one (the filter was reshaped
- * smaller) is deleted.
+ * and ALLOCATE adds the missing tail. A longer one (the filter was reshaped smaller) is deleted.
  */
 const PREPARE = new LuaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('HGREBUILDLOCK lock lost') end
 local want = tonumber(ARGV[2])
