@@ -114,12 +114,17 @@ export class SeenCache {
     return true;
   }
 
-  /** The way of the set at `base` among the candidates of mask `m` holding digest (w0..w3), or -1. */
+  /**
+   * The way of the set at `base` among the candidates of mask `m` holding digest (w0..w3), or -1.
+   * The four words are compared at once, not one after another: a candidate whose first word
+   * differs (the usual false tag match) then runs the same code as a hit, so the first hit, long
+   * after this path was compiled, does not meet code that never ran and force a recompile.
+   */
   private wayOf(words: Uint32Array, base: number, m: number, w0: number, w1: number, w2: number, w3: number): number {
     for (let k = 0; k < this.ways; k++) {
       if ((m & (0x80 << (k << 3))) === 0) continue;
       const p = base + (k << 2);
-      if (words[p] === w0 && words[p + 1] === w1 && words[p + 2] === w2 && words[p + 3] === w3) return k;
+      if (((words[p]! ^ w0) | (words[p + 1]! ^ w1) | (words[p + 2]! ^ w2) | (words[p + 3]! ^ w3)) === 0) return k;
     }
     return -1;
   }

@@ -100,9 +100,13 @@ export const addressOf = (member: bigint): number => addressOfHigh(Number((BigIn
  * move to sub-bucket p + 2^d, the others stay in p (both at depth d + 1).
  */
 export function splitBoundary(p: number, d: number): bigint {
-  let u = 1n << BigInt(63 - d);
-  for (let i = 0; i < d; i++) if (p & (1 << i)) u |= 1n << BigInt(63 - i);
-  return BigInt.asIntN(64, u ^ (1n << 63n));
+  // Bit i of p (i < d <= 19) is bit 63 - i of the boundary as unsigned, bit 63 - d is set and the
+  // rest are 0: its top 20 bits are t20 below. Signed (the sign bit flipped), that is t20 x 2^44 - 2^63.
+  // Straight-line small-integer arithmetic and one in-range BigInt: a loop over p's bits met new
+  // branches (and 64-bit BigInt overflows) as tables reached new depths, long after the split path
+  // was compiled, and each cost a recompile of that path.
+  const t20 = REV10[p & 1023]! * 1024 + REV10[(p >>> 10) & 1023]! + (1 << (19 - d));
+  return BigInt(t20 - 0x80000) << 44n;
 }
 
 /** Sub-buckets table t should have once the window holds K members. */

@@ -61,6 +61,15 @@ export interface EachResult {
   unknown: boolean;
 }
 
+/** A batch's members split by whether their table is splitting right now (holdForSplits). */
+interface HeldForSplits {
+  /** Members of tables not splitting: they go at once. */
+  now: Uint32Array;
+  /** Members of splitting tables: they go once `splits` ended. */
+  later: Uint32Array;
+  splits: Array<Promise<void>>;
+}
+
 const ERR_REDIRECT = /^(MOVED|ASK) /;
 const ERR_STALE = /^WRONGTYPE /;
 /** Rounds of "a table split under us, read its count again and resend" before giving up. */
@@ -365,7 +374,7 @@ export class RedisWriter {
     let unknown = false;
     let wt: WindowTables;
     status.fill(MemberStatus.Pending, 0, src.count);
-    let todo: Uint32Array = new Uint32Array(src.count);
+    const todo = new Uint32Array(src.count);
     for (let j = 0; j < src.count; j++) todo[j] = j;
     try {
       wt = this.tablesNow(src) ?? (await this.tables(src));
@@ -383,57 +392,16 @@ export class RedisWriter {
       error ??= err;
       if (lost) unknown = true;
     };
-    const held = wt.splitsRunning > 0 ? this.holdForSplits(wt, src) : undefined;
+    const held = this.holdForSplits(wt, src);
     // per member: the sub-bucket count of its table it was last sent with (compact layout)
     const placed = wt.compact ? new Uint32Array(src.count) : undefined;
-    for (let round = 0; todo.length > 0; round++) {
-      if (round === 0 && held !== undefined) {
-        // the held members go together once their splits ended (they run side by side on the
-        // control pipe): one more send, not one per table
-        await Promise.all([
-          this.sendEach(src, wt, held.now, answers, status, errors, failed, placed),
-          Promise.all(held.splits).then(() => this.sendEach(src, wt, held.later, answers, status, errors, failed, placed)),
-        ]);
-      } else await this.sendEach(src, wt, todo, answers, status, errors, failed, placed);
-      // what Redis refused as stale or redirected goes again
-      const stale: number[] = [];
-      const redirect: number[] = [];
-      for (let i = 0; i < todo.length; i++) {
-        const j = todo[i]!;
-        const st = status[j]!;
-        if (st === MemberStatus.Stale) stale.push(j);
-        else if (st === MemberStatus.Redirect) redirect.push(j);
-      }
-      if (redirect.length > 0) await this.redirectEach(src, wt, redirect, answers, status, (err) => (error ??= err));
-      if (stale.length === 0) break;
-      if (round >= MAX_STALE_ROUNDS || !wt.compact) {
-        for (const j of stale) status[j] = MemberStatus.NotApplied;
-        error ??= new Error(`Redis kept answering WRONGTYPE for ${stale.length} members after ${round + 1} rounds (a table splitting faster than it can be read, or a key of another type at a sub-bucket's name)`);
-        break;
-      }
-      todo = Uint32Array.from(stale);
-      // sent again, so Pending again: a reply lost in the next round leaves them Unknown (written,
-      // maybe applied), and nothing sends them a third time to read a 0 the lost 1 left behind
-      for (const j of stale) status[j] = MemberStatus.Pending;
-      try {
-        // A member sent with a count this writer has since moved past (a split of its own ended
-        // while the member was on the wire, behind the split on the other connection) goes again
-        // with the count at hand: a count that is still behind names a tombstone, which refuses
-        // the SADD again, and then the table is read. Only the other tables are read now: the
-        // read was a round trip at the end of most calls that started splits.
-        const behind = new Set<number>();
-        for (const j of stale) {
-          const t = src.bucket[j]!;
-          if (placed![j]! >= wt.n[t]!) behind.add(t);
-        }
-        const tables = [...behind];
-        for (const t of tables) wt.stale(t);
-        if (tables.length > 0) await wt.read(tables, true);
-      } catch (err) {
-        for (const j of stale) status[j] = MemberStatus.NotApplied;
-        error ??= err;
-        break;
-      }
+    // The rounds' rarer work (members held for splits, refused as stale or redirected) lives in
+    // sendEach and nextRound, which run on every round: paths first taken once the tables start
+    // splitting, long after this function was compiled, then recompile only those, not this.
+    let next: Uint32Array | undefined = src.count > 0 ? todo : undefined;
+    for (let round = 0; next !== undefined; round++) {
+      await this.sendEach(src, wt, next, answers, status, errors, failed, placed, round === 0 ? held : undefined);
+      next = await this.nextRound(src, wt, next, answers, status, placed, round, failed);
     }
     for (let j = 0; j < src.count; j++) {
       const st = status[j]!;
@@ -443,6 +411,55 @@ export class RedisWriter {
     if (error === undefined && errors[0] !== undefined) error = new Error(errors[0]);
     wt.added(added);
     return { added, error, unknown };
+  }
+
+  /**
+   * After a round of addEach sent `todo`: redirects what a Cluster moved elsewhere, and returns the
+   * members Redis refused as stale (WRONGTYPE: their table split since its count was read), to
+   * go again with a fresh count; undefined when none are. Errors go to `failed`.
+   */
+  private async nextRound(
+    src: MemberSource, wt: WindowTables, todo: Uint32Array, answers: Uint8Array, status: Uint8Array, placed: Uint32Array | undefined,
+    round: number, failed: (err: unknown, lost: boolean) => void,
+  ): Promise<Uint32Array | undefined> {
+    const stale: number[] = [];
+    const redirect: number[] = [];
+    for (let i = 0; i < todo.length; i++) {
+      const j = todo[i]!;
+      const st = status[j]!;
+      if (st === MemberStatus.Stale) stale.push(j);
+      else if (st === MemberStatus.Redirect) redirect.push(j);
+    }
+    if (redirect.length > 0) await this.redirectEach(src, wt, redirect, answers, status, (err) => failed(err, false));
+    if (stale.length === 0) return undefined;
+    if (round >= MAX_STALE_ROUNDS || !wt.compact) {
+      for (const j of stale) status[j] = MemberStatus.NotApplied;
+      failed(new Error(`Redis kept answering WRONGTYPE for ${stale.length} members after ${round + 1} rounds (a table splitting faster than it can be read, or a key of another type at a sub-bucket's name)`), false);
+      return undefined;
+    }
+    // sent again, so Pending again: a reply lost in the next round leaves them Unknown (written,
+    // maybe applied), and nothing sends them a third time to read a 0 the lost 1 left behind
+    for (const j of stale) status[j] = MemberStatus.Pending;
+    try {
+      // A member sent with a count this writer has since moved past (a split of its own ended
+      // while the member was on the wire, behind the split on the other connection) goes again
+      // with the count at hand: a count that is still behind names a tombstone, which refuses
+      // the SADD again, and then the table is read. Only the other tables are read now: the
+      // read was a round trip at the end of most calls that started splits.
+      const behind = new Set<number>();
+      for (const j of stale) {
+        const t = src.bucket[j]!;
+        if (placed![j]! >= wt.n[t]!) behind.add(t);
+      }
+      const tables = [...behind];
+      for (const t of tables) wt.stale(t);
+      if (tables.length > 0) await wt.read(tables, true);
+    } catch (err) {
+      for (const j of stale) status[j] = MemberStatus.NotApplied;
+      failed(err, false);
+      return undefined;
+    }
+    return Uint32Array.from(stale);
   }
 
   /**
@@ -527,8 +544,8 @@ export class RedisWriter {
    * 10k-key batch's SADDs when its own count report had just started the splits. A split that
    * fails releases its members too; a count still stale then takes the WRONGTYPE path.
    */
-  private holdForSplits(wt: WindowTables, src: MemberSource): { now: Uint32Array; later: Uint32Array; splits: Array<Promise<void>> } | undefined {
-    if (!wt.compact) return undefined;
+  private holdForSplits(wt: WindowTables, src: MemberSource): HeldForSplits | undefined {
+    if (!wt.compact || wt.splitsRunning === 0) return undefined;
     const now = new Uint32Array(src.count);
     const later = new Uint32Array(src.count);
     const splits: Array<Promise<void>> = [];
@@ -555,12 +572,21 @@ export class RedisWriter {
 
   /**
    * Sends members `todo` in chunks per route; a chunk that fails marks its unanswered members.
-   * Never rejects. Not an async function: a one-chunk write hands back its own promise.
+   * Never rejects. Not an async function: a one-chunk write hands back its own promise. With
+   * `held` (holdForSplits), sends its members instead: those of no splitting table at once, the
+   * others once their splits ended (they run side by side on the control pipe), in one more send
+   * rather than one per table.
    */
   private sendEach(
     src: MemberSource, wt: WindowTables, todo: Uint32Array, answers: Uint8Array, status: Uint8Array,
-    errors: Array<string | undefined>, failed: (err: unknown, lost: boolean) => void, placed?: Uint32Array,
+    errors: Array<string | undefined>, failed: (err: unknown, lost: boolean) => void, placed?: Uint32Array, held?: HeldForSplits,
   ): Promise<void> {
+    if (held !== undefined) {
+      return Promise.all([
+        this.sendEach(src, wt, held.now, answers, status, errors, failed, placed),
+        Promise.all(held.splits).then(() => this.sendEach(src, wt, held.later, answers, status, errors, failed, placed)),
+      ]).then(() => undefined);
+    }
     // members by route (one route on a standalone Redis)
     let byRoute: Map<PipeRoute, number[]> | undefined;
     let single: PipeRoute | undefined;
@@ -579,7 +605,10 @@ export class RedisWriter {
         l.push(j);
       }
     }
-    const sends: Promise<void>[] = [];
+    // The first send needs no array; a list is made at the second, holding objects from the start
+    // (an empty array pushed a promise changed its element kind, which deoptimized this path).
+    let first: Promise<void> | undefined;
+    let sends: Promise<void>[] | undefined;
     const each = (route: PipeRoute, list: ArrayLike<number>): void => {
       for (let s = 0; s < list.length; s += this.chunk) {
         const e = Math.min(list.length, s + this.chunk);
@@ -593,33 +622,34 @@ export class RedisWriter {
         let w: SaddBuffer | undefined;
         // one then() rather than finally().catch(), and the pipe's promise itself once it is
         // connected: each promise step is a turn of the microtask queue on a one-key call's path
-        sends.push(
-          route.lane.run(() => {
-            w = this.encodeEach(src, wt, idx, placed);
-            const bytes = w.bytes();
-            return route.pipe.sendNow(bytes, idx.length, sink) ?? route.pipe.send(bytes, idx.length, sink);
-          }, idx.length).then(
-            () => w!.release(),
-            (err: unknown) => {
-              // undefined when the lane refused the send before it ran
-              w?.release();
-              // replies that came stand; the others were written and lost (PipeLostError, or a
-              // stall: OutcomeUnknownError), or never sent (NotSentError)
-              const sent = !(err instanceof NotSentError);
-              for (let i = 0; i < idx.length; i++) {
-                const j = idx[i]!;
-                if (status[j] === MemberStatus.Pending) status[j] = sent ? MemberStatus.Unknown : MemberStatus.NotApplied;
-              }
-              failed(err, sent);
-            },
-          ),
+        const sent = route.lane.run(() => {
+          w = this.encodeEach(src, wt, idx, placed);
+          const bytes = w.bytes();
+          return route.pipe.sendNow(bytes, idx.length, sink) ?? route.pipe.send(bytes, idx.length, sink);
+        }, idx.length).then(
+          () => w!.release(),
+          (err: unknown) => {
+            // undefined when the lane refused the send before it ran
+            w?.release();
+            // replies that came stand; the others were written and lost (PipeLostError, or a
+            // stall: OutcomeUnknownError), or never sent (NotSentError)
+            const wasSent = !(err instanceof NotSentError);
+            for (let i = 0; i < idx.length; i++) {
+              const j = idx[i]!;
+              if (status[j] === MemberStatus.Pending) status[j] = wasSent ? MemberStatus.Unknown : MemberStatus.NotApplied;
+            }
+            failed(err, wasSent);
+          },
         );
+        if (first === undefined) first = sent;
+        else if (sends === undefined) sends = [first, sent];
+        else sends.push(sent);
       }
     };
     if (single !== undefined) each(single, todo);
     else for (const [route, list] of byRoute!) each(route, list);
-    if (sends.length === 1) return sends[0]!;
-    return sends.length === 0 ? Promise.resolve() : Promise.all(sends).then(() => undefined);
+    if (sends !== undefined) return Promise.all(sends).then(() => undefined);
+    return first ?? Promise.resolve();
   }
 
   /** The SADDs of members idx; `placed[j]` gets the sub-bucket count member j was named with. */

@@ -279,13 +279,16 @@ export class WindowTables {
       const t = tables[i]!;
       const n = this.n[t]!;
       const target = targetSubBuckets(t, expected, this.T, this.alpha);
-      if (n >= target) continue;
-      // the fullest sub-buckets are the pow2le(n) not split yet at the table's level
+      // the fullest sub-buckets are the pow2le(n) not split yet at the table's level. Worked out
+      // for every table, behind its target or not: the code a batch runs then stays the same when
+      // tables start to fall behind, long after it was compiled (new code there forced a
+      // recompile of the whole write path).
       const mean = perTable / pow2le(n);
       // A split that fails does not fail the batch: its members still go, exactly, to the
       // sub-buckets as they are (one may outgrow the intset limit: memory, which bucketFill
       // reports, not a wrong or fail-open answer); the table splits at its next chance.
-      if (big || mean + 3 * Math.sqrt(mean) > OVERFILL * this.limit) {
+      const full = mean + 3 * Math.sqrt(mean) > OVERFILL * this.limit;
+      if (n < target && (big || full)) {
         splits.push(this.splitTo(t, target).catch((err: unknown) => {
           this.lastError = err;
         }));

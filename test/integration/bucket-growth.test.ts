@@ -136,6 +136,23 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
     );
   });
 
+  it('at every depth a table can reach, the split boundary is the least member that moves to the new half', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: Math.log2(MAX_SUB_BUCKETS) - 1 }), fc.nat(), (d, r) => {
+        const l2 = 2 ** d;
+        const p = r % l2;
+        const n = l2 + p;
+        const b = splitBoundary(p, d);
+        // the boundary and the member below it are both in sub-bucket p; only the boundary moves
+        expect(subBucketOf(addressOf(b), n)).toBe(p);
+        expect(subBucketOf(addressOf(b), n + 1)).toBe(p + l2);
+        expect(subBucketOf(addressOf(b - 1n), n)).toBe(p);
+        expect(subBucketOf(addressOf(b - 1n), n + 1)).toBe(p);
+      }),
+      { numRuns: 2000, seed: 5 },
+    );
+  });
+
   it('the window count decides when each table splits: a few tables at a time, and crossings() names exactly those', () => {
     const T = 1024;
     const alpha = 153;
@@ -299,6 +316,35 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
       expect(ones(await gate.firstSeen(Array.from({ length: 10_000 }, (_, i) => `own-9-${i}`)))).toBe(0);
     } finally {
       await gate.close();
+    }
+  });
+
+  it('a key of another type at a sub-bucket name: the writer gives up after its rounds of re-reading the count, and answers nothing', async () => {
+    const client = new Redis(srv.url);
+    const router = new PipeRouter(client, { connectTimeoutMs: 2000, maxInFlight: 8, commandTimeoutMs: 5000 });
+    const growth = new TableGrowth(router);
+    const writer = new RedisWriter(router, growth, 2000, () => intsetLimitOf(client));
+    const bytes = new Uint8Array(32).map((_, i) => i + 1);
+    const src: MemberSource = { base: 'foreign:2030', layout: 'compact', buckets: 1, count: 2, bucket: new Uint32Array(2), dv: new DataView(bytes.buffer), offs: Uint32Array.of(0, 16) };
+    try {
+      // the only sub-bucket of a table that never split; a hash there refuses every SADD
+      await r.hset('foreign:2030:c{0}0.0', 'f', 'v');
+      await r.config('RESETSTAT');
+      const status = new Uint8Array(2);
+      const res = await writer.addEach(src, new Uint8Array(2), status);
+      expect(String(res.error)).toMatch(/kept answering WRONGTYPE for 2 members after \d+ rounds/);
+      expect(res.added).toBe(0);
+      expect(res.unknown).toBe(false);
+      expect([...status]).toEqual([MemberStatus.NotApplied, MemberStatus.NotApplied]);
+      // sent once, then again each round, never accepted
+      const sadd = /cmdstat_sadd:calls=(\d+),.*failed_calls=(\d+)/.exec(await r.info('commandstats'));
+      expect(Number(sadd?.[1])).toBeGreaterThan(2);
+      expect(sadd?.[2]).toBe(sadd?.[1]);
+      expect(await r.type('foreign:2030:c{0}0.0')).toBe('hash');
+    } finally {
+      await growth.close();
+      router.close();
+      client.disconnect();
     }
   });
 
