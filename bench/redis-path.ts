@@ -4,11 +4,12 @@
 // keys against a just-flushed private redis-server, long enough that JIT warm-up is a small part
 // of it; hashgate and the peer a user would write instead alternate pass by pass in the same run.
 // Paths: sequential single-key calls; 256 concurrent callers x 1 key; 10k-key batches (AOF
-// everysec); fail-closed 10k-key batches with a requestId (AOF everysec); and the lookup cache's
-// Redis reads, 256 callers x 1 key. Each row carries the
+// everysec, and again without AOF); fail-closed 10k-key batches with a requestId (AOF everysec);
+// and the lookup cache's Redis reads, 256 callers x 1 key. Each row carries the
 // Node CPU per key (process.cpuUsage of the child) and the Redis CPU per key (INFO cpu
-// used_cpu_user + used_cpu_sys delta). The physical-limit row is redis-server alone fed the same
-// SADD bucket member commands hashgate writes (its bucket keys and compact members for the same
+// used_cpu_user + used_cpu_sys delta), and for the SADD paths where that Redis CPU went (INFO
+// commandstats: inside SADDs, inside split scripts and DUMPs, the rest). The physical-limit row
+// is redis-server alone fed the same SADD bucket member commands hashgate writes (its bucket keys and compact members for the same
 // keys, src/dedup/layout.ts) as pre-generated RESP through `redis-cli --pipe`; the round-trip
 // row feeds the same file a chunk per round trip, as a client that waits for its replies does.
 import { fork, spawn } from 'node:child_process';
@@ -61,6 +62,27 @@ const redisCpuUs = async (r: Redis): Promise<number> => {
   const f = (k: string): number => Number(new RegExp(`^${k}:([0-9.]+)`, 'm').exec(info)?.[1] ?? NaN);
   return (f('used_cpu_user') + f('used_cpu_sys')) * 1e6;
 };
+
+/** Microseconds redis-server spent inside each command since the last CONFIG RESETSTAT (INFO commandstats). */
+const commandUs = async (r: Redis): Promise<Map<string, number>> => {
+  const m = new Map<string, number>();
+  for (const x of (await r.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=\d+,usec=(\d+)/gm)) m.set(x[1]!.toLowerCase(), Number(x[2]));
+  return m;
+};
+
+/**
+ * Where a SADD path's Redis CPU went, per key: inside SADDs, inside scripts and DUMPs (the splits
+ * of compact tables; a script's own commands count in its time), and the rest of redisCpuUs: reading and
+ * writing the sockets, the event loop, AOF writes, and the few other commands (window count,
+ * count reads). Undefined for paths whose SADDs run inside scripts (they would count twice).
+ */
+function redisCpuParts(path: PathKind, cmd: Map<string, number>, cpuUs: number, keys: number): Record<string, number> | undefined {
+  if (path === 'once' || path === 'lookup') return undefined;
+  const us = (...names: string[]): number => names.reduce((a, n) => a + (cmd.get(n) ?? 0), 0);
+  const sadd = us('sadd');
+  const splits = us('evalsha', 'eval', 'dump');
+  return { sadd: sadd / keys, splits: splits / keys, other: (cpuUs - sadd - splits) / keys };
+}
 
 /**
  * RESP of SADD sub-bucket member for every key, as hashgate's compact layout places them once the
@@ -160,6 +182,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     { path: 'single', name: (n) => `sequential single-key firstSeen, ${n} new keys, fresh process`, peer: 'ioredis awaited SADD', keys: q ? 3_000 : 20_000, aof: false },
     { path: 'c256', name: (n) => `256 callers x 1 new key, ${n} keys, fresh process`, peer: 'ioredis autopipelined SADD', keys: q ? 200_000 : 1_000_000, aof: false },
     { path: 'batch', name: (n) => `batch firstSeen, ${n} new keys in ${BATCH}-key calls, AOF everysec, fresh process`, peer: 'ioredis pipelined SADD per key', keys: q ? 200_000 : 1_000_000, aof: true },
+    // the same without AOF: Redis then pays only for the commands and the sockets
+    { path: 'batch', name: (n) => `batch firstSeen, ${n} new keys in ${BATCH}-key calls, no AOF, fresh process`, peer: 'ioredis pipelined SADD per key', keys: q ? 200_000 : 1_000_000, aof: false },
     {
       path: 'batch', name: (n) => `batch firstSeen, ${n} new keys in ${BIG_BATCH}-key calls, AOF everysec, fresh process`, peer: 'ioredis pipelined SADD per key',
       keys: q ? 400_000 : 1_000_000, aof: true, batch: BIG_BATCH, noLimit: true,
@@ -187,6 +211,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
           ...(def.path === 'batch' && def.noLimit !== true ? [{ impl: 'floor', label: FLOOR_LABEL, role: 'baseline' as const }] : []),
         ];
         const got: ChildResult[][] = impls.map(() => []);
+        // per pass, where its Redis CPU went
+        const partsOf: Array<Array<Record<string, number> | undefined>> = impls.map(() => []);
         const wrong: (string | undefined)[] = impls.map(() => undefined);
         let where: { window: string; buckets: number } | undefined;
         // the SADDs hashgate sends for these keys, once its first pass said where they go
@@ -205,6 +231,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
               starts ??= saddFeed(feed, makeKeys(def.keys, 'A', 11), where.window, where.buckets);
             }
             await admin.flushall();
+            await admin.config('RESETSTAT');
             const r = await runChild(child, {
               path: def.path, impl: impls[i]!.impl as Spec['impl'], url: srv.url, keys: def.keys, seed: 11, prefix: PREFIX,
               journalDir: jdir, batch: def.batch ?? BATCH, mark: MARK, ...(floor ? { feed } : {}),
@@ -216,6 +243,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
             }
             if (r.window !== undefined && r.buckets !== undefined) where = { window: r.window, buckets: r.buckets };
             got[i]!.push(r);
+            partsOf[i]!.push(redisCpuParts(def.path, await commandUs(admin), r.redisCpuUs, r.keys));
             console.log(
               `[redis-path] ${name} | ${impls[i]!.label}: ${Math.round(r.keys / r.secs / 1000)}k keys/s, node ${(r.nodeCpuUs / r.keys).toFixed(2)} us/key ` +
                 `(main thread ${(r.mainCpuUs / r.keys).toFixed(2)}; second half ${(r.lateNodeCpuUs / r.lateKeys).toFixed(2)}, its main thread ${(r.lateMainCpuUs / r.lateKeys).toFixed(2)}), ` +
@@ -252,6 +280,16 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
             extra['mainWaitingForCorePct'] = round(mid((r) => (100 * r.mainWaitUs) / 1e6 / r.secs), 1);
           }
           if (runs.every((r) => Number.isFinite(r.lateNodeCpuUs) && r.lateKeys > 0)) extra['nodeCpuSecondHalfUsPerKey'] = round(mid((r) => r.lateNodeCpuUs / r.lateKeys));
+          const parts = partsOf[i]!;
+          if (parts.every((x) => x !== undefined)) {
+            const at = (k: string): number => {
+              const v = parts.map((x) => x![k]!).sort((a, b) => a - b);
+              return round(v[Math.floor(v.length / 2)]!);
+            };
+            extra['redisInSaddUsPerKey'] = at('sadd');
+            extra['redisInSplitsUsPerKey'] = at('splits');
+            extra['redisOtherUsPerKey'] = at('other');
+          }
           Object.assign(extra, {
             p50Us: round(mid((r) => r.p50Us), 1),
             p99Us: round(mid((r) => r.p99Us), 1),
@@ -277,15 +315,16 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
             [LIMIT_LABEL, () => pipe(srv.port, feed, def.keys)],
             [roundTripLabel(rt), () => roundTrips(srv.port, feedBytes, starts!, rt)],
           ] as const) {
-            const runs: { secs: number; cpu: number }[] = [];
+            const runs: { secs: number; cpu: number; split: Record<string, number> | undefined }[] = [];
             let bad: string | undefined;
             for (let pass = 0; pass < passes && bad === undefined; pass++) {
               await admin.flushall();
+              await admin.config('RESETSTAT');
               const c0 = await redisCpuUs(admin);
               const p = await feedOnce();
               const c1 = await redisCpuUs(admin);
               if (p.error !== undefined) bad = p.error;
-              else runs.push({ secs: p.secs, cpu: c1 - c0 });
+              else runs.push({ secs: p.secs, cpu: c1 - c0, split: redisCpuParts(def.path, await commandUs(admin), c1 - c0, def.keys) });
             }
             if (bad !== undefined) s.addRow({ name, impl: label, role: 'baseline', opsPerSec: 0, ok: false, error: bad, unit: 'keys/s' });
             else {
@@ -294,7 +333,11 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
               s.addRow({
                 name, impl: label, role: 'baseline', opsPerSec: rate(med), ...spread(runs.map(rate)), ok: true, unit: 'keys/s',
                 // the least Redis CPU of the passes too: the floor, which a busy pass overstates
-                extra: { nodeCpuUsPerKey: 0, redisCpuUsPerKey: round(med.cpu / def.keys), redisCpuUsPerKeyLeast: round(Math.min(...runs.map((r) => r.cpu)) / def.keys), load1: round(loadavg()[0]!) },
+                extra: {
+                  nodeCpuUsPerKey: 0, redisCpuUsPerKey: round(med.cpu / def.keys), redisCpuUsPerKeyLeast: round(Math.min(...runs.map((r) => r.cpu)) / def.keys),
+                  ...(med.split === undefined ? {} : { redisInSaddUsPerKey: round(med.split['sadd']!), redisInSplitsUsPerKey: round(med.split['splits']!), redisOtherUsPerKey: round(med.split['other']!) }),
+                  load1: round(loadavg()[0]!),
+                },
               });
               console.log(`[redis-path] ${name} | ${label}: ${Math.round(rate(med) / 1000)}k keys/s, redis ${(med.cpu / def.keys).toFixed(2)} us/key`);
             }
@@ -310,11 +353,12 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     rmSync(jdir, { recursive: true, force: true });
   }
 
-  const find = (path: PathKind, impl: string): BenchRow | undefined => {
-    const def = defs.find((d) => d.path === path)!;
+  const rowOf = (def: PathDef, impl: string): BenchRow | undefined => {
     const r = s.find(def.name(def.keys), impl);
     return r?.ok === false ? undefined : r;
   };
+  // the first row of a path (the 10k-key batches with AOF for 'batch')
+  const find = (path: PathKind, impl: string): BenchRow | undefined => rowOf(defs.find((d) => d.path === path)!, impl);
   const ratio = (path: PathKind): number | undefined => {
     const def = defs.find((d) => d.path === path)!;
     return s.ratio(def.name(def.keys), 'hashgate', def.peer);
@@ -355,6 +399,26 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         ? `10k-key batches, least pass of each: hashgate's Redis CPU per key is ${(rh / rl).toFixed(2)}x the pipe floor and ${(rh / rr).toFixed(2)}x the round-trip one (its median pass ${rhMedian !== undefined ? (rhMedian / rl).toFixed(2) : '?'}x the pipe floor's least); on top of the SADDs it pays the splits and the window count.`
         : ''),
   );
+  // where the 10k-key batches' Redis CPU went, with AOF and without
+  const parts = (def: PathDef, impl: string): string | undefined => {
+    const v = ['redisCpuUsPerKey', 'redisInSaddUsPerKey', 'redisInSplitsUsPerKey', 'redisOtherUsPerKey'].map((k) => rowOf(def, impl)?.extra?.[k] as number | undefined);
+    if (v.some((x) => x === undefined)) return undefined;
+    const [all, sadd, splits, other] = v as number[];
+    return `${all!.toFixed(2)} us (SADDs ${sadd!.toFixed(2)}, split scripts and DUMPs ${splits!.toFixed(2)}, the rest ${other!.toFixed(2)})`;
+  };
+  const lines: string[] = [];
+  for (const def of defs.filter((d) => d.path === 'batch' && d.noLimit !== true)) {
+    const h = parts(def, 'hashgate');
+    const l = parts(def, LIMIT_LABEL);
+    const pe = parts(def, def.peer);
+    if (h !== undefined && l !== undefined) lines.push(`${def.aof ? 'AOF everysec' : 'no AOF'}: hashgate ${h}; the pipe floor ${l}${pe !== undefined ? `; the peer ${pe}` : ''}`);
+  }
+  if (lines.length > 0) {
+    s.note(
+      `Where Redis CPU per key went, 10k-key batches, median of the passes (INFO commandstats: time inside the commands; a script's own commands count in the script's time; the rest is reading and writing the sockets, the event loop, AOF writes and the few other commands): ${lines.join('. ')}. ` +
+        'The splits are what hashgate pays Redis on top of the SADDs for growing a window from empty: each moves a sub-bucket\'s members with one DUMP (Redis tries to compress its payload) and one script that RESTOREs the two halves, and a split that finds members added between the two also runs an SDIFF to place them.',
+    );
+  }
   s.note(
     `Each run is a fresh Node process (a fresh gate with default options but its journal directory; HashGate.open as a user calls it) on all-new keys ` +
       `(Chinese name + 18-digit ID) against a flushed private redis-server; ${passes} passes (5 for one-key calls, sequential and 256 callers), hashgate, the peer and (10k-key batches) the client-side floor alternating; a row is the median pass (min..max shown). ` +
