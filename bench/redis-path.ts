@@ -9,9 +9,10 @@
 // Node CPU per key (process.cpuUsage of the child) and the Redis CPU per key (INFO cpu
 // used_cpu_user + used_cpu_sys delta), and for the SADD paths where that Redis CPU went (INFO
 // commandstats: inside SADDs, inside split scripts and DUMPs, the rest). The physical-limit row
-// is redis-server alone fed the same SADD bucket member commands hashgate writes (its bucket keys and compact members for the same
-// keys, src/dedup/layout.ts) as pre-generated RESP through `redis-cli --pipe`; the round-trip
-// row feeds the same file a chunk per round trip, as a client that waits for its replies does.
+// is redis-server alone fed the same SADD bucket member commands hashgate writes (its bucket keys
+// and compact members for the same keys, src/dedup/layout.ts) as pre-generated RESP through
+// `redis-cli --pipe`; the round-trip row feeds the same file a chunk per round trip, as a client
+// that waits for its replies does.
 import { fork, spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -72,8 +73,8 @@ const commandUs = async (r: Redis): Promise<Map<string, number>> => {
 
 /**
  * Where a SADD path's Redis CPU went, per key: inside SADDs, inside scripts and DUMPs (the splits
- * of compact tables; a script's own commands count in its time), and the rest of redisCpuUs: reading and
- * writing the sockets, the event loop, AOF writes, and the few other commands (window count,
+ * of compact tables; a script's own commands count in its time), and the rest of `cpuUs`: reading
+ * and writing the sockets, the event loop, AOF writes, and the few other commands (window count,
  * count reads). Undefined for paths whose SADDs run inside scripts (they would count twice).
  */
 function redisCpuParts(path: PathKind, cmd: Map<string, number>, cpuUs: number, keys: number): Record<string, number> | undefined {
@@ -280,10 +281,10 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
             extra['mainWaitingForCorePct'] = round(mid((r) => (100 * r.mainWaitUs) / 1e6 / r.secs), 1);
           }
           if (runs.every((r) => Number.isFinite(r.lateNodeCpuUs) && r.lateKeys > 0)) extra['nodeCpuSecondHalfUsPerKey'] = round(mid((r) => r.lateNodeCpuUs / r.lateKeys));
-          const parts = partsOf[i]!;
-          if (parts.every((x) => x !== undefined)) {
+          const passParts = partsOf[i]!;
+          if (passParts.every((x) => x !== undefined)) {
             const at = (k: string): number => {
-              const v = parts.map((x) => x![k]!).sort((a, b) => a - b);
+              const v = passParts.map((x) => x![k]!).sort((a, b) => a - b);
               return round(v[Math.floor(v.length / 2)]!);
             };
             extra['redisInSaddUsPerKey'] = at('sadd');
@@ -315,7 +316,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
             [LIMIT_LABEL, () => pipe(srv.port, feed, def.keys)],
             [roundTripLabel(rt), () => roundTrips(srv.port, feedBytes, starts!, rt)],
           ] as const) {
-            const runs: { secs: number; cpu: number; split: Record<string, number> | undefined }[] = [];
+            const runs: { secs: number; cpu: number; parts: Record<string, number> | undefined }[] = [];
             let bad: string | undefined;
             for (let pass = 0; pass < passes && bad === undefined; pass++) {
               await admin.flushall();
@@ -324,7 +325,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
               const p = await feedOnce();
               const c1 = await redisCpuUs(admin);
               if (p.error !== undefined) bad = p.error;
-              else runs.push({ secs: p.secs, cpu: c1 - c0, split: redisCpuParts(def.path, await commandUs(admin), c1 - c0, def.keys) });
+              else runs.push({ secs: p.secs, cpu: c1 - c0, parts: redisCpuParts(def.path, await commandUs(admin), c1 - c0, def.keys) });
             }
             if (bad !== undefined) s.addRow({ name, impl: label, role: 'baseline', opsPerSec: 0, ok: false, error: bad, unit: 'keys/s' });
             else {
@@ -335,7 +336,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
                 // the least Redis CPU of the passes too: the floor, which a busy pass overstates
                 extra: {
                   nodeCpuUsPerKey: 0, redisCpuUsPerKey: round(med.cpu / def.keys), redisCpuUsPerKeyLeast: round(Math.min(...runs.map((r) => r.cpu)) / def.keys),
-                  ...(med.split === undefined ? {} : { redisInSaddUsPerKey: round(med.split['sadd']!), redisInSplitsUsPerKey: round(med.split['splits']!), redisOtherUsPerKey: round(med.split['other']!) }),
+                  ...(med.parts === undefined ? {} : { redisInSaddUsPerKey: round(med.parts['sadd']!), redisInSplitsUsPerKey: round(med.parts['splits']!), redisOtherUsPerKey: round(med.parts['other']!) }),
                   load1: round(loadavg()[0]!),
                 },
               });
