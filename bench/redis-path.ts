@@ -75,10 +75,11 @@ const commandUs = async (r: Redis): Promise<Map<string, number>> => {
  * Where a SADD path's Redis CPU went, per key: inside SADDs, inside scripts and DUMPs (the splits
  * of compact tables; a script's own commands count in its time), and the rest of `cpuUs`: reading
  * and writing the sockets, the event loop, AOF writes, and the few other commands (window count,
- * count reads). Undefined for paths whose SADDs run inside scripts (they would count twice).
+ * count reads). Undefined for paths whose SADDs run inside scripts (they would count twice), and
+ * for repeat traffic, whose untimed first writes land in the same counters.
  */
 function redisCpuParts(path: PathKind, cmd: Map<string, number>, cpuUs: number, keys: number): Record<string, number> | undefined {
-  if (path === 'once' || path === 'lookup') return undefined;
+  if (path === 'once' || path === 'lookup' || path === 'repeat') return undefined;
   const us = (...names: string[]): number => names.reduce((a, n) => a + (cmd.get(n) ?? 0), 0);
   const sadd = us('sadd');
   const splits = us('evalsha', 'eval', 'dump');
