@@ -48,7 +48,7 @@ interface PathDef {
   noLimit?: boolean;
 }
 
-const runChild = (file: string, spec: Spec, execArgv: string[] = []): Promise<ChildResult> =>
+const runChild = (file: string, spec: Spec, execArgv: string[] = ['--expose-gc']): Promise<ChildResult> =>
   new Promise((resolve) => {
     const child = fork(file, [JSON.stringify(spec)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
     let got: ChildResult | undefined;
