@@ -243,8 +243,8 @@ async function main(spec: Spec): Promise<ChildResult> {
   };
   // repeat traffic: the peer writes every key once, untimed, and the timed pass asks again
   if (spec.path === 'repeat' && spec.impl === 'peer') for (let i = 0; i < calls.length; i++) await call(calls[i]!, i);
-  // The setup above (a million generated keys and their JSON round trip) leaves a few hundred MB
-  // of garbage; collected here, not by whichever impl's timed part the collector reaches it in.
+  // The setup above (the generated keys and their JSON round trip: a few hundred MB of garbage
+  // for a million keys) is collected here, not in whichever impl's timed part the collector reaches.
   globalThis.gc?.();
   const r0 = await redisCpuUs(admin);
   const th0 = threadTimes();

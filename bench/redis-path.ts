@@ -48,9 +48,9 @@ interface PathDef {
   noLimit?: boolean;
 }
 
-const runChild = (file: string, spec: Spec, execArgv: string[] = ['--expose-gc']): Promise<ChildResult> =>
+const runChild = (file: string, spec: Spec): Promise<ChildResult> =>
   new Promise((resolve) => {
-    const child = fork(file, [JSON.stringify(spec)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
+    const child = fork(file, [JSON.stringify(spec)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: ['--expose-gc'] });
     let got: ChildResult | undefined;
     child.on('message', (m) => (got = m as ChildResult));
     child.on('exit', (code) => {
