@@ -1,7 +1,7 @@
 // The in-flight limit of a Redis lane: commands leave in call order while their weights fit in
 // max x unit (one always may), the rest wait; a settled or lost command gives its room back.
 import { describe, expect, it } from 'vitest';
-import { InFlightLimit, OutcomeUnknownError } from '../src/redis/inflight.js';
+import { InFlightLimit, NotSentError, OutcomeUnknownError } from '../src/redis/inflight.js';
 
 /** A lane's command that answers when told to; `started` says whether the lane sent it. */
 const command = () => {
@@ -107,5 +107,65 @@ describe('InFlightLimit', () => {
     expect(c.started).toBe(true);
     c.answer();
     await pc;
+  });
+
+  it('runWith: the callbacks run once the command settles, never inside the call that queued it, after the lane made room for the next', async () => {
+    const lane = new InFlightLimit(1, 60_000, undefined, 1);
+    const events: string[] = [];
+    let ok!: () => void;
+    let fail!: (e: unknown) => void;
+    lane.runWith(
+      (o, f) => {
+        ok = o;
+        fail = f;
+      },
+      1,
+      () => events.push('a resolved'),
+      (e) => events.push(`a rejected ${String(e)}`),
+    );
+    const b = command();
+    const pb = lane.run(b.send);
+    expect(b.started).toBe(false);
+    ok();
+    // the caller's callback ran synchronously, after the waiting command was started
+    expect(events).toEqual(['a resolved']);
+    expect(b.started).toBe(true);
+    // a second settle of the same command changes nothing
+    ok();
+    fail(new Error('late'));
+    expect(events).toEqual(['a resolved']);
+    b.answer();
+    await pb;
+    expect(lane.inFlight).toBe(0);
+  });
+
+  it('runWith: a send that throws, a stall and a lost connection reject from a later microtask, with what happened', async () => {
+    const lane = new InFlightLimit(4, 30, undefined, 1);
+    const got: unknown[] = [];
+    const push = (e: unknown): number => got.push(e);
+    lane.runWith(() => {
+      throw new Error('send threw');
+    }, 1, () => push('resolved'), push);
+    expect(got).toEqual([]);
+    await tick();
+    expect(got).toHaveLength(1);
+    expect((got[0] as Error).message).toBe('send threw');
+
+    // sent and never answered: the watchdog fails it as outcome-unknown, then the lane refuses
+    lane.runWith(() => undefined, 1, () => push('resolved'), push);
+    await new Promise((r) => setTimeout(r, 120));
+    expect(got[1]).toBeInstanceOf(OutcomeUnknownError);
+    lane.runWith(() => undefined, 1, () => push('resolved'), push);
+    expect(got).toHaveLength(2);
+    await tick();
+    expect(got[2]).toBeInstanceOf(NotSentError);
+
+    const fresh = new InFlightLimit(4, 60_000, undefined, 1);
+    fresh.runWith(() => undefined, 1, () => push('resolved'), push);
+    fresh.connectionLost('cut');
+    expect(got).toHaveLength(3);
+    await tick();
+    expect(got[3]).toBeInstanceOf(OutcomeUnknownError);
+    expect(got).not.toContain('resolved');
   });
 });

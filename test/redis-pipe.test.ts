@@ -57,12 +57,14 @@ describe.skipIf(!has)('RespPipe', () => {
     }
   });
 
-  it('a send of 4 KiB or more (a coalesced batch of one-key callers) leaves at once; a smaller one, or any while thousands of replies are owed, waits for the end of the tick or 64 KiB', async () => {
+  it('a send to an idle server, or one of 4 KiB or more (a coalesced batch of one-key callers), leaves at once; a smaller one behind others waits for the end of the tick, and behind thousands of owed replies for 64 KiB', async () => {
     const pipe = new RespPipe({ host: '127.0.0.1', port: srv.port, connectTimeoutMs: 2000 });
     try {
       await pipe.send(encodeCommand(['PING']), 1, new Collect());
       // TIME runs when Redis reads the send: before or after the caller let go of the thread
-      const ranWhileBusy = async (filler: number): Promise<boolean> => {
+      const ranWhileBusy = async (filler: number, owed = 0): Promise<boolean> => {
+        // commands sent just before in the same tick (their replies are owed when ours is written)
+        const ahead = owed === 0 ? undefined : pipe.send(Buffer.concat(Array.from({ length: owed }, () => encodeCommand(['PING']))), owed, new Collect());
         const sink = new Collect();
         const sent = pipe.send(Buffer.concat([encodeCommand(['SET', 'pipe:filler', 'x'.repeat(filler)]), encodeCommand(['TIME'])]), 2, sink);
         const end = Date.now() + 300;
@@ -70,23 +72,22 @@ describe.skipIf(!has)('RespPipe', () => {
           // the caller keeps the thread (hashing its next piece, say)
         }
         await sent;
+        await ahead;
         const [sec, usec] = (sink.got[1] as Buffer[]).map(Number) as [number, number];
         return sec * 1000 + usec / 1000 < end;
       };
-      expect(await ranWhileBusy(40_000)).toBe(true);
-      expect(await ranWhileBusy(4_200)).toBe(true);
-      expect(await ranWhileBusy(3_000)).toBe(false);
-      expect(await ranWhileBusy(100)).toBe(false);
-      // Behind thousands of owed replies Redis has work queued: writes of the tick wait to leave
+      // nothing owed: a lone call's round trip starts at once, whatever its size
+      expect(await ranWhileBusy(100)).toBe(true);
+      expect(await ranWhileBusy(3_000)).toBe(true);
+      // behind a send of the same tick: small writes wait to leave together, big ones go
+      expect(await ranWhileBusy(40_000, 1)).toBe(true);
+      expect(await ranWhileBusy(4_200, 1)).toBe(true);
+      expect(await ranWhileBusy(3_000, 1)).toBe(false);
+      expect(await ranWhileBusy(100, 1)).toBe(false);
+      // behind thousands of owed replies Redis has work queued: writes of the tick wait to leave
       // together until 64 KiB are held
-      const behindOwed = async (filler: number): Promise<boolean> => {
-        const ahead = pipe.send(Buffer.concat(Array.from({ length: 3000 }, () => encodeCommand(['PING']))), 3000, new Collect());
-        const ran = await ranWhileBusy(filler);
-        await ahead;
-        return ran;
-      };
-      expect(await behindOwed(4_200)).toBe(false);
-      expect(await behindOwed(70_000)).toBe(true);
+      expect(await ranWhileBusy(4_200, 3000)).toBe(false);
+      expect(await ranWhileBusy(70_000, 3000)).toBe(true);
     } finally {
       pipe.close();
     }
@@ -159,6 +160,47 @@ describe.skipIf(!has)('RespPipe', () => {
       // the commands did reach Redis (outcome unknown to the pipe, known here)
       expect(await r.scard('pipe:cut')).toBe(100);
       expect(await pipe.call(['SADD', 'pipe:cut', '100'])).toBe(1);
+    } finally {
+      pipe.close();
+      await proxy.close();
+    }
+  });
+
+  it('sendWith: resolve runs once every reply is in the sink; a cut rejects what is owed from a later microtask, with PipeLostError; a fresh pipe connects first', async () => {
+    const proxy: TcpProxy = await startProxy(srv.port);
+    const pipe = new RespPipe({ host: '127.0.0.1', port: proxy.port, connectTimeoutMs: 2000 });
+    const settled = (bytes: Uint8Array, count: number, sink: Collect): { done: Promise<unknown>; sync: boolean } => {
+      let sync = true;
+      const done = new Promise<unknown>((res) =>
+        pipe.sendWith(
+          bytes,
+          count,
+          sink,
+          () => res(sink.got.length === count ? 'ok' : `only ${sink.got.length} replies`),
+          (e) => res(sync ? new Error('rejected synchronously') : e),
+        ),
+      );
+      sync = false;
+      return { done, sync };
+    };
+    try {
+      await r.del('pipe:with');
+      const first = new Collect();
+      // not connected yet: sendWith connects, then writes
+      expect(await settled(encodeCommand(['SADD', 'pipe:with', 'a']), 1, first).done).toBe('ok');
+      expect(first.got).toEqual([1]);
+      await proxy.stall('down');
+      const owed = new Collect();
+      const cut = settled(Buffer.concat([encodeCommand(['SADD', 'pipe:with', 'b']), encodeCommand(['SADD', 'pipe:with', 'a'])]), 2, owed);
+      await new Promise((res) => setTimeout(res, 100));
+      pipe.destroy('test cut');
+      const err = await cut.done;
+      expect(err).toBeInstanceOf(PipeLostError);
+      expect((err as PipeLostError).received).toBe(0);
+      await proxy.resume();
+      const again = new Collect();
+      expect(await settled(encodeCommand(['SADD', 'pipe:with', 'c']), 1, again).done).toBe('ok');
+      expect(again.got).toEqual([1]);
     } finally {
       pipe.close();
       await proxy.close();

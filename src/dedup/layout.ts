@@ -78,12 +78,13 @@ const TWO32 = 4294967296;
 
 /**
  * Bucket of every digest. 'sets': digest bytes 0..7 (so it equals bucketOf(key, buckets));
- * 'compact': bytes 8..15. Exact integer arithmetic without BigInt up to 2^21 buckets.
+ * 'compact': bytes 8..15. Exact integer arithmetic without BigInt up to 2^21 buckets. `view`: a
+ * DataView of `digests` the caller has already.
  */
-export function bucketsOfDigests(digests: Uint8Array, layout: Layout, buckets: number, out?: Uint32Array): Uint32Array {
+export function bucketsOfDigests(digests: Uint8Array, layout: Layout, buckets: number, out?: Uint32Array, view?: DataView): Uint32Array {
   const n = digests.length >>> 4;
   const res = out ?? new Uint32Array(n);
-  const dv = new DataView(digests.buffer, digests.byteOffset, digests.byteLength);
+  const dv = view ?? new DataView(digests.buffer, digests.byteOffset, digests.byteLength);
   const base = layout === 'sets' ? 0 : 8;
   if (buckets <= 2 ** 31 && (buckets & (buckets - 1)) === 0) {
     // A power of two (the default and every count expectedKeys picks) divides 2^32, so the low

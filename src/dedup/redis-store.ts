@@ -195,7 +195,7 @@ export class RedisStore implements DedupStore {
       if (why !== undefined) return this.failFast(why, b.count, answers);
     }
     if (b.requestId !== undefined) return this.addOnce(b, answers);
-    const src = sourceOf(b, this.prefix);
+    const src = sourceOf(b, this.baseOf(b.window));
     const status = new Uint8Array(b.count);
     const res = await this.writer.addEach(src, answers, status);
     if (res.error !== undefined) throw eachError(res, status, answers);
@@ -204,13 +204,29 @@ export class RedisStore implements DedupStore {
   /**
    * addBatch for a batch of one key without a request id (a lone one-key call), when the
    * connection is ready and the writer can send it at once: the same answer and the same
-   * StoreBatchError, without the turns of addBatch's async steps. Undefined when addBatch must take it.
+   * StoreBatchError, passed to `done` (undefined once answered) without the turns of addBatch's
+   * async steps. False when addBatch must take it; `done` never runs before addOne returns.
    */
-  addOne(b: StoreBatch, answers: Uint8Array): Promise<void> | undefined {
-    if (b.count !== 1 || b.requestId !== undefined || this.redis.status !== 'ready' || this.aborted) return undefined;
+  addOne(b: StoreBatch, answers: Uint8Array, done: (err: Error | undefined) => void): boolean {
+    if (b.count !== 1 || b.requestId !== undefined || this.redis.status !== 'ready' || this.aborted) return false;
     const status = new Uint8Array(1);
-    return this.writer.addOne(sourceOf(b, this.prefix), answers, status, (res) => eachError(res, status, answers));
+    return this.writer.addOne(sourceOf(b, this.baseOf(b.window)), answers, status, (res) => eachError(res, status, answers), done);
   }
+
+  /**
+   * `${prefix}:${window}`, kept for the last window: a service writes one window for months, and
+   * the writer's lookups by this string then meet the same string every call (a concatenation
+   * per call had to be flattened and hashed again each time).
+   */
+  private baseOf(window: string): string {
+    if (window !== this.lastWindow) {
+      this.lastBase = `${this.prefix}:${window}`;
+      this.lastWindow = window;
+    }
+    return this.lastBase;
+  }
+  private lastWindow: string | undefined;
+  private lastBase = '';
 
   /**
    * A batch with a request id: FIRST_SEEN_ONCE per chunk (standalone) or per table (Cluster, one
@@ -653,20 +669,20 @@ function eachError(res: EachResult, status: Uint8Array, answers: Uint8Array): St
 }
 
 /** A store batch as the writer takes it: the bucket of every member and where its digest is. */
-function sourceOf(b: StoreBatch, prefix: string): MemberSource {
+function sourceOf(b: StoreBatch, base: string): MemberSource {
   let bucket = b.bucket;
   if (bucket === undefined) {
     bucket = new Uint32Array(b.count);
     for (let g = 0; g < b.groupBuckets.length; g++) bucket.fill(b.groupBuckets[g]!, b.starts[g]!, b.starts[g + 1]!);
   }
-  const src: MemberSource = { base: `${prefix}:${b.window}`, layout: b.layout, buckets: b.buckets, count: b.count, bucket };
-  if (b.compact !== undefined) {
-    const offs = new Uint32Array(b.count);
-    for (let j = 0; j < b.count; j++) offs[j] = b.compact.idx[j]! << 4;
-    src.dv = b.compact.dv;
-    src.offs = offs;
-  } else src.member = b.member;
-  return src;
+  const c = b.compact;
+  let offs: Uint32Array | undefined;
+  if (c !== undefined) {
+    offs = new Uint32Array(b.count);
+    for (let j = 0; j < b.count; j++) offs[j] = c.idx[j]! << 4;
+  }
+  // every field in the literal: one object shape for both layouts
+  return { base, layout: b.layout, buckets: b.buckets, count: b.count, bucket, dv: c?.dv, offs, member: c === undefined ? b.member : undefined };
 }
 
 export const storeError = (msg: string, cause: unknown): HashGateError =>

@@ -465,29 +465,36 @@ export class RedisWriter {
   /**
    * addEach for a source of one member when nothing stands in its way: a standalone Redis, the
    * table's count known, no split of the table running or due. One SADD and one reply, without
-   * addEach's per-write arrays, closures and promise turns (most of a sequential one-key caller's
-   * JS time). A WRONGTYPE reply (the table split since its count was read) hands the member to
-   * addEach after a fresh read of that count, as addEach's own next round would. Rejects with
-   * `failure(result)` when the member got no answer. Undefined when addEach must take the member
-   * from the start; nothing was done then.
+   * addEach's per-write arrays and closures, settled through `done` from the reply's read (a
+   * promise per layer was most of a sequential one-key caller's time after the reply came). A
+   * WRONGTYPE reply (the table split since its count was read) hands the member to addEach after
+   * a fresh read of that count, as addEach's own next round would. `done(undefined)`: answered;
+   * `done(failure(result))`: the member got no answer. False when addEach must take the member
+   * from the start; nothing was done then. `done` never runs before addOne returns.
    */
-  addOne(src: MemberSource, answers: Uint8Array, status: Uint8Array, failure: (res: EachResult) => Error): Promise<void> | undefined {
-    if (this.router.cluster || src.count !== 1) return undefined;
+  addOne(src: MemberSource, answers: Uint8Array, status: Uint8Array, failure: (res: EachResult) => Error, done: (err: Error | undefined) => void): boolean {
+    if (this.router.cluster || src.count !== 1) return false;
     const limit = this.knownLimit;
-    if (limit === undefined) return undefined;
+    if (limit === undefined) return false;
     const wt = this.growth.window(src.base, src.layout, src.buckets, limit);
     const t = src.bucket[0]!;
-    if (!wt.knows(t)) return undefined;
-    const settle = (res: EachResult): void => {
-      if (res.error !== undefined) throw failure(res);
+    if (!wt.knows(t)) return false;
+    const each = (): void => {
+      this.addEach(src, answers, status).then(
+        (res) => done(res.error === undefined ? undefined : failure(res)),
+        (err: unknown) => done(err instanceof Error ? err : new Error(String(err))),
+      );
     };
     let w: SaddBuffer;
     if (wt.compact) {
-      if (wt.splitOf(t) !== undefined) return undefined;
+      if (wt.splitOf(t) !== undefined) return false;
       ONE_TABLE[0] = t;
       const due = wt.prepare(ONE_TABLE, 1);
       // a split the member's table needs first: addEach waits for it (prepare() finds it running)
-      if (due !== undefined) return due.then(() => this.addEach(src, answers, status)).then(settle);
+      if (due !== undefined) {
+        due.then(each, each);
+        return true;
+      }
       const c = wt.n[t]!;
       const o = src.offs![0]!;
       const s = c <= 1 ? 0 : subBucketOf(addressOfHigh(src.dv!.getUint32(o + 4, true)), c);
@@ -504,36 +511,40 @@ export class RedisWriter {
     const sink = new OneSink();
     const route = this.router.main();
     const bytes = w.bytes();
-    return route.lane.run(() => route.pipe.sendNow(bytes, 1, sink) ?? route.pipe.send(bytes, 1, sink), 1).then(
-      (): void | Promise<void> => {
+    const pipe = route.pipe;
+    route.lane.runWith(
+      (ok, fail) => pipe.sendWith(bytes, 1, sink, ok, fail),
+      1,
+      () => {
         w.release();
         if (sink.stale) {
           wt.stale(t);
-          return wt.read([t], true)!.then(
-            () => this.addEach(src, answers, status),
-            (err: unknown): EachResult => {
-              status[0] = MemberStatus.NotApplied;
-              return { added: 0, error: err, unknown: false };
-            },
-          ).then(settle);
+          wt.read([t], true)!.then(each, (err: unknown) => {
+            status[0] = MemberStatus.NotApplied;
+            done(failure({ added: 0, error: err, unknown: false }));
+          });
+          return;
         }
         if (sink.failure !== undefined) {
           status[0] = MemberStatus.NotApplied;
-          throw failure({ added: 0, error: new Error(sink.failure), unknown: false });
+          done(failure({ added: 0, error: new Error(sink.failure), unknown: false }));
+          return;
         }
         const a = sink.answer;
         answers[0] = a;
         status[0] = MemberStatus.Answered;
         wt.added(a);
+        done(undefined);
       },
-      (err: unknown): never => {
+      (err: unknown) => {
         w.release();
         // written and the reply lost (or a stall), or never sent: as addEach's sends say
         const sent = !(err instanceof NotSentError);
         status[0] = sent ? MemberStatus.Unknown : MemberStatus.NotApplied;
-        throw failure({ added: 0, error: err, unknown: sent });
+        done(failure({ added: 0, error: err, unknown: sent }));
       },
     );
+    return true;
   }
 
   /**

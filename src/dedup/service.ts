@@ -70,16 +70,20 @@ export interface DedupServiceOptions {
   coalesce?: CoalesceOptions | false;
 }
 
+/** Who a one-key batch answers (a merged call, or run()'s own promise). */
+interface OneCall {
+  resolve: (answers: Uint8Array) => void;
+  reject: (err: unknown) => void;
+}
+
 /** One firstSeen call waiting to be merged. */
-interface PendingCall {
+interface PendingCall extends OneCall {
   keys: CheckedKeys;
   /** murmur3_128 (seed 0) per key when the caller hashed them already (see firstSeenHashed). */
   digests: Uint8Array | undefined;
   n: number;
   window: string;
   ms: number;
-  resolve: (answers: Uint8Array) => void;
-  reject: (err: unknown) => void;
 }
 
 export interface FirstSeenOptions {
@@ -209,6 +213,8 @@ let cacheGenOf: (s: DedupService) => number;
 
 // One shared executor instead of a closure per call: new Promise() runs it synchronously, so the
 // functions it captures are read back before any other call can overwrite them.
+/** Bytes of a buffer one-key calls' digests are cut from (runOne): 4,096 calls' worth. */
+const ONE_SLAB = 64 * 1024;
 const captured: { resolve?: (a: Uint8Array) => void; reject?: (e: unknown) => void } = {};
 const capture = (resolve: (a: Uint8Array) => void, reject: (e: unknown) => void): void => {
   captured.resolve = resolve;
@@ -400,6 +406,15 @@ export class DedupService {
     limitsOf = (s) => s.#limits;
   }
 
+  /**
+   * Where one-key calls hash to: 16-byte slices of a shared buffer, handed out in turn and never
+   * reused (a new buffer once it is used up; the old one is collected with its last call's
+   * views). A fresh 16-byte array per call needed a buffer of its own, a malloc, as soon as its
+   * Uint32Array and DataView views were made: about half of that call's hashing time.
+   */
+  private oneSlab = new ArrayBuffer(ONE_SLAB);
+  private oneAt = 0;
+
   /** Dedup's per-key rules, in the form checkKeys applies them (built once from the options). */
   readonly #limits: KeyLimits;
 
@@ -458,7 +473,8 @@ export class DedupService {
     const co = this.coalescer!;
     const first = items[0]!;
     if (items.length === 1) {
-      this.run(first.keys, first.digests, first.window, first.ms).then(
+      // a one-key call is settled by the store's reply itself (runOne), else through run's promise
+      this.run(first.keys, first.digests, first.window, first.ms, undefined, first, co)?.then(
         (a) => {
           co.done();
           first.resolve(a);
@@ -524,7 +540,13 @@ export class DedupService {
    * gets one of its own, so the store can resend a command whose reply was lost (and the caller can
    * retry with details.requestId of the rejection).
    */
-  private run(keys: CheckedKeys, digests: Uint8Array | undefined, window: string, ms: number, requestId?: string): Promise<Uint8Array> {
+  private run(keys: CheckedKeys, digests: Uint8Array | undefined, window: string, ms: number, requestId?: string): Promise<Uint8Array>;
+  /**
+   * With `call`: undefined when the one-key path took the batch and settles `call` itself (after
+   * `co.done()`); otherwise the promise, as without it.
+   */
+  private run(keys: CheckedKeys, digests: Uint8Array | undefined, window: string, ms: number, requestId: undefined, call: OneCall, co: Coalescer<PendingCall>): Promise<Uint8Array> | undefined;
+  private run(keys: CheckedKeys, digests: Uint8Array | undefined, window: string, ms: number, requestId?: string, call?: OneCall, co?: Coalescer<PendingCall>): Promise<Uint8Array> | undefined {
     const n = keys.count;
     const redis = this.store.kind === 'redis';
     if (redis) {
@@ -550,8 +572,14 @@ export class DedupService {
     // caller one microtask turn sooner, which a one-key call's latency shows
     let p: Promise<Uint8Array>;
     try {
-      const one = n === 1 && requestId === undefined && redis ? this.runOne(keys, digests, window, ms, end) : undefined;
-      if (one !== undefined) return one;
+      if (n === 1 && requestId === undefined && redis) {
+        if (call !== undefined) {
+          if (this.runOne(keys, digests, window, ms, end, call, co)) return undefined;
+        } else {
+          const own = new Promise<Uint8Array>(capture);
+          if (this.runOne(keys, digests, window, ms, end, { resolve: captured.resolve!, reject: captured.reject! }, undefined)) return own;
+        }
+      }
       p = this.runIn(keys, digests, window, ms, requestId, callers);
     } catch (err) {
       p = Promise.reject(err);
@@ -572,18 +600,29 @@ export class DedupService {
    * A one-key batch on Redis without a request id (fail-open) whose window's bucket count is
    * known: what runKnown, submit and send do for it, in the same order (the cache, the pending-key
    * tracker, the store, the journal when the store fails), without their per-batch arrays,
-   * closures and promise turns, which were most of a sequential one-key caller's JS time.
-   * Undefined, with nothing done, when runIn must take it (the key is in flight in an earlier
-   * batch, the connection is not ready, the table's count is not at hand).
+   * closures and promise turns, which were most of a sequential one-key caller's JS time. It
+   * settles `call` itself, from the store's reply, after run()'s bookkeeping (`end`) and
+   * `co.done()`. False, with nothing done, when runIn must take it (the key is in flight in an
+   * earlier batch, the connection is not ready, the table's count is not at hand).
    */
-  private runOne(keys: CheckedKeys, given: Uint8Array | undefined, window: string, ms: number, end: () => void): Promise<Uint8Array> | undefined {
+  private runOne(keys: CheckedKeys, given: Uint8Array | undefined, window: string, ms: number, end: () => void, call: OneCall, co: Coalescer<PendingCall> | undefined): boolean {
     const store = this.store;
-    if (!(store instanceof RedisStore) || this.bucketsGate !== undefined) return undefined;
+    if (!(store instanceof RedisStore) || this.bucketsGate !== undefined) return false;
     const buckets = this.bucketsByWindow.get(window);
-    if (buckets === undefined) return undefined;
+    if (buckets === undefined) return false;
     const o = this.options;
-    let digests = o.secret === undefined ? (given ?? digests128(keys, 0)) : digestKeys(keys.keys, o.secret);
-    if (digests.byteOffset % 4 !== 0) digests = digests.slice();
+    let digests: Uint8Array;
+    if (o.secret === undefined && given === undefined) {
+      if (this.oneAt === ONE_SLAB) {
+        this.oneSlab = new ArrayBuffer(ONE_SLAB);
+        this.oneAt = 0;
+      }
+      digests = digests128(keys, 0, new Uint8Array(this.oneSlab, this.oneAt, 16));
+      this.oneAt += 16;
+    } else {
+      digests = o.secret === undefined ? given! : digestKeys(keys.keys, o.secret);
+      if (digests.byteOffset % 4 !== 0) digests = digests.slice();
+    }
     const d32 = new Uint32Array(digests.buffer, digests.byteOffset, 4);
     const cache = this.cacheFor(window, ms);
     const gen = this.cacheToken(window);
@@ -591,57 +630,74 @@ export class DedupService {
     if (cache !== undefined && cache.has(d32, 0)) {
       this.counters.cacheHits++;
       end();
-      return Promise.resolve(out);
+      co?.done();
+      call.resolve(out);
+      return true;
     }
     const tracker = this.pendingOf(window);
     const rec = tracker.begin();
     if (!tracker.deferClaims(rec, d32, FIRST, 1) && tracker.claim(d32, 0, rec, 0) !== undefined) {
       tracker.end(rec, NOT_ANSWERED);
-      return undefined;
+      return false;
     }
     const dv = new DataView(digests.buffer, digests.byteOffset, 16);
     const compact = o.layout === 'compact';
     const batch: StoreBatch = {
       window, layout: o.layout, buckets, groupBuckets: NO_GROUPS, groupKeys: NO_KEYS, starts: NO_GROUPS,
-      bucket: bucketsOfDigests(digests, o.layout, buckets), count: 1,
+      bucket: bucketsOfDigests(digests, o.layout, buckets, undefined, dv), count: 1,
       member: compact ? () => compactMember(digests, 0, dv) : () => setsMember(keys.keys, 0),
       digests, idx: FIRST,
     };
     if (compact) batch.compact = { dv, idx: FIRST };
+    // settles the caller with the store's error (and, like finish, never throws)
+    const failed = (e: unknown, answered: boolean): void => {
+      let bug: unknown;
+      try {
+        tracker.end(rec, answered ? ANSWERED : NOT_ANSWERED);
+      } catch (b) {
+        bug = b;
+      }
+      end();
+      co?.done();
+      call.reject(bug ?? e);
+    };
+    // settles the caller; runs from the reply's read, so it must not throw
+    const finish = (): void => {
+      let bug: unknown;
+      try {
+        this.counters.firstSeen += out[0]!;
+        tracker.end(rec, ANSWERED);
+        // the cache may have moved to a newer window (or been purged) while the store answered
+        if (cache !== undefined && this.cacheGen === gen) cache.add(d32, 0);
+      } catch (e) {
+        bug = e;
+      }
+      end();
+      co?.done();
+      if (bug === undefined) call.resolve(out);
+      else call.reject(bug);
+    };
     // the store writes the answer straight into the caller's array
-    const sent = store.addOne(batch, out);
-    if (sent === undefined) {
+    const sent = store.addOne(batch, out, (err) => {
+      if (err === undefined) {
+        finish();
+        return;
+      }
+      if (!(err instanceof StoreBatchError)) {
+        failed(err, false);
+        return;
+      }
+      this.counters.storeErrors++;
+      this.onStoreFailure(err, batch, out, FIRST, FIRST, d32, out, this.cacheGen === gen ? cache : undefined, 1).then(finish, (e: unknown) => failed(e, err.done[0] === 1));
+    });
+    if (!sent) {
       tracker.end(rec, NOT_ANSWERED);
-      return undefined;
+      return false;
     }
     if (cache?.prefaultDue === true) process.nextTick(prefault, cache, 1);
     this.counters.batches++;
     this.counters.storeKeys++;
-    // run()'s bookkeeping (end) is done here: one promise turn less on the way to the caller
-    const finish = (): Uint8Array => {
-      this.counters.firstSeen += out[0]!;
-      tracker.end(rec, ANSWERED);
-      // the cache may have moved to a newer window (or been purged) while the store answered
-      if (cache !== undefined && this.cacheGen === gen) cache.add(d32, 0);
-      end();
-      return out;
-    };
-    return sent.then(finish, async (err: unknown) => {
-      if (!(err instanceof StoreBatchError)) {
-        tracker.end(rec, NOT_ANSWERED);
-        end();
-        throw err;
-      }
-      this.counters.storeErrors++;
-      try {
-        await this.onStoreFailure(err, batch, out, FIRST, FIRST, d32, out, this.cacheGen === gen ? cache : undefined, 1);
-      } catch (e) {
-        tracker.end(rec, err.done[0] === 1 ? ANSWERED : NOT_ANSWERED);
-        end();
-        throw e;
-      }
-      return finish();
-    });
+    return true;
   }
 
   /** A batch of one window: at once when its bucket count is known, else after the runs before it learnt it. */

@@ -138,9 +138,9 @@ export function hashChecked(batch: CheckedKeys, options: HashBatchOptions = {}):
   return hashInto(batch, o.kind, o.seed, o.size, options.out);
 }
 
-/** murmur3_128 digests (16 B per key) of a validated batch: the internal hot path, no options object. */
-export function digests128(batch: CheckedKeys, seed: number): Uint8Array {
-  return hashInto(batch, BatchKind.Murmur128, seed, 16, undefined);
+/** murmur3_128 digests (16 B per key) of a validated batch: the internal hot path, no options object. `out`: where they go (exactly 16 B per key). */
+export function digests128(batch: CheckedKeys, seed: number, out?: Uint8Array): Uint8Array {
+  return hashInto(batch, BatchKind.Murmur128, seed, 16, out);
 }
 
 function batchOptions(options: HashBatchOptions): { kind: BatchKind; seed: number; size: number } {

@@ -25,8 +25,14 @@ export class OutcomeUnknownError extends Error {
   }
 }
 
+const RESOLVED = Promise.resolve();
+const NOOP = (): void => undefined;
+
 interface Entry {
-  send: () => Promise<unknown>;
+  /** Sends the command: a promise of its reply, or (runWith) through the two callbacks. */
+  send: (ok: () => void, fail: (e: unknown) => void) => Promise<unknown> | void;
+  /** Set by runWith: resolve and reject are the caller's callbacks, run synchronously. */
+  direct: boolean;
   /** Its share of the lane (see InFlightLimit's `unit`). */
   weight: number;
   resolve: (v: unknown) => void;
@@ -84,10 +90,27 @@ export class InFlightLimit {
         reject(new NotSentError(`the Redis connection stalled (no reply within ${this.timeoutMs} ms)`));
         return;
       }
-      const e: Entry = { send, weight: Math.min(this.unit, Math.max(1, weight)), resolve: resolve as (v: unknown) => void, reject, done: false };
+      const e: Entry = { send, direct: false, weight: Math.min(this.unit, Math.max(1, weight)), resolve: resolve as (v: unknown) => void, reject, done: false };
       if (this.queued === 0 && this.fits(e)) this.start(e);
       else this.waiting.push(e);
     });
+  }
+
+  /**
+   * run() with callbacks, for a one-key call that settles its caller from them instead of
+   * through a promise per layer. `send` reports through its two arguments (a pipe's sendWith);
+   * `resolve` and `reject` run when the lane settles the command, never before runWith returns,
+   * and must not throw.
+   */
+  runWith(send: (ok: () => void, fail: (e: unknown) => void) => void, weight: number, resolve: () => void, reject: (e: unknown) => void): void {
+    if (this.stalled) {
+      const err = new NotSentError(`the Redis connection stalled (no reply within ${this.timeoutMs} ms)`);
+      RESOLVED.then(() => reject(err));
+      return;
+    }
+    const e: Entry = { send, direct: true, weight: Math.min(this.unit, Math.max(1, weight)), resolve, reject, done: false };
+    if (this.queued === 0 && this.fits(e)) this.start(e);
+    else this.waiting.push(e);
   }
 
   /** Whether `e` has room (one always has on an idle lane: its weight is at most a unit). */
@@ -123,9 +146,20 @@ export class InFlightLimit {
       this.headSince = performance.now();
       this.arm(this.timeoutMs);
     }
+    if (e.direct) {
+      try {
+        e.send(
+          () => this.settle(e, false, undefined),
+          (err: unknown) => this.settle(e, true, err),
+        );
+      } catch (err) {
+        RESOLVED.then(() => this.settle(e, true, err));
+      }
+      return;
+    }
     let p: Promise<unknown>;
     try {
-      p = e.send();
+      p = e.send(NOOP, NOOP) as Promise<unknown>;
     } catch (err) {
       p = Promise.reject(err);
     }
@@ -163,7 +197,9 @@ export class InFlightLimit {
   private fail(e: Entry, err: unknown): void {
     if (e.done) return;
     e.done = true;
-    e.reject(err);
+    // a runWith caller's callback may send again: not from inside a stall or a connection loss
+    if (e.direct) RESOLVED.then(() => e.reject(err));
+    else e.reject(err);
   }
 
   private settle(e: Entry, failed: boolean, v: unknown): void {
@@ -172,11 +208,6 @@ export class InFlightLimit {
     if (i === 0) f.shift();
     else if (i > 0) f.splice(i, 1);
     if (i >= 0) this.flyingWeight -= e.weight;
-    if (!e.done) {
-      e.done = true;
-      if (failed) e.reject(v);
-      else e.resolve(v);
-    }
     // an idle lane leaves its watchdog to fire once and lapse (cheaper than clearing it per reply)
     if (f.length === 0) this.stalled = false;
     // the next command's predecessors all answered: Redis can start on it now
@@ -185,6 +216,13 @@ export class InFlightLimit {
       this.arm(this.timeoutMs);
     }
     this.pump();
+    // last: a runWith callback runs synchronously and may send again, on a lane already settled
+    // (a promise's reactions ran after pump() anyway)
+    if (!e.done) {
+      e.done = true;
+      if (failed) e.reject(v);
+      else e.resolve(v);
+    }
   }
 
   private pump(): void {
