@@ -18,10 +18,11 @@ export interface Instance {
   kill(): void;
 }
 
-export async function startInstance(childFile: string, url: string, channel: string, blacklistTable?: string, replay = false): Promise<Instance> {
+/** `zookeeper`: the HBase quorum a blacklist instance connects to (default: the HBASE_ZK it inherits). */
+export async function startInstance(childFile: string, url: string, channel: string, blacklistTable?: string, replay = false, zookeeper?: string): Promise<Instance> {
   const proc = fork(childFile, [url, channel, blacklistTable ?? ''], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    env: { ...process.env, HG_BUS_REPLAY: replay ? '1' : '' },
+    env: { ...process.env, HG_BUS_REPLAY: replay ? '1' : '', ...(zookeeper !== undefined ? { HBASE_ZK: zookeeper } : {}) },
   });
   const evicted: Evicted[] = [];
   const resyncs: number[] = [];
