@@ -479,12 +479,6 @@ export class RedisWriter {
     const wt = this.growth.window(src.base, src.layout, src.buckets, limit);
     const t = src.bucket[0]!;
     if (!wt.knows(t)) return false;
-    const each = (): void => {
-      this.addEach(src, answers, status).then(
-        (res) => done(res.error === undefined ? undefined : failure(res)),
-        (err: unknown) => done(err instanceof Error ? err : new Error(String(err))),
-      );
-    };
     let w: SaddBuffer;
     if (wt.compact) {
       if (wt.splitOf(t) !== undefined) return false;
@@ -492,6 +486,7 @@ export class RedisWriter {
       const due = wt.prepare(ONE_TABLE, 1);
       // a split the member's table needs first: addEach waits for it (prepare() finds it running)
       if (due !== undefined) {
+        const each = (): void => this.eachDone(src, answers, status, failure, done);
         due.then(each, each);
         return true;
       }
@@ -519,7 +514,7 @@ export class RedisWriter {
         w.release();
         if (sink.stale) {
           wt.stale(t);
-          wt.read([t], true)!.then(each, (err: unknown) => {
+          wt.read([t], true)!.then(() => this.eachDone(src, answers, status, failure, done), (err: unknown) => {
             status[0] = MemberStatus.NotApplied;
             done(failure({ added: 0, error: err, unknown: false }));
           });
@@ -545,6 +540,14 @@ export class RedisWriter {
       },
     );
     return true;
+  }
+
+  /** addOne's way out to addEach (a split due first, or a WRONGTYPE): its result through `done`. */
+  private eachDone(src: MemberSource, answers: Uint8Array, status: Uint8Array, failure: (res: EachResult) => Error, done: (err: Error | undefined) => void): void {
+    this.addEach(src, answers, status).then(
+      (res) => done(res.error === undefined ? undefined : failure(res)),
+      (err: unknown) => done(err instanceof Error ? err : new Error(String(err))),
+    );
   }
 
   /**

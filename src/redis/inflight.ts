@@ -26,13 +26,12 @@ export class OutcomeUnknownError extends Error {
 }
 
 const RESOLVED = Promise.resolve();
-const NOOP = (): void => undefined;
 
 interface Entry {
-  /** Sends the command: a promise of its reply, or (runWith) through the two callbacks. */
-  send: (ok: () => void, fail: (e: unknown) => void) => Promise<unknown> | void;
-  /** Set by runWith: resolve and reject are the caller's callbacks, run synchronously. */
-  direct: boolean;
+  /** Sends the command (run): a promise of its reply. */
+  send: (() => Promise<unknown>) | undefined;
+  /** Sends the command (runWith): it reports through the two callbacks; resolve and reject are then the caller's, run synchronously. */
+  sendWith: ((ok: () => void, fail: (e: unknown) => void) => void) | undefined;
   /** Its share of the lane (see InFlightLimit's `unit`). */
   weight: number;
   resolve: (v: unknown) => void;
@@ -90,7 +89,7 @@ export class InFlightLimit {
         reject(new NotSentError(`the Redis connection stalled (no reply within ${this.timeoutMs} ms)`));
         return;
       }
-      const e: Entry = { send, direct: false, weight: Math.min(this.unit, Math.max(1, weight)), resolve: resolve as (v: unknown) => void, reject, done: false };
+      const e: Entry = { send, sendWith: undefined, weight: Math.min(this.unit, Math.max(1, weight)), resolve: resolve as (v: unknown) => void, reject, done: false };
       if (this.queued === 0 && this.fits(e)) this.start(e);
       else this.waiting.push(e);
     });
@@ -108,7 +107,7 @@ export class InFlightLimit {
       RESOLVED.then(() => reject(err));
       return;
     }
-    const e: Entry = { send, direct: true, weight: Math.min(this.unit, Math.max(1, weight)), resolve, reject, done: false };
+    const e: Entry = { send: undefined, sendWith: send, weight: Math.min(this.unit, Math.max(1, weight)), resolve, reject, done: false };
     if (this.queued === 0 && this.fits(e)) this.start(e);
     else this.waiting.push(e);
   }
@@ -146,9 +145,9 @@ export class InFlightLimit {
       this.headSince = performance.now();
       this.arm(this.timeoutMs);
     }
-    if (e.direct) {
+    if (e.sendWith !== undefined) {
       try {
-        e.send(
+        e.sendWith(
           () => this.settle(e, false, undefined),
           (err: unknown) => this.settle(e, true, err),
         );
@@ -159,7 +158,7 @@ export class InFlightLimit {
     }
     let p: Promise<unknown>;
     try {
-      p = e.send(NOOP, NOOP) as Promise<unknown>;
+      p = e.send!();
     } catch (err) {
       p = Promise.reject(err);
     }
@@ -198,7 +197,7 @@ export class InFlightLimit {
     if (e.done) return;
     e.done = true;
     // a runWith caller's callback may send again: not from inside a stall or a connection loss
-    if (e.direct) RESOLVED.then(() => e.reject(err));
+    if (e.sendWith !== undefined) RESOLVED.then(() => e.reject(err));
     else e.reject(err);
   }
 
