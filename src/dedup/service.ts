@@ -211,10 +211,11 @@ function addSeenLater(svc: DedupService, cache: SeenCache, gen: number, d32: Uin
 }
 let cacheGenOf: (s: DedupService) => number;
 
-// One shared executor instead of a closure per call: new Promise() runs it synchronously, so the
-// functions it captures are read back before any other call can overwrite them.
 /** Bytes of a buffer one-key calls' digests are cut from (runOne): 4,096 calls' worth. */
 const ONE_SLAB = 64 * 1024;
+
+// One shared executor instead of a closure per call: new Promise() runs it synchronously, so the
+// functions it captures are read back before any other call can overwrite them.
 const captured: { resolve?: (a: Uint8Array) => void; reject?: (e: unknown) => void } = {};
 const capture = (resolve: (a: Uint8Array) => void, reject: (e: unknown) => void): void => {
   captured.resolve = resolve;
