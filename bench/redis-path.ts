@@ -64,6 +64,31 @@ const redisCpuUs = async (r: Redis): Promise<number> => {
   return (f('used_cpu_user') + f('used_cpu_sys')) * 1e6;
 };
 
+const persistence = async (r: Redis, k: string): Promise<number> => Number(new RegExp(`^${k}:(\\d+)`, 'm').exec(await r.info('persistence'))?.[1] ?? NaN);
+
+/** Resolves once no AOF rewrite is running or scheduled. */
+async function rewriteDone(r: Redis): Promise<void> {
+  while ((await persistence(r, 'aof_rewrite_in_progress')) === 1 || (await persistence(r, 'aof_rewrite_scheduled')) === 1) await new Promise((f) => setTimeout(f, 50));
+}
+
+/**
+ * The state every pass starts from: an empty dataset and, with AOF on, a just-rewritten (so
+ * nearly empty) AOF. Redis rewrites its AOF once the file has grown past 64 MB and doubled since
+ * the last rewrite; a million keys append about 60 MB, so without this a rewrite made due by the
+ * passes before forked at a random point of a later pass, whichever implementation ran it, and
+ * its child held one of the two cores. A rewrite that a pass's own appends make due still falls in
+ * that pass (aofRewrites reports them).
+ */
+async function freshPass(r: Redis, aof: boolean): Promise<void> {
+  await r.flushall();
+  if (aof) {
+    await rewriteDone(r);
+    await r.bgrewriteaof();
+    await rewriteDone(r);
+  }
+  await r.config('RESETSTAT');
+}
+
 /** Microseconds redis-server spent inside each command since the last CONFIG RESETSTAT (INFO commandstats). */
 const commandUs = async (r: Redis): Promise<Map<string, number>> => {
   const m = new Map<string, number>();
@@ -215,6 +240,9 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         const got: ChildResult[][] = impls.map(() => []);
         // per pass, where its Redis CPU went
         const partsOf: Array<Array<Record<string, number> | undefined>> = impls.map(() => []);
+        // per pass, the AOF rewrites its own appends made due (AOF rows; repeat traffic's passes also
+        // hold their untimed first writes)
+        const rewritesOf: number[][] = impls.map(() => []);
         const wrong: (string | undefined)[] = impls.map(() => undefined);
         let where: { window: string; buckets: number } | undefined;
         // the SADDs hashgate sends for these keys, once its first pass said where they go
@@ -232,8 +260,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
               if (where === undefined) continue;
               starts ??= saddFeed(feed, makeKeys(def.keys, 'A', 11), where.window, where.buckets);
             }
-            await admin.flushall();
-            await admin.config('RESETSTAT');
+            await freshPass(admin, def.aof);
             const r = await runChild(child, {
               path: def.path, impl: impls[i]!.impl as Spec['impl'], url: srv.url, keys: def.keys, seed: 11, prefix: PREFIX,
               journalDir: jdir, batch: def.batch ?? BATCH, mark: MARK, ...(floor ? { feed } : {}),
@@ -246,6 +273,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
             if (r.window !== undefined && r.buckets !== undefined) where = { window: r.window, buckets: r.buckets };
             got[i]!.push(r);
             partsOf[i]!.push(redisCpuParts(def.path, await commandUs(admin), r.redisCpuUs, r.keys));
+            if (def.aof && def.path !== 'repeat') rewritesOf[i]!.push(await persistence(admin, 'aof_rewrites'));
             console.log(
               `[redis-path] ${name} | ${impls[i]!.label}: ${Math.round(r.keys / r.secs / 1000)}k keys/s, node ${(r.nodeCpuUs / r.keys).toFixed(2)} us/key ` +
                 `(main thread ${(r.mainCpuUs / r.keys).toFixed(2)}; second half ${(r.lateNodeCpuUs / r.lateKeys).toFixed(2)}, its main thread ${(r.lateMainCpuUs / r.lateKeys).toFixed(2)}), ` +
@@ -292,6 +320,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
             extra['redisInSplitsUsPerKey'] = at('splits');
             extra['redisOtherUsPerKey'] = at('other');
           }
+          if (rewritesOf[i]!.length > 0) extra['aofRewrites'] = Math.max(...rewritesOf[i]!);
           Object.assign(extra, {
             p50Us: round(mid((r) => r.p50Us), 1),
             p99Us: round(mid((r) => r.p99Us), 1),
@@ -320,8 +349,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
             const runs: { secs: number; cpu: number; parts: Record<string, number> | undefined }[] = [];
             let bad: string | undefined;
             for (let pass = 0; pass < passes && bad === undefined; pass++) {
-              await admin.flushall();
-              await admin.config('RESETSTAT');
+              await freshPass(admin, def.aof);
               const c0 = await redisCpuUs(admin);
               const p = await feedOnce();
               const c1 = await redisCpuUs(admin);
@@ -423,7 +451,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   }
   s.note(
     `Each run is a fresh Node process (a fresh gate with default options but its journal directory; HashGate.open as a user calls it) on all-new keys ` +
-      `(Chinese name + 18-digit ID) against a flushed private redis-server; ${passes} passes (5 for one-key calls, sequential and 256 callers), hashgate, the peer and (10k-key batches) the client-side floor alternating; a row is the median pass (min..max shown). ` +
+      `(Chinese name + 18-digit ID) against a flushed private redis-server (AOF rows: its AOF just rewritten, so every pass starts from the same nearly empty file; aofRewrites is the most rewrites one pass's own appends made due, Redis rewriting once the file passed 64 MB and doubled); ${passes} passes (5 for one-key calls, sequential and 256 callers), hashgate, the peer and (10k-key batches) the client-side floor alternating; a row is the median pass (min..max shown). ` +
       `first200kKeysPerSec: the rate over the run's first ${MARK} keys (JIT warm-up and the first connection included).`,
   );
   s.note(
