@@ -66,9 +66,13 @@ const redisCpuUs = async (r: Redis): Promise<number> => {
 
 const persistence = async (r: Redis, k: string): Promise<number> => Number(new RegExp(`^${k}:(\\d+)`, 'm').exec(await r.info('persistence'))?.[1] ?? NaN);
 
-/** Resolves once no AOF rewrite is running or scheduled. */
+/** Resolves once no AOF rewrite is running or scheduled; rejects after two minutes of waiting. */
 async function rewriteDone(r: Redis): Promise<void> {
-  while ((await persistence(r, 'aof_rewrite_in_progress')) === 1 || (await persistence(r, 'aof_rewrite_scheduled')) === 1) await new Promise((f) => setTimeout(f, 50));
+  const until = Date.now() + 120_000;
+  while ((await persistence(r, 'aof_rewrite_in_progress')) === 1 || (await persistence(r, 'aof_rewrite_scheduled')) === 1) {
+    if (Date.now() > until) throw new Error('the private redis-server did not finish its AOF rewrite within 2 minutes');
+    await new Promise((f) => setTimeout(f, 50));
+  }
 }
 
 /**
