@@ -244,8 +244,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         const got: ChildResult[][] = impls.map(() => []);
         // per pass, where its Redis CPU went
         const partsOf: Array<Array<Record<string, number> | undefined>> = impls.map(() => []);
-        // per pass, the AOF rewrites its own appends made due (AOF rows; repeat traffic's passes also
-        // hold their untimed first writes)
+        // per pass, the AOF rewrites its own appends made due (AOF rows, but for repeat traffic, whose
+        // passes also hold their untimed first writes)
         const rewritesOf: number[][] = impls.map(() => []);
         const wrong: (string | undefined)[] = impls.map(() => undefined);
         let where: { window: string; buckets: number } | undefined;
