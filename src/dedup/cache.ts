@@ -25,6 +25,7 @@ const GROWTH = 4;
 
 /** Words of a 4 KiB page: the prefault touches one word per page of the next table. */
 const PAGE_WORDS = 1024;
+const PAGE_SHARE = 1 / PAGE_WORDS;
 
 /**
  * Share of the adds between two growths by which the next table is all faulted in: the rest is
@@ -68,7 +69,7 @@ export class SeenCache {
   /** The tables the next growth moves into, made by prefault() (undefined until then). */
   private nextWords: Uint32Array | undefined;
   private nextTags: Uint32Array | undefined;
-  /** Pages of the next tables touched so far (those of nextWords, then those of nextTags). */
+  /** Pages of nextWords touched so far (with them, the pages of nextTags at a sixteenth the rate). */
   private touched = 0;
   /** False once the table is at its full size or the next one is all faulted in. */
   private due = true;
@@ -181,8 +182,8 @@ export class SeenCache {
    * it replaced an entry. The other ways age by one.
    */
   private put(words: Uint32Array, tags: Uint32Array, set: number, tag: number, w0: number, w1: number, w2: number, w3: number): boolean {
+    if (this.ways === WAYS) return SeenCache.put4(words, tags, set, tag, w0, w1, w2, w3);
     const tagWord = tags[set]!;
-    if (this.ways === WAYS) return SeenCache.put4(words, tags, set, tagWord, tag, w0, w1, w2, w3);
     const last = this.ways - 1;
     let v = -1;
     let oldest = 0;
@@ -215,7 +216,11 @@ export class SeenCache {
    * Bit tricks over the tag word's four bytes: the lowest empty way, else the way of age 3 (the
    * oldest of four), and every used way aged by one.
    */
-  private static put4(words: Uint32Array, tags: Uint32Array, set: number, tagWord: number, tag: number, w0: number, w1: number, w2: number, w3: number): boolean {
+  private static put4(words: Uint32Array, tags: Uint32Array, set: number, tag: number, w0: number, w1: number, w2: number, w3: number): boolean {
+    // Read here, not passed in: a word past 2^30 (way 3 no longer the youngest) is no small
+    // integer once passed, and the first one met a compiled put4 that expected one and sent it
+    // back to the interpreter. Read from the array, it is a 32-bit word to the compiler.
+    const tagWord = tags[set]!;
     // 0x80 in each empty byte (exact for the lowest one, which is the one taken)
     const empty = (tagWord - 0x01010101) & ~tagWord & 0x80808080;
     // 0x80 in the byte whose age bits are both set
@@ -282,16 +287,22 @@ export class SeenCache {
     const sets = Math.min(this.maxSets, this.sets * GROWTH);
     const words = (this.nextWords ??= new Uint32Array(sets * WAYS * 4));
     const tags = (this.nextTags ??= new Uint32Array(sets));
-    const wordPages = Math.ceil(words.length / PAGE_WORDS);
-    const total = wordPages + Math.ceil(tags.length / PAGE_WORDS);
-    const span = Math.max(1, (Math.ceil((this.sets * this.ways) / 8) - this.grownAt) * PREFAULT_LEAD);
-    const end = Math.max(this.touched, Math.min(total, Math.ceil((total * (this.size + keys - this.grownAt)) / span)));
+    // Products with fractions, not one integer over another: the optimizer takes such a quotient
+    // for an integer division when the sizes so far divided evenly, and compiled this again when
+    // the last growth step (to a size the cache's byte limit sets) first left a remainder.
+    const pages = Math.ceil(words.length * PAGE_SHARE);
+    const span = Math.max(1, (Math.ceil(this.sets * this.ways * 0.125) - this.grownAt) * PREFAULT_LEAD);
+    const perAdd = pages / span;
+    const end = Math.max(this.touched, Math.min(pages, Math.ceil(perAdd * (this.size + keys - this.grownAt))));
+    // Page q of the words and page q / 16 of the tags (a sixteenth the size) in one step, so the
+    // loop runs the same code from its first call: the words' pages and then the tags' met the
+    // second branch only near the end of a growth, long after this was optimized.
     for (let q = this.touched; q < end; q++) {
-      if (q < wordPages) words[q * PAGE_WORDS] = 0;
-      else tags[(q - wordPages) * PAGE_WORDS] = 0;
+      words[q * PAGE_WORDS] = 0;
+      tags[(q >>> 4) * PAGE_WORDS] = 0;
     }
     this.touched = end;
-    this.due = end < total;
+    this.due = end < pages;
   }
 
   /** Whether prefault() has pages left to touch (callers skip scheduling it otherwise). */

@@ -213,6 +213,14 @@ let cacheGenOf: (s: DedupService) => number;
 
 /** Bytes of a buffer one-key calls' digests are cut from (runOne): 4,096 calls' worth. */
 const ONE_SLAB = 64 * 1024;
+/**
+ * Bytes of the first such buffer: 64 calls' worth. The call that uses a buffer up makes the next
+ * one; with a first buffer this small, that happens while the path still runs unoptimized code
+ * and records what it meets, and the optimized path has the buffer's construction in it. With
+ * every buffer full size, the 4,097th call met that construction for the first time in optimized
+ * code, which threw the whole path back to the interpreter and compiled it again.
+ */
+const FIRST_ONE_SLAB = 1024;
 
 // One shared executor instead of a closure per call: new Promise() runs it synchronously, so the
 // functions it captures are read back before any other call can overwrite them.
@@ -413,7 +421,7 @@ export class DedupService {
    * views). A fresh 16-byte array per call needed a buffer of its own, a malloc, as soon as its
    * Uint32Array and DataView views were made: about half of that call's hashing time.
    */
-  private oneSlab = new ArrayBuffer(ONE_SLAB);
+  private oneSlab = new ArrayBuffer(FIRST_ONE_SLAB);
   private oneAt = 0;
 
   /** Dedup's per-key rules, in the form checkKeys applies them (built once from the options). */
@@ -614,7 +622,7 @@ export class DedupService {
     const o = this.options;
     let digests: Uint8Array;
     if (o.secret === undefined && given === undefined) {
-      if (this.oneAt === ONE_SLAB) {
+      if (this.oneAt === this.oneSlab.byteLength) {
         this.oneSlab = new ArrayBuffer(ONE_SLAB);
         this.oneAt = 0;
       }
