@@ -77,7 +77,7 @@ async function rewriteDone(r: Redis): Promise<void> {
 
 /**
  * The state every pass starts from: an empty dataset and, with AOF on, a just-rewritten (so
- * nearly empty) AOF. Without it the AOF grew across passes (a million keys append about 60 MB)
+ * nearly empty) AOF. Without it the AOF grew across passes (a million keys append 66-82 MB)
  * and a rewrite made due by the passes before forked at a random point of a later pass,
  * whichever implementation ran it.
  */
@@ -226,12 +226,13 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     for (const def of defs) {
       if (only !== undefined && !only.includes(def.path)) continue;
       // No automatic AOF rewrite (freshPass rewrites between passes): Redis starts one once the
-      // file passed 64 MB, and a million keys of hashgate append about 66 MB against the peer's
-      // 60 MB, so hashgate's passes each ended with a rewrite (a fork, copy-on-write faults, its
-      // child on one of the two cores) and the peer's never did: 4 pairs of hashgate passes, 10k
-      // batches, were 2-19% slower with it (median 3.5%) and 0.08-0.3 us/key dearer in Redis CPU.
-      // In a service the rewrites are shared out over all its keys by AOF bytes and dataset size,
-      // which one bounded pass cannot reproduce: aofBytesPerKey reports the bytes instead.
+      // file passed 64 MiB (67 MB), and a million keys of hashgate append about 82 MB (its SADDs
+      // and the split scripts' RESTOREs) against the peer's 66 MB, so each hashgate pass held a
+      // rewrite (a fork, copy-on-write faults, its child on one of the two cores) and no peer
+      // pass did: 4 pairs of hashgate passes, 10k batches, were 2-19% slower with it (median
+      // 3.5%) and 0.08-0.3 us/key dearer in Redis CPU. A service shares its rewrites over all
+      // its keys by AOF bytes and dataset size, which one bounded pass cannot reproduce:
+      // aofBytesPerKey reports the bytes instead.
       const aofArgs = ['--appendonly', 'yes', '--appendfsync', 'everysec', '--auto-aof-rewrite-percentage', '0'];
       const srv: BenchRedis | undefined = await startBenchRedis(`rpath-${def.path}`, def.aof ? aofArgs : []);
       if (srv === undefined) {
