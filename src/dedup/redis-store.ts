@@ -19,6 +19,8 @@ import { RedisWriter, MemberStatus, type EachResult, type MemberSource } from '.
 import { TableGrowth, intsetLimitOf } from './tables.js';
 import { StoreBatchError, type DedupStore, type StoreBatch } from './store.js';
 
+const NO_TABLES = new Uint32Array(0);
+
 const yieldToLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 /** How the store paces its dedup commands (see the dedup.* options of the same names). */
@@ -186,6 +188,17 @@ export class RedisStore implements DedupStore {
       throw new HashGateError(ErrorCodes.STORE_UNAVAILABLE, `Redis connection is ${why}`, { cause: this.lastError });
     }
     return resolveWindowBuckets(this.redis, this.prefix, window, layout, configured, record);
+  }
+
+  /**
+   * Makes ready what the first write of `window` would otherwise wait for: the server's intset
+   * limit, the window's table counts (read whole, as a first write reads them) and the store's own
+   * connections. Rejects with the first failure; whatever is not ready then is done by the first
+   * write, as without this.
+   */
+  async warm(window: string, layout: Layout, buckets: number): Promise<void> {
+    const wt = this.growth.window(this.baseOf(window), layout, buckets, await this.intsetLimit());
+    await Promise.all([wt.read(NO_TABLES), this.router.connectAll()]);
   }
 
   async addBatch(b: StoreBatch, answers: Uint8Array): Promise<void> {

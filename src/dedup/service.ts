@@ -1065,7 +1065,9 @@ export class DedupService {
 
   /**
    * Waits for the first Redis connection (HashGate.open() calls it unless dedup.lazyConnect).
-   * Rejects with HG_ERR_STORE_UNAVAILABLE after dedup.connectTimeoutMs.
+   * Rejects with HG_ERR_STORE_UNAVAILABLE after dedup.connectTimeoutMs. Then readies the current
+   * window for the first call: records its bucket count if no writer has, reads its table counts
+   * and connects the store's own pipes.
    */
   async connect(): Promise<void> {
     if (!(this.store instanceof RedisStore)) return;
@@ -1079,6 +1081,12 @@ export class DedupService {
         { cause, details: { option: 'dedup.connectTimeoutMs', status: this.store.status } },
       );
     }
+    // The current window's bucket count, table counts and the store's pipes, read and connected
+    // now: the first call would otherwise wait for them (about 20 ms of round trips, connections
+    // and handshakes). Best effort: what fails here the first call does again, as it would have.
+    const window = this.windowOf();
+    const buckets = await this.bucketsFor(window).catch(() => undefined);
+    if (buckets !== undefined && !this.closed) await this.store.warm(window, this.options.layout, buckets).catch(() => undefined);
   }
 
   /**

@@ -105,6 +105,23 @@ export class PipeRouter {
     return this.cluster ? this.forSlot(calculateSlot(key)) : this.main();
   }
 
+  /**
+   * Connects every route the store writes over (a standalone client's main and control pipes; a
+   * Cluster's one pipe per master), so the first call does not wait for connections and their
+   * handshakes. Rejects with the first failure; a pipe that could not connect tries again on its
+   * first send.
+   */
+  async connectAll(): Promise<void> {
+    const routes: PipeRoute[] = [];
+    if (!this.cluster) routes.push(this.main(), this.control());
+    else {
+      for (const node of (this.client as Cluster).nodes('master')) {
+        routes.push(this.make(`${node.options.host}:${node.options.port}`, () => endpointOf(node, this.opts.connectTimeoutMs)));
+      }
+    }
+    await Promise.all(routes.map((r) => r.pipe.connect()));
+  }
+
   /** Cuts every connection (sends owed replies fail) and fails what waits; later sends reconnect. */
   reset(why: string): void {
     for (const r of this.routes.values()) {

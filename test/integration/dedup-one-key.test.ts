@@ -85,7 +85,7 @@ describe.skipIf(!has)('sequential one-key calls', () => {
           expect(s.size).toBeLessThanOrEqual(LIMIT);
         }
       }
-      // a fresh instance (no cache, nothing read yet) agrees with every answer
+      // a fresh instance (no cache; the table counts it read at open are after every split) agrees with every answer
       const fresh = await open({ buckets: 4, prefix, window: () => '2030', cacheMaxEntries: 0, ...(o.secret ? { secret: o.secret } : {}), layout: o.layout });
       try {
         let seen = 0;
@@ -98,6 +98,34 @@ describe.skipIf(!has)('sequential one-key calls', () => {
       await gate.close();
     }
   }, 120_000);
+
+  it('open() readies the current window (bucket count recorded, both pipes connected) so the first call waits for neither; lazyConnect does neither', async () => {
+    const ours = async (): Promise<number> => ((await r.client('LIST')) as string).split('\n').filter((l) => / name=hashgate /.test(l)).length;
+    const before = await ours();
+    const prefix = `warm${n}`;
+    const gate = await open({ buckets: 8, prefix, window: () => '2031' });
+    try {
+      expect(await r.hget(`${prefix}:2031:meta`, 'compact.buckets')).toBe('8');
+      expect(await ours()).toBe(before + 2);
+      expect((await gate.firstSeen(['warm-a']))[0]).toBe(1);
+      expect((await gate.firstSeen(['warm-a']))[0]).toBe(0);
+      // the first call used the connections open() made
+      expect(await ours()).toBe(before + 2);
+    } finally {
+      await gate.close();
+    }
+    const lazyPrefix = `lazy${n}`;
+    const lazy = await open({ buckets: 8, prefix: lazyPrefix, window: () => '2031', lazyConnect: true });
+    try {
+      await new Promise((res) => setTimeout(res, 200));
+      expect(await r.exists(`${lazyPrefix}:2031:meta`)).toBe(0);
+      expect(await ours()).toBe(before);
+      expect((await lazy.firstSeen(['lazy-a']))[0]).toBe(1);
+      expect(await r.hget(`${lazyPrefix}:2031:meta`, 'compact.buckets')).toBe('8');
+    } finally {
+      await lazy.close();
+    }
+  });
 
   it('one-key calls of an instance whose table counts went stale (another instance split them): exact, after WRONGTYPE replies', async () => {
     const a = await open({ buckets: 2, prefix: 'oks', window: () => '2030', cacheMaxEntries: 0 });
