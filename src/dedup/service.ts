@@ -1084,9 +1084,13 @@ export class DedupService {
     // The current window's bucket count, table counts and the store's pipes, read and connected
     // now: the first call would otherwise wait for them (about 20 ms of round trips, connections
     // and handshakes). Best effort: what fails here the first call does again, as it would have.
-    const window = this.windowOf();
-    const buckets = await this.bucketsFor(window).catch(() => undefined);
-    if (buckets !== undefined && !this.closed) await this.store.warm(window, this.options.layout, buckets).catch(() => undefined);
+    try {
+      const window = this.windowOf(); // a window function of the caller's may throw: its calls will say so
+      const buckets = await this.bucketsFor(window);
+      if (buckets !== undefined && !this.closed) await this.store.warm(window, this.options.layout, buckets);
+    } catch {
+      // left to the first call, which meets the same failure and reports it
+    }
   }
 
   /**

@@ -127,6 +127,23 @@ describe.skipIf(!has)('sequential one-key calls', () => {
     }
   });
 
+  it('open() resolves when readying the window fails (a window function that throws at first): the calls after it are exact', async () => {
+    let asked = 0;
+    const prefix = `wfail${n}`;
+    const gate = await open({ buckets: 8, prefix, window: () => {
+      if (asked++ === 0) throw new Error('calendar not loaded yet');
+      return '2032';
+    } });
+    try {
+      expect(asked).toBe(1);
+      expect(await r.exists(`${prefix}:2032:meta`)).toBe(0);
+      expect((await gate.firstSeen(['wf-a']))[0]).toBe(1);
+      expect((await gate.firstSeen(['wf-a']))[0]).toBe(0);
+    } finally {
+      await gate.close();
+    }
+  });
+
   it('one-key calls of an instance whose table counts went stale (another instance split them): exact, after WRONGTYPE replies', async () => {
     const a = await open({ buckets: 2, prefix: 'oks', window: () => '2030', cacheMaxEntries: 0 });
     const b = await open({ buckets: 2, prefix: 'oks', window: () => '2030', cacheMaxEntries: 0 });
