@@ -468,7 +468,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   }
   s.note(
     `Each run is a fresh Node process (a fresh gate with default options but its journal directory; HashGate.open as a user calls it) on all-new keys ` +
-      `(Chinese name + 18-digit ID) against a flushed private redis-server (AOF rows: its AOF just rewritten, so every pass starts from the same nearly empty file, and no automatic rewrite: one that the 64 MB threshold started in hashgate's passes and never in the peer's cost hashgate's passes 2-19%, while in a service rewrites are shared over all keys by AOF bytes and dataset size; aofBytesPerKey is what a pass appended to the AOF per key); ${passes} passes (5 for one-key calls, sequential and 256 callers), hashgate, the peer and (10k-key batches) the client-side floor alternating; a row is the median pass (min..max shown). ` +
+      `(Chinese name + 18-digit ID) against a flushed private redis-server (AOF rows: its AOF just rewritten, so every pass starts from the same nearly empty file, and no automatic rewrite: one that the 64 MiB threshold started in hashgate's passes and never in the peer's cost hashgate's passes 2-19%, while in a service rewrites are shared over all keys by AOF bytes and dataset size; aofBytesPerKey is what a pass appended to the AOF per key); ${passes} passes (5 for one-key calls, sequential and 256 callers), hashgate, the peer and (10k-key batches) the client-side floor alternating; a row is the median pass (min..max shown). ` +
       `first200kKeysPerSec: the rate over the run's first ${MARK} keys (JIT warm-up and the first connection included).`,
   );
   s.note(
