@@ -159,7 +159,7 @@ describe('SeenCache', () => {
   });
 
   it('grows from a small table without misplacing what it holds, and keeps nearly every key of a stream shorter than max', () => {
-    // max 2^20: the table grows four-fold from 4,096 sets up to 2^18 as it fills
+    // max 2^20: the table grows four-fold from 64 sets up to 2^18 as it fills
     const c = new SeenCache(2 ** 20);
     const n = 200_000;
     const d = randomDigests(n, 0x9e3779b9);
@@ -222,7 +222,7 @@ describe('SeenCache', () => {
   });
 
   it('keeps each set in least-recently-used order across a growth', () => {
-    const c = new SeenCache(2 ** 16); // 4,096 sets at first, 16,384 once 2,048 entries are in
+    const c = new SeenCache(2 ** 16); // 64 sets at first, four times as many at each eighth full: 16,384 once 2,048 entries are in
     // g[0..4] share word 0, so they share a set at every table size; fillers never go to it
     const g = new Uint32Array(4 * 5);
     for (let i = 0; i < 5; i++) g.set([0, 2 * i + 3, 11 + i, 13], i * 4);

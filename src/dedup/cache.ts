@@ -13,8 +13,14 @@ const WAYS = 4;
  * Sets of a new table. It grows GROWTH-fold (up to its full size) when an eighth full, so a fresh
  * process touches memory as it caches keys rather than faulting in the whole table at random; at
  * an eighth, a set meets a fifth key (and drops its oldest) about once in 6,000 sets.
+ *
+ * Small, so that the first growths come within the first few hundred adds, while a fresh process
+ * still runs this code unoptimized: add's call to grow, grow's loop and its end, and prefault's
+ * switch to the next table have then run before the compiler optimizes them. From 4,096 sets the
+ * first growth came at the 2,048th add, after add and prefault were optimized, and sent both
+ * back to the interpreter to be compiled again (and grow with them).
  */
-const FIRST_SETS = 4096;
+const FIRST_SETS = 64;
 /**
  * How much a table grows at a time. Every step allocates a table and faults it in: doubling
  * touched twice the final size in all; eight-fold jumped a few thousand keys straight to the full
@@ -90,8 +96,15 @@ export class SeenCache {
     return Math.floor(((w0 >>> 6) * this.sets) / 67108864);
   }
 
-  /** Byte mask of the ways of `tagWord` whose tag may be `tag` (0x80 in each; a byte above a match can show too). */
-  private static matches(tagWord: number, tag: number): number {
+  /**
+   * Byte mask of the ways of set `set` whose tag may be `tag` (0x80 in each; a byte above a match
+   * can show too). The tag word is read here, not passed in: a word of 2^31 or more (way 3 of age
+   * 2 or 3, rare until the cache has been in use a while) is no small integer once passed, and the
+   * first one sent compiled callers back to the interpreter. Read from the array, it is a 32-bit
+   * word to the compiler.
+   */
+  private static matches(tags: Uint32Array, set: number, tag: number): number {
+    const tagWord = tags[set]!;
     const x = (tagWord & 0x3f3f3f3f) ^ Math.imul(tag, 0x01010101);
     return (x - 0x01010101) & ~x & 0x80808080;
   }
@@ -106,12 +119,11 @@ export class SeenCache {
     const tags = this.tags;
     if (tags === undefined) return false;
     const set = this.setOf(w0);
-    const tagWord = tags[set]!;
-    const m = SeenCache.matches(tagWord, tagOf(w1));
+    const m = SeenCache.matches(tags, set, tagOf(w1));
     if (m === 0) return false;
     const k = this.wayOf(this.words!, set << 4, m, w0, w1, w2, w3);
     if (k < 0) return false;
-    tags[set] = this.aged(tagWord, k);
+    this.age(tags, set, k);
     return true;
   }
 
@@ -130,16 +142,17 @@ export class SeenCache {
     return -1;
   }
 
-  /** `tagWord` with way k made the youngest: the ways younger than it age by one. */
-  private aged(tagWord: number, k: number): number {
+  /** Makes way k of set `set` the youngest: the ways younger than it age by one. Reads the tag word itself (see matches). */
+  private age(tags: Uint32Array, set: number, k: number): void {
+    const tagWord = tags[set]!;
     const age = (tagWord >>> ((k << 3) + 6)) & 3;
-    if (age === 0) return tagWord;
+    if (age === 0) return;
     let inc = 0;
     for (let j = 0; j < this.ways; j++) {
       const b = (tagWord >>> (j << 3)) & 0xff;
       if (b !== 0 && b >>> 6 < age) inc |= 0x40 << (j << 3);
     }
-    return (tagWord + inc) & ~(0xc0 << (k << 3));
+    tags[set] = (tagWord + inc) & ~(0xc0 << (k << 3));
   }
 
   add(d: Uint32Array, i: number): void {
@@ -158,13 +171,12 @@ export class SeenCache {
     const tags = (this.tags ??= new Uint32Array(this.sets));
     const set = this.setOf(w0);
     const tag = tagOf(w1);
-    const tagWord = tags[set]!;
-    const m = SeenCache.matches(tagWord, tag);
+    const m = SeenCache.matches(tags, set, tag);
     // only a way whose tag matches can hold the digest already
     if (m !== 0) {
       const k = this.wayOf(words, set << 4, m, w0, w1, w2, w3);
       if (k >= 0) {
-        tags[set] = this.aged(tagWord, k);
+        this.age(tags, set, k);
         return;
       }
     }
@@ -217,9 +229,9 @@ export class SeenCache {
    * oldest of four), and every used way aged by one.
    */
   private static put4(words: Uint32Array, tags: Uint32Array, set: number, tag: number, w0: number, w1: number, w2: number, w3: number): boolean {
-    // Read here, not passed in: a word past 2^30 (way 3 no longer the youngest) is no small
-    // integer once passed, and the first one met a compiled put4 that expected one and sent it
-    // back to the interpreter. Read from the array, it is a 32-bit word to the compiler.
+    // Read here, not passed in (as in matches): a word of 2^31 or more is no small integer once
+    // passed, and the first one met a compiled put4 that expected one and sent it back to the
+    // interpreter. Read from the array, it is a 32-bit word to the compiler.
     const tagWord = tags[set]!;
     // 0x80 in each empty byte (exact for the lowest one, which is the one taken)
     const empty = (tagWord - 0x01010101) & ~tagWord & 0x80808080;

@@ -64,8 +64,19 @@ export function int64Bulk(buf: Uint8Array, p: number, dv: DataView, o: number): 
   const q = (q2 * 65536 + q1) * 65536 + q0; // < 1.85e11
   const top = Math.floor(q / E8);
   const mid = q - top * E8;
-  const lead = top > 0 ? top : mid > 0 ? mid : low;
-  const n = digitsOf(lead) + (top > 0 ? 16 : mid > 0 ? 8 : 0) + (neg ? 1 : 0);
+  // Every digit count and both comparisons worked out for every member, and the three parts
+  // written by the same calls (a part of no digits writes none): members below 1e16 in magnitude
+  // come about once in a thousand, so a path of their own first ran long after this was compiled
+  // and sent the write path back to the interpreter.
+  const hasTop = top > 0;
+  const hasMid = mid > 0;
+  const dTop = digitsOf(top);
+  const dMid = digitsOf(mid);
+  const dLow = digitsOf(low);
+  const lenTop = hasTop ? dTop : 0;
+  const lenMid = hasTop ? 8 : hasMid ? dMid : 0;
+  const lenLow = hasTop || hasMid ? 8 : dLow;
+  const n = lenTop + lenMid + lenLow + (neg ? 1 : 0);
   buf[p++] = 36; // '$'
   if (n >= 10) buf[p++] = 48 + ((n / 10) | 0);
   buf[p++] = 48 + (n % 10);
@@ -73,16 +84,9 @@ export function int64Bulk(buf: Uint8Array, p: number, dv: DataView, o: number): 
   buf[p++] = 10;
   const end = p + n;
   if (neg) buf[p] = 45; // '-'
-  if (top > 0) {
-    fixed(buf, end, low, 8);
-    fixed(buf, end - 8, mid, 8);
-    fixed(buf, end - 16, top, digitsOf(top));
-  } else if (mid > 0) {
-    fixed(buf, end, low, 8);
-    fixed(buf, end - 8, mid, digitsOf(mid));
-  } else {
-    fixed(buf, end, low, digitsOf(low));
-  }
+  fixed(buf, end, low, lenLow);
+  fixed(buf, end - lenLow, mid, lenMid);
+  fixed(buf, end - lenLow - lenMid, top, lenTop);
   buf[end] = 13;
   buf[end + 1] = 10;
   return end + 2;
