@@ -16,9 +16,9 @@ const WAYS = 4;
  *
  * Small, so that the first growths come within the first few hundred adds, while a fresh process
  * still runs this code unoptimized: add's call to grow, grow's loop and its end, and prefault's
- * switch to the next table have then run before the compiler optimizes them. From 4,096 sets the
- * first growth came at the 2,048th add, after add and prefault were optimized, and sent both
- * back to the interpreter to be compiled again (and grow with them).
+ * switch to the next table have then run before the compiler optimizes them. A table of 4,096
+ * sets first grows at its 2,048th add, after add and prefault are optimized: that growth sent
+ * both back to the interpreter, to be compiled again, and grow with them.
  */
 const FIRST_SETS = 64;
 /**

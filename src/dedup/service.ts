@@ -1082,8 +1082,8 @@ export class DedupService {
       );
     }
     // The current window's bucket count, table counts and the store's pipes, read and connected
-    // now: the first call would otherwise wait for them (about 20 ms of round trips, connections
-    // and handshakes). Best effort: what fails here the first call does again, as it would have.
+    // now: the first call would otherwise wait for their round trips, connections and handshakes.
+    // Best effort: what fails here the first call does again, as it would have.
     try {
       const window = this.windowOf(); // a window function of the caller's may throw: its calls will say so
       const buckets = await this.bucketsFor(window);

@@ -27,6 +27,9 @@ export function endpointOf(client: Redis, connectTimeoutMs: number): PipeEndpoin
   return e;
 }
 
+/** A Cluster node as the client's slot map names it. */
+const nodeKeyOf = (node: Redis): string => `${node.options.host}:${node.options.port}`;
+
 /** Commands in flight on the control route: each is small (a read, an INCRBY, a DUMP, a split). */
 const CONTROL_IN_FLIGHT = 64;
 
@@ -95,9 +98,14 @@ export class PipeRouter {
     if (nodeKey === undefined) return undefined;
     const known = this.routes.get(nodeKey);
     if (known !== undefined) return known;
-    const node = (this.client as Cluster).nodes('master').find((n) => `${n.options.host}:${n.options.port}` === nodeKey);
+    const node = (this.client as Cluster).nodes('master').find((n) => nodeKeyOf(n) === nodeKey);
     if (node === undefined) return undefined;
-    return this.make(nodeKey, () => endpointOf(node, this.opts.connectTimeoutMs));
+    return this.nodeRoute(node);
+  }
+
+  /** The route of a Cluster node, under the key the client's slot map names it by. */
+  private nodeRoute(node: Redis): PipeRoute {
+    return this.make(nodeKeyOf(node), () => endpointOf(node, this.opts.connectTimeoutMs));
   }
 
   /** The route of `key` (by its Cluster slot; the one pipe of a standalone client). */
@@ -112,13 +120,7 @@ export class PipeRouter {
    * first send.
    */
   async connectAll(): Promise<void> {
-    const routes: PipeRoute[] = [];
-    if (!this.cluster) routes.push(this.main(), this.control());
-    else {
-      for (const node of (this.client as Cluster).nodes('master')) {
-        routes.push(this.make(`${node.options.host}:${node.options.port}`, () => endpointOf(node, this.opts.connectTimeoutMs)));
-      }
-    }
+    const routes = this.cluster ? (this.client as Cluster).nodes('master').map((n) => this.nodeRoute(n)) : [this.main(), this.control()];
     await Promise.all(routes.map((r) => r.pipe.connect()));
   }
 
