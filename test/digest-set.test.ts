@@ -202,6 +202,35 @@ describe('SeenCache', () => {
     );
   });
 
+  it('addAll and warm change no answer: a batch added at once equals its keys added one at a time (property)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 5_000 }), fc.integer({ min: 1, max: 20_000 }), fc.nat(), fc.boolean(), (batch, n, seed, repeats) => {
+        const one = new SeenCache(2 ** 14);
+        const all = new SeenCache(2 ** 14);
+        // with repeats, later batches hold keys of earlier ones (hits that age a way, not add one)
+        const d = randomDigests(repeats ? Math.ceil(n / 2) : n, seed | 1);
+        const count = d.length >> 2;
+        const idx = new Uint32Array(batch);
+        for (let s = 0; s < n; s += batch) {
+          const k = Math.min(batch, n - s);
+          for (let j = 0; j < k; j++) idx[j] = (s + j * 7) % count;
+          all.warm(d, idx, k, false);
+          all.warm(d, undefined, Math.min(k, count), true);
+          let differ = 0;
+          for (let j = 0; j < k; j++) if (all.has(d, idx[j]!) !== one.has(d, idx[j]!)) differ++;
+          expect(differ).toBe(0);
+          for (let j = 0; j < k; j++) one.add(d, idx[j]!);
+          all.addAll(d, idx, k);
+          expect(all.size).toBe(one.size);
+        }
+        let differ = 0;
+        for (let i = 0; i < count; i++) if (all.has(d, i) !== one.has(d, i)) differ++;
+        expect(differ).toBe(0);
+      }),
+      { numRuns: 25 },
+    );
+  });
+
   it('faults in the next table in step with its adds, not a page per call', () => {
     // 2^20 entries: 65,536 sets from 8,192 entries on, the full 262,144 from 32,768
     const c = new SeenCache(2 ** 20);

@@ -155,6 +155,38 @@ export class SeenCache {
     tags[set] = (tagWord + inc) & ~(0xc0 << (k << 3));
   }
 
+  /**
+   * Adds digests d[idx[j]] for j < n: add() of each, after warm() read the lines they write.
+   */
+  addAll(d: Uint32Array, idx: Uint32Array, n: number): void {
+    this.warm(d, idx, n, true);
+    for (let j = 0; j < n; j++) this.add(d, idx[j]!);
+  }
+
+  /**
+   * Reads the tag word of the set of each digest d[idx[j]] (j < n; digest j itself without idx),
+   * and with `lines` the first word of that set's line too: a pass made before a batch's lookups
+   * (tag words) or adds (the lines they write). A random word of a table of megabytes is rarely
+   * in the CPU's caches. One lookup or add after another, each waited for its own read before the
+   * next could start; the digests of a batch are independent, so this short loop has many of
+   * those reads in flight at once, and the lookups and adds after it find their words cached.
+   * The words read are folded into a field, so the compiler keeps the reads.
+   */
+  warm(d: Uint32Array, idx: Uint32Array | undefined, n: number, lines: boolean): void {
+    const tags = this.tags;
+    const words = this.words;
+    if (tags === undefined || words === undefined) return;
+    let acc = 0;
+    for (let j = 0; j < n; j++) {
+      const set = this.setOf(d[(idx === undefined ? j : idx[j]!) << 2]!);
+      acc ^= tags[set]!;
+      if (lines) acc ^= words[set << 4]!;
+    }
+    this.warmed = acc & 1;
+  }
+  /** The fold of warm()'s last reads: a store the compiler must keep, and with it the reads. */
+  warmed = 0;
+
   add(d: Uint32Array, i: number): void {
     const o = i << 2;
     const w0 = d[o]!;

@@ -206,8 +206,7 @@ const DEFER_SEEN_ADDS = 1024;
 
 /** The deferred seen-cache adds of one batch (see DEFER_SEEN_ADDS). */
 function addSeenLater(svc: DedupService, cache: SeenCache, gen: number, d32: Uint32Array, pend: Uint32Array, p: number): void {
-  if (cacheGenOf(svc) !== gen) return;
-  for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
+  if (cacheGenOf(svc) === gen) cache.addAll(d32, pend, p);
 }
 let cacheGenOf: (s: DedupService) => number;
 
@@ -793,6 +792,7 @@ export class DedupService {
     // A caller's requestId call asks Redis about every key: a key an earlier attempt added before
     // its reply was lost may sit in the cache as "seen", but its original answer is 1 (Redis' record knows).
     const ask = callers ? undefined : cache;
+    ask?.warm(d32, undefined, m, false);
     for (let i = 0; i < m; i++) {
       if (ask !== undefined && ask.has(d32, i)) {
         hits++;
@@ -898,7 +898,7 @@ export class DedupService {
       this.counters.batches++;
       this.counters.storeKeys += p;
       this.counters.firstSeen += added;
-      if (cache !== undefined && this.cacheWindow === window) for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
+      if (cache !== undefined && this.cacheWindow === window) cache.addAll(d32, pend, p);
       return undefined;
     }
     const pb = new Uint32Array(p);
@@ -961,7 +961,7 @@ export class DedupService {
       // the cache may have moved to a newer window (or been purged) while the store answered
       if (cache === undefined || this.cacheGen !== gen) return;
       if (own && p >= DEFER_SEEN_ADDS) setImmediate(addSeenLater, this, cache, gen, d32, pend, p);
-      else for (let j = 0; j < p; j++) cache.add(d32, pend[j]!);
+      else cache.addAll(d32, pend, p);
     };
     const sent = bucketsKnown
       ? this.store.addBatch(batch, answers)
