@@ -303,9 +303,16 @@ export class HashGate {
     if (this.metrics.enabled) this.registerGauges();
   }
 
-  /** Validates options, starts the pool and connects stores. Rejects on bad options. */
+  /**
+   * Validates options, starts the pool and connects stores; resolves once the pool's threads are
+   * up. Rejects on bad options.
+   */
   static async open(options: HashGateOptions = {}): Promise<HashGate> {
     const gate = new HashGate(options);
+    // The pool's threads start with the gate; waited for here (while Redis connects), so that a
+    // service's first calls do not share the CPU with their start: a worker thread loads its own
+    // runtime and module, on a core the first calls would otherwise be sharing with Redis.
+    const poolUp = gate.pool.ready();
     // Unless told to start lazily, a gate that cannot reach its Redis says so now instead of
     // answering every call from the fail-open journal.
     if (!gate.dedup.options.lazyConnect) {
@@ -320,6 +327,7 @@ export class HashGate {
     // first misses count as Redis errors and can open its breaker. A lazy start does not wait: a
     // lookup made before Redis is up rejects (unknown) instead.
     if (gate.cache !== undefined && options.cache?.redis !== undefined && !gate.dedup.options.lazyConnect) await gate.cache.ready().catch(() => undefined);
+    await poolUp;
     return gate;
   }
 

@@ -29,6 +29,18 @@ describe('HashGate worker pool', () => {
   });
   afterAll(async () => gate?.close());
 
+  it('open() resolves once every worker thread has started and answered', () => {
+    expect(gatePool(gate)!.readyThreads).toBe(2);
+  });
+
+  it('waiting for the workers never rejects and never hangs, even when the gate closes meanwhile', async () => {
+    const g = await HashGate.open({ threads: 2 });
+    const pool = gatePool(g)!;
+    const waiting = pool.ready();
+    await g.close();
+    await expect(waiting).resolves.toBeLessThanOrEqual(2);
+  });
+
   it('pooled hashBatch equals inline hashBatch for any keys, algorithms and seeds', async () => {
     const key = fc.oneof(fc.string({ unit: 'binary', maxLength: 40 }), fc.uint8Array({ maxLength: 70 }), fc.constant('张三110101199001011234'));
     await fc.assert(

@@ -3,7 +3,7 @@
 // compiled Module (src/hash caches it) over that memory, reading keys and writing results in
 // place. The Bloom filter bits are the very memory the main thread and every other worker use;
 // when the lanes live in it too, Bloom ops probe the bits straight from the lane.
-import { workerData } from 'node:worker_threads';
+import { threadId, workerData } from 'node:worker_threads';
 import { instantiateKernel, type KernelExports } from '../src/hash/kernel.js';
 import {
   BloomFilter,
@@ -115,6 +115,8 @@ export default function run(task: KernelTask): number {
       else bloom.mightContainAll(v.packed, v.out.subarray(0, task.count));
       return task.count;
     }
+    case 'ready':
+      return threadId;
     case 'throw':
       if (data.testHooks === true) throw new Error('worker test hook: throw');
       break;

@@ -25,7 +25,8 @@ export type ChunkOp =
   | { op: 'bloomCheck' };
 
 /**
- * One task: an op over the first `count` keys of lane `lane`; 'throw' and 'exit' are test hooks.
+ * One task: an op over the first `count` keys of lane `lane`; 'ready' answers the worker's
+ * threadId once the worker has started; 'throw' and 'exit' are test hooks.
  * `utf16`: the lane holds string keys as UTF-16 code units (Bloom ops only; see fillLane).
  */
-export type KernelTask = (ChunkOp & { lane: number; count: number; utf16?: boolean }) | { op: 'throw' | 'exit' };
+export type KernelTask = (ChunkOp & { lane: number; count: number; utf16?: boolean }) | { op: 'ready' | 'throw' | 'exit' };

@@ -126,6 +126,27 @@ export class KernelPool {
     this.piscina.on('error', () => undefined);
   }
 
+  /**
+   * Resolves once every worker thread has started and answered a task (at once without threads),
+   * with how many distinct threads answered. Never rejects: a worker that cannot start leaves its
+   * error to the first batch that needs it.
+   */
+  ready(): Promise<number> {
+    const piscina = this.piscina;
+    if (piscina === undefined) return Promise.resolve(0);
+    // piscina hands each task to its least busy worker, so one task per thread reaches them all
+    const answers: Array<Promise<number>> = [];
+    for (let i = 0; i < this.options.threads; i++) answers.push(piscina.run({ op: 'ready' } satisfies KernelTask) as Promise<number>);
+    return Promise.allSettled(answers).then((rs) => {
+      const ids = new Set<number>();
+      for (const r of rs) if (r.status === 'fulfilled') ids.add(r.value);
+      this.readyThreads = ids.size;
+      return ids.size;
+    });
+  }
+  /** Worker threads that answered the last ready() (0 before one resolved). */
+  readyThreads = 0;
+
   /** False when every batch runs on the calling thread (threads: 0). */
   get threaded(): boolean {
     return this.piscina !== undefined;
