@@ -53,7 +53,8 @@ const tagOf = (w1: number): number => (((w1 & 0xffff) * 63) >>> 16) + 1;
  * the low six bits and its age (0 = most recently used) in the top two. A lookup of a new key, the
  * usual case, is answered by that word (a full set's tags match a new key's about 1 time in 16;
  * the array of a 1M-entry cache is 1 MiB); only a matching way's digest is read. An add reads the
- * same word and writes the line without reading it, so it does not wait for the line to arrive.
+ * same word and writes the line. A batch's lookups and adds go through warm() first (addAll), so
+ * their words and lines are read many at a time, not each on its own turn.
  * The table starts small and grows four-fold in one sequential pass (set s splits into sets 4s
  * to 4s + 3) up to its size. A full set evicts its oldest way; a hit makes its way the youngest.
  * An all-zero way is empty (the all-zero digest is a flag of its own).
