@@ -38,6 +38,8 @@ export interface Spec {
   mark: number;
   /** floor only: the file of RESP SADDs, one per key in key order. */
   feed?: string;
+  /** hashgate only: dedup.expectedKeys (a window sized for the run's keys). */
+  expectedKeys?: number;
 }
 
 export interface ChildResult {
@@ -129,7 +131,13 @@ async function main(spec: Spec): Promise<ChildResult> {
     };
   } else if (spec.impl === 'hashgate') {
     // What a user opens: defaults but for where the journal goes and a prefix of this run's own.
-    const options = { redis: spec.url, dedup: { prefix: spec.prefix, journalDir: spec.journalDir, ...(spec.path === 'once' ? { onStoreError: 'fail-closed' as const } : {}) } };
+    const options = {
+      redis: spec.url,
+      dedup: {
+        prefix: spec.prefix, journalDir: spec.journalDir, ...(spec.path === 'once' ? { onStoreError: 'fail-closed' as const } : {}),
+        ...(spec.expectedKeys !== undefined ? { expectedKeys: spec.expectedKeys } : {}),
+      },
+    };
     if (spec.path === 'repeat') {
       // repeat traffic: another instance wrote every key first (untimed); this gate's own cache
       // would answer keys it wrote itself without asking Redis

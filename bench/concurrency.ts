@@ -253,7 +253,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
             const gate = await HashGate.open({
               threads: 0,
               redis: srv.url,
-              // compact sized for the run (expectedKeys: buckets = keys / 256, the documented rule; a
+              // compact sized for the run (expectedKeys: buckets = keys / 153, the documented rule; a
               // 65_536-bucket default on a 40k-key run would create a new Redis key per key, which a
               // long-running window never does); sets: the seed's 1000 buckets
               dedup: { layout, prefix: `hg${++run}`, journalDir: jdir, replayIntervalMs: 0, ...(layout === 'compact' ? { expectedKeys: perRun(256) } : {}) },

@@ -46,6 +46,8 @@ interface PathDef {
   batch?: number;
   /** No physical-limit row: the same commands as another row's. */
   noLimit?: boolean;
+  /** hashgate's window sized for the run's keys with dedup.expectedKeys (the others use defaults). */
+  sized?: boolean;
 }
 
 const runChild = (file: string, spec: Spec): Promise<ChildResult> =>
@@ -213,6 +215,11 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     { path: 'batch', name: (n) => `batch firstSeen, ${n} new keys in ${BATCH}-key calls, AOF everysec, fresh process`, peer: 'ioredis pipelined SADD per key', keys: q ? 200_000 : 1_000_000, aof: true },
     // the same without AOF: Redis then pays only for the commands and the sockets
     { path: 'batch', name: (n) => `batch firstSeen, ${n} new keys in ${BATCH}-key calls, no AOF, fresh process`, peer: 'ioredis pipelined SADD per key', keys: q ? 200_000 : 1_000_000, aof: false },
+    // the same into a window sized for its keys, as a service that knows its year's volume opens it
+    {
+      path: 'batch', name: (n) => `batch firstSeen, ${n} new keys in ${BATCH}-key calls, no AOF, window sized with dedup.expectedKeys, fresh process`, peer: 'ioredis pipelined SADD per key',
+      keys: q ? 200_000 : 1_000_000, aof: false, sized: true,
+    },
     {
       path: 'batch', name: (n) => `batch firstSeen, ${n} new keys in ${BIG_BATCH}-key calls, AOF everysec, fresh process`, peer: 'ioredis pipelined SADD per key',
       keys: q ? 400_000 : 1_000_000, aof: true, batch: BIG_BATCH, noLimit: true,
@@ -274,7 +281,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
             await freshPass(admin, def.aof);
             const r = await runChild(child, {
               path: def.path, impl: impls[i]!.impl as Spec['impl'], url: srv.url, keys: def.keys, seed: 11, prefix: PREFIX,
-              journalDir: jdir, batch: def.batch ?? BATCH, mark: MARK, ...(floor ? { feed } : {}),
+              journalDir: jdir, batch: def.batch ?? BATCH, mark: MARK, ...(floor ? { feed } : {}), ...(def.sized === true ? { expectedKeys: def.keys } : {}),
             });
             if (!r.ok) {
               wrong[i] = r.error ?? 'failed';
@@ -438,6 +445,16 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const rhMedian = redisCpu('hashgate', 'redisCpuUsPerKey');
   const rl = redisCpu(LIMIT_LABEL, 'redisCpuUsPerKeyLeast');
   s.target('10k-key batches: hashgate Redis CPU per key / redis-server alone on the same SADDs (least pass of each)', '<=', 1, rh !== undefined && rl !== undefined && rl > 0 ? rh / rl : undefined, 'x');
+  // the same two for a window sized with dedup.expectedKeys, which fills without a split
+  const sizedDef = defs.find((d) => d.sized === true)!;
+  const sized = (impl: string, k: string): number | undefined => rowOf(sizedDef, impl)?.extra?.[k] as number | undefined;
+  s.target('10k-key batches, window sized with dedup.expectedKeys: hashgate Node CPU per key', '<=', 0.8, sized('hashgate', 'nodeCpuUsPerKey'), ' us');
+  const sh = sized('hashgate', 'redisCpuUsPerKeyLeast');
+  const sl = sized(LIMIT_LABEL, 'redisCpuUsPerKeyLeast');
+  s.target(
+    '10k-key batches, window sized with dedup.expectedKeys: hashgate Redis CPU per key / redis-server alone on the same SADDs (least pass of each)', '<=', 1,
+    sh !== undefined && sl !== undefined && sl > 0 ? sh / sl : undefined, 'x',
+  );
   const rr = redisCpu(roundTripLabel(roundTripChunk('batch')), 'redisCpuUsPerKeyLeast');
   s.note(
     `The round-trip rows feed redis-server the same file, a chunk at a time, each chunk sent once the one before is answered (${roundTripChunk('c256')} commands for the 256-caller row, about a coalesced batch; ${roundTripChunk('batch')} for the batch rows, one pipelined piece of a 10k-key call): ` +
@@ -458,7 +475,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     const h = parts(def, 'hashgate');
     const l = parts(def, LIMIT_LABEL);
     const pe = parts(def, def.peer);
-    if (h !== undefined && l !== undefined) lines.push(`${def.aof ? 'AOF everysec' : 'no AOF'}: hashgate ${h}; the pipe floor ${l}${pe !== undefined ? `; the peer ${pe}` : ''}`);
+    if (h !== undefined && l !== undefined) lines.push(`${def.aof ? 'AOF everysec' : 'no AOF'}${def.sized === true ? ', window sized with expectedKeys' : ''}: hashgate ${h}; the pipe floor ${l}${pe !== undefined ? `; the peer ${pe}` : ''}`);
   }
   if (lines.length > 0) {
     s.note(
@@ -467,7 +484,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     );
   }
   s.note(
-    `Each run is a fresh Node process (a fresh gate with default options but its journal directory; HashGate.open as a user calls it) on all-new keys ` +
+    `Each run is a fresh Node process (a fresh gate with default options but its journal directory, and in the sized row dedup.expectedKeys set to the run's keys; HashGate.open as a user calls it) on all-new keys ` +
       `(Chinese name + 18-digit ID) against a flushed private redis-server (AOF rows: its AOF just rewritten, so every pass starts from the same nearly empty file, and no automatic rewrite: one that the 64 MiB threshold started in hashgate's passes and never in the peer's cost hashgate's passes 2-19%, while in a service rewrites are shared over all keys by AOF bytes and dataset size; aofBytesPerKey is what a pass appended to the AOF per key); ${passes} passes (5 for one-key calls, sequential and 256 callers), hashgate, the peer and (10k-key batches) the client-side floor alternating; a row is the median pass (min..max shown). ` +
       `first200kKeysPerSec: the rate over the run's first ${MARK} keys (JIT warm-up and the first connection included).`,
   );

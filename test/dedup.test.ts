@@ -51,7 +51,11 @@ describe('options', () => {
     expect(o.onStoreError).toBe('fail-open');
     expect(o.replayIntervalMs).toBe(3_600_000);
     expect(parseDedupOptions({ layout: 'sets' }).buckets).toBe(1000);
-    expect(parseDedupOptions({ expectedKeys: 1e9 }).buckets).toBe(2 ** 22);
+    // sized so that no table splits before the window holds its expected keys (153 a table on
+    // Redis); an LMDB window's buckets never split and hold 256
+    expect(parseDedupOptions({ expectedKeys: 1e9 }).buckets).toBe(2 ** 23);
+    expect(parseDedupOptions({ expectedKeys: 1e6 }).buckets).toBe(8192);
+    expect(parseDedupOptions({ expectedKeys: 1e9, path: '/tmp/x' }).buckets).toBe(2 ** 22);
   });
 
   it('names the bad option as written', () => {

@@ -41,6 +41,8 @@
 // first splits it itself. The split script checks the state it was given, so two writers never
 // split the same sub-bucket twice.
 
+/** Redis's default set-max-intset-entries, assumed where the server's own cannot be read. */
+export const DEFAULT_INTSET_LIMIT = 512;
 /** Share of set-max-intset-entries a table's sub-buckets average. */
 export const SPLIT_SHARE = 0.3;
 /** Most sub-buckets of one table (20 address bits). */

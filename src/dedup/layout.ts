@@ -14,14 +14,15 @@
 //          LE) mod buckets; each table is cut into sub-buckets that split as the window fills
 //          (growth.ts: key names, placement, splits), so no sub-bucket leaves the intset encoding.
 //          With no sizing options a window starts at 1024 tables. `expectedKeys` picks a larger
-//          start, buckets = nextPow2(expectedKeys / 256).
+//          start, buckets = nextPow2(expectedKeys / 153): 153 is where a table starts to split,
+//          so a window holds its expected keys without one split.
 //   member digest bytes 0..7 as a signed 64-bit integer in decimal ("-4242..."). Redis stores a
 //          set whose members are all integers as an intset: 8 bytes per member, binary-searched,
 //          kept while the set has <= set-max-intset-entries (512 by default) members.
 //   Collisions: two different keys collide only if all 64 + log2(buckets) bits match (the
 //          sub-bucket is chosen by bits of the member itself, so it adds none). Expected
 //          colliding pairs ~ n^2 / 2^(65 + log2(buckets)):
-//            n = 1e9,  buckets = 2^22 (expectedKeys 1e9):  1e18 / 2^87 ~ 6.5e-9
+//            n = 1e9,  buckets = 2^23 (expectedKeys 1e9):  1e18 / 2^88 ~ 3.2e-9
 //            n = 1e10, buckets = 2^26:                       1e20 / 2^91 ~ 4.0e-8
 //            with the default 1024 buckets: 1e9 -> 2.6e-5, 1e10 -> 2.6e-3
 //          (a collision would answer a new key as a duplicate; the probabilities above are per

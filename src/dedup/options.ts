@@ -2,6 +2,7 @@
 // (`dedup.layout`, `dedup.buckets`, ...); errors name the option as the user wrote it.
 import type { RedisOptions } from 'ioredis';
 import { checkInt, checkOneOf, invalidType, HashGateRangeError, HashGateTypeError, ErrorCodes } from '../errors.js';
+import { DEFAULT_INTSET_LIMIT, splitLoad } from './growth.js';
 import { LMDB_MAX_MEMBER_BYTES } from './lmdb-store.js';
 import { checkTimeZone, type WindowSpec } from './window.js';
 import { MAX_KEY_BYTES } from '../util/limits.js';
@@ -21,7 +22,11 @@ export interface DedupOptions {
   layout?: Layout;
   /** Buckets per window. Default: 1000 for 'sets'; for 'compact' 1024 on Redis (each bucket splits into sub-buckets as it fills), 65,536 with `path`, or derived from expectedKeys. */
   buckets?: number;
-  /** Compact layout sizing hint when `buckets` is not given: buckets = nextPow2(expectedKeys / 256). */
+  /**
+   * Compact layout sizing hint when `buckets` is not given: the keys a window is expected to hold.
+   * On Redis (and embedded) buckets = nextPow2(expectedKeys / 153), so the window fills to that
+   * many keys without splitting a table; with `path` buckets = nextPow2(expectedKeys / 256).
+   */
   expectedKeys?: number;
   /** Redis key prefix. Default 'hg:dedup'. */
   prefix?: string;
@@ -151,8 +156,18 @@ export const DEFAULTS = {
   memoryMaxKeys: 50_000_000,
   sync: true,
   maxWindows: 500,
-  /** Keys per compact bucket the default sizing aims at (Redis' set-max-intset-entries is 512). */
-  compactTargetLoad: 256,
+  /**
+   * Keys per compact bucket that expectedKeys sizes an LMDB window for (its buckets are blocks of
+   * sorted members and never split).
+   */
+  lmdbTargetLoad: 256,
+  /**
+   * Keys per compact bucket that expectedKeys sizes a Redis (or embedded) window for: the load at
+   * which a Redis table starts to split, so a window sized for its keys fills without one split
+   * (each costs Redis a DUMP and a script, and the writer a round trip) and every table stays an
+   * intset. Past expectedKeys the tables split as in an unsized window.
+   */
+  compactTargetLoad: splitLoad(DEFAULT_INTSET_LIMIT),
 } as const;
 
 export interface ResolvedDedupOptions {
@@ -226,7 +241,7 @@ export function parseDedupOptions(input: unknown, name = 'options.dedup'): Resol
     layout === 'sets'
       ? DEFAULTS.setsBuckets
       : expectedKeys > 0
-        ? Math.min(2 ** 30, nextPow2(expectedKeys / DEFAULTS.compactTargetLoad))
+        ? Math.min(2 ** 30, nextPow2(expectedKeys / (o.path !== undefined ? DEFAULTS.lmdbTargetLoad : DEFAULTS.compactTargetLoad)))
         : o.path !== undefined
           ? DEFAULTS.lmdbCompactBuckets
           : DEFAULTS.compactBuckets;

@@ -7,6 +7,7 @@ import { PipeReplyError, encodeCommand, type ReplySink, type RespValue } from '.
 import type { PipeRoute, PipeRouter } from '../redis/pipes.js';
 import { LuaScript, runScript } from '../redis/scripts.js';
 import {
+  DEFAULT_INTSET_LIMIT,
   MAX_SUB_BUCKETS, SPLIT_LUA, crossings, pow2le, splitBoundary, splitLoad, subBucketName, tablePrefix, tableStateKey,
   targetSubBuckets, windowCountKey,
 } from './growth.js';
@@ -66,9 +67,9 @@ export function intsetLimitOf(redis: RedisClient): Promise<number> {
         const node = isCluster(redis) ? (redis as Cluster).nodes('master')[0] : (redis as Redis);
         const r = (await node?.config('GET', 'set-max-intset-entries')) as string[] | undefined;
         const v = Number(r?.[1]);
-        return Number.isInteger(v) && v > 0 ? v : 512;
+        return Number.isInteger(v) && v > 0 ? v : DEFAULT_INTSET_LIMIT;
       } catch {
-        return 512;
+        return DEFAULT_INTSET_LIMIT;
       }
     })();
     limits.set(redis, p);

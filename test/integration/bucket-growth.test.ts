@@ -617,3 +617,69 @@ describe.skipIf(!has)('memory per key with no sizing options (Redis defaults)', 
     }
   }, 240_000);
 });
+
+describe.skipIf(!has)('a window sized with expectedKeys', () => {
+  // Redis's default set-max-intset-entries: the one the sizing assumes
+  let srv: RedisServer;
+  let r: Redis;
+  let dir: string;
+  beforeAll(async () => {
+    srv = await startRedis();
+    r = new Redis(srv.url);
+    dir = mkdtempSync(join(tmpdir(), 'hg-sized-'));
+  });
+  afterAll(async () => {
+    r?.disconnect();
+    await srv?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const calls = async (cmd: string): Promise<number> => {
+    const line = (await r.info('commandstats')).split('\n').find((l) => l.startsWith(`cmdstat_${cmd}:`)) ?? '';
+    return Number(/calls=(\d+)/.exec(line)?.[1] ?? 0);
+  };
+  const write = async (gate: HashGate, keys: string[]): Promise<number> => {
+    let s = 0;
+    for (let i = 0; i < keys.length; i += 2000) s += ones(await gate.firstSeen(keys.slice(i, i + 2000)));
+    return s;
+  };
+
+  it('fills to its expected keys without one split, exact; past them it splits as an unsized window does', async () => {
+    // 24,000 keys: 256 buckets; sized at 256 keys a bucket, it would start at 128 and split 29
+    const N = 24_000;
+    const keys = Array.from({ length: 4 * N }, (_, i) => `sized-${i}`);
+    const gate = await HashGate.open({ threads: 0, redis: srv.url, dedup: { expectedKeys: N, window: () => 'sized', journalDir: join(dir, 'a'), replayIntervalMs: 0, cacheMaxEntries: 0 } });
+    try {
+      await r.config('RESETSTAT');
+      expect(await write(gate, keys.slice(0, N))).toBe(N);
+      expect(await write(gate, keys.slice(0, N))).toBe(0);
+      // no split: neither the DUMP of a sub-bucket nor the script that restores its halves
+      expect(await calls('dump')).toBe(0);
+      expect(await calls('evalsha')).toBe(0);
+      let st = await gate.dedupStats('sized');
+      expect(st.buckets).toBe(256);
+      expect(st.exact).toBe(N);
+      expect(st.subBuckets).toBeLessThanOrEqual(st.buckets);
+      // past the expected keys the tables split, and the answers stay exact
+      expect(await write(gate, keys)).toBe(3 * N);
+      expect(await calls('dump')).toBeGreaterThan(0);
+      st = await gate.dedupStats('sized');
+      expect(st.exact).toBe(4 * N);
+      expect(st.subBuckets!).toBeGreaterThan(st.buckets);
+      expect(st.largestBucket!).toBeLessThanOrEqual(st.bucketLimit!);
+      expect((await compactSets(r, 'hg:dedup', 'sized')).every((s) => s.encoding === 'intset')).toBe(true);
+      expect(await misplaced(r, 'hg:dedup', 'sized')).toBe(0);
+    } finally {
+      await gate.close();
+    }
+    // the same keys into a window of half the buckets split while it fills: what the sizing spares
+    const plain = await HashGate.open({ threads: 0, redis: srv.url, dedup: { buckets: 128, window: () => 'plain', journalDir: join(dir, 'b'), replayIntervalMs: 0, cacheMaxEntries: 0 } });
+    try {
+      await r.config('RESETSTAT');
+      expect(await write(plain, keys.slice(0, N))).toBe(N);
+      expect(await calls('dump')).toBeGreaterThan(0);
+    } finally {
+      await plain.close();
+    }
+  }, 120_000);
+});
