@@ -23,7 +23,7 @@ import { Suite, makeKeys, repoRoot, runWhenMain, spread, type BenchRow, type Sui
 import { startBenchRedis, type BenchRedis } from './redis-server.js';
 import type { ChildResult, PathKind, Spec } from './_redis-path-child.js';
 import { bucketsOfDigests, compactMember, digestKeys } from '../src/dedup/layout.js';
-import { addressOf, depthOf, splitLoad, subBucketName, subBucketOf, tablePrefix, targetSubBuckets } from '../src/dedup/growth.js';
+import { DEFAULT_INTSET_LIMIT, addressOf, depthOf, splitLoad, subBucketName, subBucketOf, tablePrefix, targetSubBuckets } from '../src/dedup/growth.js';
 
 const BATCH = 10_000;
 /** Keys per call of the big-batch row: the top of what the batch API and bulk callers send. */
@@ -124,7 +124,7 @@ function saddFeed(file: string, keys: string[], window: string, buckets: number)
   const d = digestKeys(keys);
   const b = bucketsOfDigests(d, 'compact', buckets);
   const dv = new DataView(d.buffer, d.byteOffset, d.byteLength);
-  const alpha = splitLoad(512);
+  const alpha = splitLoad(DEFAULT_INTSET_LIMIT);
   const parts: string[] = [];
   for (let i = 0; i < keys.length; i++) {
     const n = targetSubBuckets(b[i]!, keys.length, buckets, alpha);
