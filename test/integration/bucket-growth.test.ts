@@ -642,7 +642,7 @@ describe.skipIf(!has)('a window sized with expectedKeys', () => {
   };
 
   it('fills to its expected keys without one split, exact; past them it splits as an unsized window does', async () => {
-    // 24,000 keys: 256 buckets; sized at 256 keys a bucket, it would start at 128 and split 29
+    // 24,000 keys: 256 buckets; sized at 256 keys a bucket, it would start at 128 and split 28
     const N = 24_000;
     const keys = Array.from({ length: 4 * N }, (_, i) => `sized-${i}`);
     const gate = await HashGate.open({ threads: 0, redis: srv.url, dedup: { expectedKeys: N, window: () => 'sized', journalDir: join(dir, 'a'), replayIntervalMs: 0, cacheMaxEntries: 0 } });
