@@ -250,6 +250,33 @@ describe('SeenCache', () => {
     expect(doneAt).toBeLessThan(32_768);
   });
 
+  it('makes its arrays once, at the first add, and grows inside them', () => {
+    const c = new SeenCache(2 ** 20); // 64 sets at first, 262,144 once 32,768 entries are in
+    // the arrays themselves: whether a growth made new ones shows only there (the process's
+    // arrayBuffers count moves with whatever the collector frees meanwhile)
+    const arrays = (): [Uint32Array | undefined, Uint32Array | undefined] => {
+      const inner = c as unknown as { words?: Uint32Array; tags?: Uint32Array };
+      return [inner.words, inner.tags];
+    };
+    const n = 60_000;
+    const d = randomDigests(n, 777);
+    c.add(d, 0);
+    const [words, tags] = arrays();
+    expect(words?.length).toBe(2 ** 18 * 16);
+    expect(tags?.length).toBe(2 ** 18);
+    for (let i = 1; i < n; i++) {
+      if (i % 1000 === 0) c.prefault(1000);
+      c.add(d, i);
+    }
+    // four growths, all inside the arrays made at the first add
+    const [after, afterTags] = arrays();
+    expect(after).toBe(words);
+    expect(afterTags).toBe(tags);
+    let found = 0;
+    for (let i = 0; i < n; i++) if (c.has(d, i)) found++;
+    expect(found / n).toBeGreaterThan(0.99);
+  });
+
   it('keeps each set in least-recently-used order across a growth', () => {
     const c = new SeenCache(2 ** 16); // 64 sets at first, four times as many at each eighth full: 16,384 once 2,048 entries are in
     // g[0..4] share word 0, so they share a set at every table size; fillers never go to it

@@ -4,7 +4,11 @@
 // Keys are the full 128-bit digests (exact: a 64-bit id would allow false duplicates), kept in
 // one typed array: no string or object per key, so no GC pressure on the hot path (JS strings +
 // Set cost ~30% of firstSeen's CPU in profiles, lru-cache's list more). Bounded to `max` entries
-// at 17 B each: the digest and a byte of tag and age.
+// at 17 B each: the digest and a byte of tag and age. The arrays are made at that full size at
+// the first add and used from their start as the table grows: the pages past the part in use are
+// untouched (the OS maps them at their first write), and a growth writes into the same memory
+// instead of faulting in a new table of four times the size (the tables a growth left behind
+// were a quarter of all the pages a cache faulted in, and a fault is the costliest part of an add).
 
 /** Entries per set: four 16-byte digests fill one 64-byte cache line. */
 const WAYS = 4;
@@ -29,13 +33,13 @@ const FIRST_SETS = 64;
  */
 const GROWTH = 4;
 
-/** Words of a 4 KiB page: the prefault touches one word per page of the next table. */
+/** Words of a 4 KiB page: the prefault touches one word per page of the part the next growth adds. */
 const PAGE_WORDS = 1024;
 const PAGE_SHARE = 1 / PAGE_WORDS;
 
 /**
- * Share of the adds between two growths by which the next table is all faulted in: the rest is
- * slack for calls that add more than they announced. Paced by adds, not by calls, so a process
+ * Share of the adds between two growths by which the part the next growth adds is all faulted in:
+ * the rest is slack for calls that add more than they announced. Paced by adds, not by calls, so a process
  * that stops short of a growth faults in only its share of a table it never uses (one page per
  * one-key call faulted a 17 MiB table in by a third of the way there).
  */
@@ -55,28 +59,32 @@ const tagOf = (w1: number): number => (((w1 & 0xffff) * 63) >>> 16) + 1;
  * the array of a 1M-entry cache is 1 MiB); only a matching way's digest is read. An add reads the
  * same word and writes the line. A batch's lookups and adds go through warm() first (addAll), so
  * their words and lines are read many at a time, not each on its own turn.
- * The table starts small and grows four-fold in one sequential pass (set s splits into sets 4s
- * to 4s + 3) up to its size. A full set evicts its oldest way; a hit makes its way the youngest.
- * An all-zero way is empty (the all-zero digest is a flag of its own).
+ * The table starts small and grows four-fold in one pass from its last set down to its first, in
+ * place (set s splits into sets 4s to 4s + 3, none of them below s) up to its size. A full set
+ * evicts its oldest way; a hit makes its way the youngest. An empty way has tag byte 0 (the
+ * all-zero digest is a flag of its own).
  *
- * The table a growth moves into is made ahead and faulted in by prefault(), a few pages at a time
- * while a call waits for its store, in step with the adds made toward that growth:
- * first touching a fresh table's memory costs far more than moving the entries into it, and done
- * inside the growth it stalled one call for the whole table (tens of ms for the last step).
+ * The memory a growth moves into is faulted in ahead by prefault(), a few pages at a time while a
+ * call waits for its store, in step with the adds made toward that growth: first touching memory
+ * costs far more than moving the entries into it, and done inside the growth it stalled one call
+ * for the whole new part (tens of ms for the last step).
  */
 export class SeenCache {
+  /** The ways of every set up to maxSets (sets in use: the first `sets`), made at the first add. */
   private words: Uint32Array | undefined;
-  /** Byte k of word s: way k of set s, age << 6 | tag (0: empty). */
+  /** Byte k of word s: way k of set s, age << 6 | tag (0: empty). As long as words, in sets. */
   private tags: Uint32Array | undefined;
   private sets: number;
   private readonly maxSets: number;
   private readonly ways: number;
   /** Whether the all-zero digest is cached (it cannot live in a way: zero words mean empty). */
   private zero = false;
-  /** The tables the next growth moves into, made by prefault() (undefined until then). */
-  private nextWords: Uint32Array | undefined;
-  private nextTags: Uint32Array | undefined;
-  /** Pages of nextWords touched so far (with them, the pages of nextTags at a sixteenth the rate). */
+  /** One set's ways, read out before a growth writes over the set (see grow). */
+  private readonly moving = new Uint32Array(WAYS * 4);
+  /**
+   * Pages touched so far of the words the next growth adds (with them, the pages of its tag words
+   * at a sixteenth the rate).
+   */
   private touched = 0;
   /** False once the table is at its full size or the next one is all faulted in. */
   private due = true;
@@ -200,8 +208,8 @@ export class SeenCache {
       return;
     }
     // made at the first add: a gate that never writes keeps no table
-    const words = (this.words ??= new Uint32Array(this.sets * WAYS * 4));
-    const tags = (this.tags ??= new Uint32Array(this.sets));
+    const words = (this.words ??= new Uint32Array(this.maxSets * WAYS * 4));
+    const tags = (this.tags ??= new Uint32Array(this.maxSets));
     const set = this.setOf(w0);
     const tag = tagOf(w1);
     const m = SeenCache.matches(tags, set, tag);
@@ -284,33 +292,36 @@ export class SeenCache {
   }
 
   /**
-   * Grows the sets GROWTH-fold (up to maxSets) and moves every entry to its set in the new table,
-   * oldest first so each set keeps its order. A step by a whole factor r sends the ways of set s
-   * to sets r s .. r s + r - 1; only the last step to maxSets, when maxSets is not a whole
-   * multiple of the sets before, can find a new set full, and then drops that set's oldest way.
+   * Grows the sets GROWTH-fold (up to maxSets) and moves every entry to its set in the grown table,
+   * oldest first so each set keeps its order. Set s sends its ways to sets s r .. (s + 1) r (r, the
+   * factor, at least 1), which are s or above: going from the last set down, a set's new home is
+   * either past the old table (empty) or a set this pass has already emptied, and the one set
+   * that can be its own new home (set 0, or a low set at a fractional last step) is read out
+   * before it is emptied. Only the last step to maxSets, when maxSets is not a whole multiple of
+   * the sets before, can find a new set full (two old sets share it), and then drops that set's
+   * oldest way.
    */
   private grow(): void {
-    const oldWords = this.words!;
-    const oldTags = this.tags!;
+    const words = this.words!;
+    const tags = this.tags!;
     const oldSets = this.sets;
     this.sets = Math.min(this.maxSets, oldSets * GROWTH);
-    // prefault() made them for this step's size, all zero but for the words it touched
-    const words = (this.words = this.nextWords ?? new Uint32Array(this.sets * WAYS * 4));
-    const tags = (this.tags = this.nextTags ?? new Uint32Array(this.sets));
-    this.nextWords = undefined;
-    this.nextTags = undefined;
     this.touched = 0;
     this.due = this.sets < this.maxSets;
-    for (let s = 0; s < oldSets; s++) {
-      const oldTagWord = oldTags[s]!;
+    const moving = this.moving;
+    for (let s = oldSets - 1; s >= 0; s--) {
+      const oldTagWord = tags[s]!;
       if (oldTagWord === 0) continue;
+      const base = s << 4;
+      for (let w = 0; w < 16; w++) moving[w] = words[base + w]!;
+      tags[s] = 0;
       for (let age = this.ways - 1; age >= 0; age--) {
         for (let k = 0; k < this.ways; k++) {
           const b = (oldTagWord >>> (k << 3)) & 0xff;
           if (b === 0 || b >>> 6 !== age) continue;
-          const p = (s << 4) + (k << 2);
-          const w0 = oldWords[p]!;
-          if (this.put(words, tags, this.setOf(w0), b & 0x3f, w0, oldWords[p + 1]!, oldWords[p + 2]!, oldWords[p + 3]!)) this.size--;
+          const p = k << 2;
+          const w0 = moving[p]!;
+          if (this.put(words, tags, this.setOf(w0), b & 0x3f, w0, moving[p + 1]!, moving[p + 2]!, moving[p + 3]!)) this.size--;
         }
       }
     }
@@ -318,33 +329,38 @@ export class SeenCache {
   }
 
   /**
-   * Faults in pages of the table the next growth moves into (made here on first use): the share
-   * of its pages that the entries so far plus `keys`, the keys a call may add, make of
-   * PREFAULT_LEAD of the adds between the last growth and the next, so the table is in memory by
-   * then. Meant for while a call waits for its store.
+   * Faults in pages of the part of the table the next growth adds: the share of its pages that the
+   * entries so far plus `keys`, the keys a call may add, make of PREFAULT_LEAD of the adds between
+   * the last growth and the next, so that part is in memory by then. Meant for while a call waits
+   * for its store.
    */
   prefault(keys: number): void {
-    if (this.words === undefined) return;
+    const words = this.words;
+    const tags = this.tags;
+    if (words === undefined || tags === undefined) return;
     if (this.sets >= this.maxSets) {
       this.due = false;
       return;
     }
     const sets = Math.min(this.maxSets, this.sets * GROWTH);
-    const words = (this.nextWords ??= new Uint32Array(sets * WAYS * 4));
-    const tags = (this.nextTags ??= new Uint32Array(sets));
+    // the added part: sets from..sets-1
+    const from = this.sets;
+    const wordsFrom = from * WAYS * 4;
     // Products with fractions, not one integer over another: the optimizer takes such a quotient
     // for an integer division when the sizes so far divided evenly, and compiled this again when
     // the last growth step (to a size the cache's byte limit sets) first left a remainder.
-    const pages = Math.ceil(words.length * PAGE_SHARE);
+    const pages = Math.ceil((sets - from) * WAYS * 4 * PAGE_SHARE);
     const span = Math.max(1, (Math.ceil(this.sets * this.ways * 0.125) - this.grownAt) * PREFAULT_LEAD);
     const perAdd = pages / span;
     const end = Math.max(this.touched, Math.min(pages, Math.ceil(perAdd * (this.size + keys - this.grownAt))));
-    // Page q of the words and page q / 16 of the tags (a sixteenth the size) in one step, so the
-    // loop runs the same code from its first call: the words' pages and then the tags' met the
-    // second branch only near the end of a growth, long after this was optimized.
+    // Page q of the added words and page q / 16 of the added tag words (a sixteenth the size) in
+    // one step, so the loop runs the same code from its first call: the words' pages and then the
+    // tags' met the second branch only near the end of a growth, long after this was optimized.
+    // Both writes are zeros into sets not in use yet (q / 16 pages of tag words lie inside the
+    // added part while q pages of words do).
     for (let q = this.touched; q < end; q++) {
-      words[q * PAGE_WORDS] = 0;
-      tags[(q >>> 4) * PAGE_WORDS] = 0;
+      words[wordsFrom + q * PAGE_WORDS] = 0;
+      tags[from + (q >>> 4) * PAGE_WORDS] = 0;
     }
     this.touched = end;
     this.due = end < pages;
@@ -357,8 +373,9 @@ export class SeenCache {
 
   clear(): void {
     if (this.size === 0) return;
-    this.words?.fill(0);
-    this.tags?.fill(0);
+    // the sets in use: past them nothing but prefault's zeros was written
+    this.words?.fill(0, 0, this.sets * WAYS * 4);
+    this.tags?.fill(0, 0, this.sets);
     this.zero = false;
     this.size = 0;
     this.grownAt = 0;
