@@ -204,11 +204,16 @@ describe('SeenCache', () => {
 
   it('addAll and warm change no answer: a batch added at once equals its keys added one at a time (property)', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 5_000 }), fc.integer({ min: 1, max: 20_000 }), fc.nat(), fc.boolean(), (batch, n, seed, repeats) => {
-        const one = new SeenCache(2 ** 14);
-        const all = new SeenCache(2 ** 14);
+      fc.property(
+        fc.integer({ min: 1, max: 5_000 }), fc.integer({ min: 1, max: 20_000 }), fc.nat(), fc.boolean(), fc.constantFrom(1, 3, 5, 2 ** 14), fc.boolean(),
+        (batch, n, seed, repeats, max, zero) => {
+        // max 1 and 3: one set of fewer than four ways; 2^14 grows from 64 sets to 4,096
+        const one = new SeenCache(max);
+        const all = new SeenCache(max);
         // with repeats, later batches hold keys of earlier ones (hits that age a way, not add one)
         const d = randomDigests(repeats ? Math.ceil(n / 2) : n, seed | 1);
+        // the all-zero digest (a flag, not a way) among them
+        if (zero) d.fill(0, 4 * (seed % (d.length >> 2)), 4 * (seed % (d.length >> 2)) + 4);
         const count = d.length >> 2;
         const idx = new Uint32Array(batch);
         for (let s = 0; s < n; s += batch) {
@@ -226,8 +231,9 @@ describe('SeenCache', () => {
         let differ = 0;
         for (let i = 0; i < count; i++) if (all.has(d, i) !== one.has(d, i)) differ++;
         expect(differ).toBe(0);
-      }),
-      { numRuns: 25 },
+        },
+      ),
+      { numRuns: 40 },
     );
   });
 

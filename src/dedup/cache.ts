@@ -170,11 +170,44 @@ export class SeenCache {
   }
 
   /**
-   * Adds digests d[idx[j]] for j < n: add() of each, after warm() read the lines they write.
+   * Adds digests d[idx[j]] for j < n, after warm() read the lines they write: what add() of each
+   * does, with the table's arrays and size in locals between growths (add() takes the all-zero
+   * digest, a growth, and a table not made yet or of fewer than four ways).
    */
   addAll(d: Uint32Array, idx: Uint32Array, n: number): void {
     this.warm(d, idx, n, true);
-    for (let j = 0; j < n; j++) this.add(d, idx[j]!);
+    let j = 0;
+    while (j < n) {
+      const words = this.words;
+      const tags = this.tags;
+      if (words !== undefined && tags !== undefined && this.ways === WAYS) {
+        const sets = this.sets;
+        // add() grows the table before an add that misses once size * 8 reaches this
+        const room = sets < this.maxSets ? sets * WAYS : Infinity;
+        let size = this.size;
+        for (; j < n && size * 8 < room; j++) {
+          const o = idx[j]! << 2;
+          const w0 = d[o]!;
+          const w1 = d[o + 1]!;
+          const w2 = d[o + 2]!;
+          const w3 = d[o + 3]!;
+          if ((w0 | w1 | w2 | w3) === 0) break;
+          const set = setIn(w0, sets);
+          const tag = tagOf(w1);
+          const m = SeenCache.matches(tags, set, tag);
+          if (m !== 0) {
+            const k = this.wayOf(words, set << 4, m, w0, w1, w2, w3);
+            if (k >= 0) {
+              this.age(tags, set, k);
+              continue;
+            }
+          }
+          if (!SeenCache.put4(words, tags, set, tag, w0, w1, w2, w3)) size++;
+        }
+        this.size = size;
+      }
+      if (j < n) this.add(d, idx[j++]!);
+    }
   }
 
   /**
