@@ -7,8 +7,9 @@
 // at 17 B each: the digest and a byte of tag and age. The arrays are made at that full size at
 // the first add and used from their start as the table grows: the pages past the part in use are
 // untouched (the OS maps them at their first write), and a growth writes into the same memory
-// instead of faulting in a new table of four times the size (the tables a growth left behind
-// were a quarter of all the pages a cache faulted in, and a fault is the costliest part of an add).
+// instead of a new table of four times the size (where the allocator maps each new table fresh,
+// the tables a growth left behind were a quarter of the pages a cache faulted in, and a fault
+// is the costliest part of an add).
 
 /** Entries per set: four 16-byte digests fill one 64-byte cache line. */
 const WAYS = 4;
@@ -38,10 +39,10 @@ const PAGE_WORDS = 1024;
 const PAGE_SHARE = 1 / PAGE_WORDS;
 
 /**
- * Share of the adds between two growths by which the part the next growth adds is all faulted in:
- * the rest is slack for calls that add more than they announced. Paced by adds, not by calls, so a process
- * that stops short of a growth faults in only its share of a table it never uses (one page per
- * one-key call faulted a 17 MiB table in by a third of the way there).
+ * Share of the adds between two growths by which the part the next growth adds is all faulted
+ * in: the rest is slack for calls that add more than they announced. Paced by adds, not by calls,
+ * so a process that stops short of a growth faults in only its share of memory it never uses
+ * (one page per one-key call faulted a 17 MiB table in by a third of the way there).
  */
 const PREFAULT_LEAD = 0.75;
 
@@ -92,7 +93,7 @@ export class SeenCache {
    * at a sixteenth the rate).
    */
   private touched = 0;
-  /** False once the table is at its full size or the next one is all faulted in. */
+  /** False once the table is at its full size or the part the next growth adds is all faulted in. */
   private due = true;
   /** Entries when the table last grew (0 before): where the prefault's pacing starts. */
   private grownAt = 0;
