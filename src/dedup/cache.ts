@@ -133,10 +133,17 @@ export class SeenCache {
     if ((w0 | w1 | w2 | w3) === 0) return this.zero;
     const tags = this.tags;
     if (tags === undefined) return false;
-    const set = this.setOf(w0);
-    const m = SeenCache.matches(tags, set, tagOf(w1));
+    return this.hit(this.words!, tags, this.setOf(w0), tagOf(w1), w0, w1, w2, w3);
+  }
+
+  /**
+   * Whether set `set` holds digest (w0..w3), whose tag is `tag`; a hit becomes the set's youngest
+   * way. Only a way whose tag matches can hold it.
+   */
+  private hit(words: Uint32Array, tags: Uint32Array, set: number, tag: number, w0: number, w1: number, w2: number, w3: number): boolean {
+    const m = SeenCache.matches(tags, set, tag);
     if (m === 0) return false;
-    const k = this.wayOf(this.words!, set << 4, m, w0, w1, w2, w3);
+    const k = this.wayOf(words, set << 4, m, w0, w1, w2, w3);
     if (k < 0) return false;
     this.age(tags, set, k);
     return true;
@@ -195,15 +202,7 @@ export class SeenCache {
           if ((w0 | w1 | w2 | w3) === 0) break;
           const set = setIn(w0, sets);
           const tag = tagOf(w1);
-          const m = SeenCache.matches(tags, set, tag);
-          if (m !== 0) {
-            const k = this.wayOf(words, set << 4, m, w0, w1, w2, w3);
-            if (k >= 0) {
-              this.age(tags, set, k);
-              continue;
-            }
-          }
-          if (!SeenCache.put4(words, tags, set, tag, w0, w1, w2, w3)) size++;
+          if (!this.hit(words, tags, set, tag, w0, w1, w2, w3) && !SeenCache.put4(words, tags, set, tag, w0, w1, w2, w3)) size++;
         }
         this.size = size;
       }
@@ -262,15 +261,7 @@ export class SeenCache {
     const tags = (this.tags ??= new Uint32Array(this.maxSets));
     const set = this.setOf(w0);
     const tag = tagOf(w1);
-    const m = SeenCache.matches(tags, set, tag);
-    // only a way whose tag matches can hold the digest already
-    if (m !== 0) {
-      const k = this.wayOf(words, set << 4, m, w0, w1, w2, w3);
-      if (k >= 0) {
-        this.age(tags, set, k);
-        return;
-      }
-    }
+    if (this.hit(words, tags, set, tag, w0, w1, w2, w3)) return;
     if (this.size * 8 >= this.sets * this.ways && this.sets < this.maxSets) {
       // an eighth full and not at its size yet: grown before it takes more
       this.grow();
