@@ -18,6 +18,10 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
 // CI runs a bounded soak; HG_SOAK_KILLS=6 HG_SOAK_EVERY_MS=20000 runs the long one (kill every 20 s).
 const KILLS = Number(process.env.HG_SOAK_KILLS ?? 2);
 const EVERY_MS = Number(process.env.HG_SOAK_EVERY_MS ?? 12_000);
+// How long an outage's journal may take to replay while the 256 callers go on. It competes with
+// them for the same two cores, and a busy box runs the whole soak at a fraction of its usual rate:
+// the bound is generous, to tell a replay that stalled from one that is slow.
+const REPLAY_PATIENCE_MS = 90_000;
 
 describe.skipIf(!has)('dedup soak: kill -9 under 256 callers', () => {
   let srv: RedisServer;
@@ -92,7 +96,7 @@ describe.skipIf(!has)('dedup soak: kill -9 under 256 callers', () => {
         let prevK = svc.counters.storeKeys;
         // replay competes with the 256 callers for the same two cores: a few hundred thousand journaled
         // keys take seconds to tens of seconds on a loaded machine
-        while (performance.now() - restartedAt < 45_000 && (resumeMs < 0 || replayedMs < 0)) {
+        while (performance.now() - restartedAt < REPLAY_PATIENCE_MS && (resumeMs < 0 || replayedMs < 0)) {
           await sleep(200);
           const j = svc.counters.journaledKeys;
           const s = svc.counters.storeKeys;
@@ -103,7 +107,7 @@ describe.skipIf(!has)('dedup soak: kill -9 under 256 callers', () => {
         }
         outages.push({ resumeMs, replayedMs, journaledDuringOutage });
         expect(resumeMs, 'exact answers resumed after the restart').toBeGreaterThan(0);
-        expect(replayedMs, 'journal replayed while serving').toBeGreaterThan(0);
+        expect(replayedMs, `journal replayed while serving (${svc.journalBacklogBytes()} B of journal left, ${journaledDuringOutage} keys journaled in the outage)`).toBeGreaterThan(0);
       }
       await sleep(3000); // load goes on after the last recovery
       running = false;
@@ -136,6 +140,6 @@ describe.skipIf(!has)('dedup soak: kill -9 under 256 callers', () => {
       const r = new Redis(srv.url);
       expect(await r.exists(`${prefix}:lock:recover`)).toBe(0);
       r.disconnect();
-    }, 180_000 + KILLS * EVERY_MS);
+    }, 120_000 + KILLS * (EVERY_MS + REPLAY_PATIENCE_MS));
   }
 });
