@@ -98,12 +98,15 @@ export class SeenCache {
   /** Entries when the table last grew (0 before): where the prefault's pacing starts. */
   private grownAt = 0;
   size = 0;
+  /** A bound of size * 8 that a full table never reaches (see addAll). */
+  private readonly fullRoom: number;
 
   /** Holds at most `max` digests (and the all-zero one); `max` >= 1. */
   constructor(readonly max: number) {
     this.ways = Math.max(1, Math.min(WAYS, max));
     this.maxSets = Math.max(1, Math.floor(max / this.ways));
     this.sets = Math.min(this.maxSets, FIRST_SETS);
+    this.fullRoom = (this.maxSets * this.ways + 2) * 8;
   }
 
   /** Set of a digest whose word 0 is w0 (see setIn). */
@@ -190,8 +193,12 @@ export class SeenCache {
       const tags = this.tags;
       if (words !== undefined && tags !== undefined && this.ways === WAYS) {
         const sets = this.sets;
-        // add() grows the table before an add that misses once size * 8 reaches this
-        const room = sets < this.maxSets ? sets * WAYS : Infinity;
+        // add() grows the table before an add that misses once size * 8 reaches this; at full
+        // size, a bound size * 8 never reaches. Both read before the choice, and that one a
+        // small integer: Infinity, or a read or sum made only in the branch a table takes once
+        // it is full (long after this loop was compiled), sent the loop back to the interpreter.
+        const full = this.fullRoom;
+        const room = sets < this.maxSets ? sets * WAYS : full;
         let size = this.size;
         for (; j < n && size * 8 < room; j++) {
           const o = idx[j]! << 2;
