@@ -16,7 +16,7 @@ export type { Key, PackedKeys, PackLinesOptions, HashAlgorithm, HashBatchOptions
 
 // The option and result types of the gate's parts (their classes are in the subpaths).
 export { DEFAULTS as DEDUP_DEFAULTS } from './dedup/options.js';
-export type { DedupOptions, RedisConfig, Layout, OnStoreError } from './dedup/options.js';
+export type { DedupOptions, RedisConfig, Layout, OnStoreError, CacheAdmit } from './dedup/options.js';
 export type { DedupStats, FirstSeenOptions, RecoverReport } from './dedup/service.js';
 export { windowId } from './dedup/window.js';
 export type { WindowSpec, WindowKind, WindowFn } from './dedup/window.js';

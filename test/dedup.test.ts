@@ -182,8 +182,11 @@ describe('DedupService (embedded store)', () => {
       fc.asyncProperty(
         fc.array(fc.array(fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'), { maxLength: 10 }), { maxLength: 12 }),
         fc.integer({ min: 0, max: 4 }),
-        async (batches, cacheMaxEntries) => {
-          const s = new DedupService({ dedup: { cacheMaxEntries } });
+        fc.constantFrom('compact', 'sets'),
+        fc.constantFrom('auto', 'repeats', 'all'),
+        async (batches, cacheMaxEntries, layout, cacheAdmit) => {
+          // 'sets' on the embedded store keeps a seen-cache (the compact table answers repeats itself)
+          const s = new DedupService({ dedup: { cacheMaxEntries, layout, cacheAdmit } });
           const seen = new Set<string>();
           for (const b of batches) {
             const got = [...(await s.firstSeen(b))];
@@ -195,6 +198,64 @@ describe('DedupService (embedded store)', () => {
       ),
       { numRuns: 100 },
     );
+  });
+
+  it("cacheAdmit 'auto' caches first sights only while the stream repeats keys often, and reviews that as it goes", async () => {
+    // 'sets' on the embedded store keeps a seen-cache (the compact table answers repeats itself)
+    const s = new DedupService({ dedup: { layout: 'sets' } });
+    const keys = (tag: string, n: number): string[] => Array.from({ length: n }, (_, i) => `${tag}-${i}`);
+    const ones = (a: Uint8Array): number => a.reduce((x, y) => x + y, 0);
+    // a big answer's cache adds run a turn of the event loop after it (the caller goes first)
+    const entries = async (): Promise<number> => {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      return (await s.stats()).cacheEntries;
+    };
+    expect((await s.stats()).cacheAdmits).toBe('repeats');
+    // all-new keys: none is cached, and the review keeps it so
+    expect(ones(await s.firstSeen(keys('a', 70_000)))).toBe(70_000);
+    expect(await entries()).toBe(0);
+    expect((await s.stats()).cacheAdmits).toBe('repeats');
+    // one key in eight a repeat (of the keys above): those are cached, and the review turns to 'all'
+    const mixed = keys('b', 70_000).map((k, i) => (i % 8 === 0 ? `a-${i}` : k));
+    expect(ones(await s.firstSeen(mixed))).toBe(70_000 - 8750);
+    expect(await entries()).toBeGreaterThanOrEqual(8750);
+    expect((await s.stats()).cacheAdmits).toBe('all');
+    // now a first sight is cached too
+    let before = await entries();
+    expect(ones(await s.firstSeen(keys('c', 200)))).toBe(200);
+    // (a set of the cache meets a fifth key now and then, and drops its oldest)
+    expect(await entries()).toBeGreaterThan(before + 190);
+    expect(ones(await s.firstSeen(keys('c', 200)))).toBe(0);
+    expect(s.counters.cacheHits).toBeGreaterThanOrEqual(200);
+    // a review period of new keys only: back to 'repeats'
+    for (const tag of ['d', 'e']) expect(ones(await s.firstSeen(keys(tag, 70_000)))).toBe(70_000);
+    expect((await s.stats()).cacheAdmits).toBe('repeats');
+    before = await entries();
+    expect(ones(await s.firstSeen(keys('f', 200)))).toBe(200);
+    expect(await entries()).toBe(before);
+    await s.close();
+  });
+
+  it("cacheAdmit 'repeats' and 'all' hold whatever the stream", async () => {
+    for (const [cacheAdmit, firsts] of [['repeats', false], ['all', true]] as const) {
+      const s = new DedupService({ dedup: { layout: 'sets', cacheAdmit } });
+      const keys = Array.from({ length: 70_000 }, (_, i) => `k-${i}`);
+      const entries = async (): Promise<number> => {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        return (await s.stats()).cacheEntries;
+      };
+      // a set of the cache meets a fifth key now and then and drops its oldest: a few fewer entries
+      // than keys added
+      await s.firstSeen(keys);
+      if (firsts) expect(await entries()).toBeGreaterThan(69_900);
+      else expect(await entries()).toBe(0);
+      // every key a repeat now: 'repeats' caches them all
+      await s.firstSeen(keys);
+      expect(await entries()).toBeGreaterThan(69_900);
+      expect((await s.stats()).cacheAdmits).toBe(cacheAdmit);
+      await s.close();
+    }
+    expect(() => new DedupService({ dedup: { cacheAdmit: 'most' as 'all' } })).toThrow(/dedup\.cacheAdmit/);
   });
 
   it('bad input rejects with a typed error naming the index, and writes nothing', async () => {

@@ -9,6 +9,8 @@ import { MAX_KEY_BYTES } from '../util/limits.js';
 
 export type Layout = 'compact' | 'sets';
 export type OnStoreError = 'fail-open' | 'fail-closed';
+/** Which keys the seen-cache takes (see DedupOptions.cacheAdmit). */
+export type CacheAdmit = 'auto' | 'repeats' | 'all';
 
 export interface ClusterNode {
   host: string;
@@ -45,6 +47,18 @@ export interface DedupOptions {
   /** Seen-key cache bounds (entries and approximate bytes). 0 entries disables the cache. */
   cacheMaxEntries?: number;
   cacheMaxBytes?: number;
+  /**
+   * Which answered keys the seen-cache takes. 'repeats': a key the store answered "seen before"
+   * (its second sight in the window, or its first here after another instance wrote it); a key it
+   * answered "first seen" stays out, so a stream of new keys costs the cache nothing and leaves
+   * it to the keys that recur. 'all': every answered key, so a key's second sight on this
+   * instance is answered locally (worth it when many keys come back soon; it costs an add, and 17
+   * B of memory written, for every new key). 'auto' (default): 'repeats'
+   * at first, then 'all' for as long as at least 1 key in 16 of the last 65,536 answered was a
+   * repeat, reviewed every 65,536 keys. Answers are the same in every mode; only which repeats
+   * Redis answers changes.
+   */
+  cacheAdmit?: CacheAdmit;
   /** Largest key accepted, in UTF-8 bytes. Default 1024. */
   maxKeyBytes?: number;
   /** Largest batch accepted by one firstSeen call. Default 200_000. */
@@ -140,6 +154,7 @@ export const DEFAULTS = {
   replayIntervalMs: 3_600_000,
   cacheMaxEntries: 1_000_000,
   cacheMaxBytes: 128 * 1024 * 1024,
+  cacheAdmit: 'auto' as CacheAdmit,
   maxKeyBytes: MAX_KEY_BYTES,
   maxBatchKeys: 200_000,
   commandTimeoutMs: 2000,
@@ -182,6 +197,7 @@ export interface ResolvedDedupOptions {
   replayIntervalMs: number;
   cacheMaxEntries: number;
   cacheMaxBytes: number;
+  cacheAdmit: CacheAdmit;
   maxKeyBytes: number;
   maxBatchKeys: number;
   commandTimeoutMs: number;
@@ -203,7 +219,7 @@ export interface ResolvedDedupOptions {
 
 const KNOWN = new Set([
   'layout', 'buckets', 'expectedKeys', 'prefix', 'window', 'timeZone', 'onStoreError', 'journalDir', 'secret',
-  'replayIntervalMs', 'cacheMaxEntries', 'cacheMaxBytes', 'maxKeyBytes', 'maxBatchKeys', 'commandTimeoutMs', 'maxKeysPerCommand', 'maxInFlight', 'maxQueuedKeys', 'requestTtlMs', 'connectTimeoutMs', 'lazyConnect',
+  'replayIntervalMs', 'cacheMaxEntries', 'cacheMaxBytes', 'cacheAdmit', 'maxKeyBytes', 'maxBatchKeys', 'commandTimeoutMs', 'maxKeysPerCommand', 'maxInFlight', 'maxQueuedKeys', 'requestTtlMs', 'connectTimeoutMs', 'lazyConnect',
   'journalSegmentBytes', 'journalMaxBytes', 'lockTtlMs', 'replaySliceKeys', 'hll', 'memoryMaxKeys',
   'path', 'sync', 'maxWindows',
 ]);
@@ -315,6 +331,7 @@ export function parseDedupOptions(input: unknown, name = 'options.dedup'): Resol
     replayIntervalMs: int('replayIntervalMs', 0, 2 ** 31 - 1),
     cacheMaxEntries: int('cacheMaxEntries', 0, 2 ** 28),
     cacheMaxBytes: int('cacheMaxBytes', 0),
+    cacheAdmit: opt('cacheAdmit', (n, v) => checkOneOf(n, v, ['auto', 'repeats', 'all'] as const), DEFAULTS.cacheAdmit),
     maxKeyBytes,
     maxBatchKeys: int('maxBatchKeys', 1, 10_000_000),
     commandTimeoutMs: int('commandTimeoutMs', 1),

@@ -108,6 +108,11 @@ export interface DedupStats {
   /** The window count writers report (a few ms behind; equals exact for the embedded stores). */
   approximate: number;
   cacheEntries: number;
+  /**
+   * Which answered keys the seen-cache takes now: 'all', or 'repeats' (dedup.cacheAdmit; under
+   * 'auto', what its last review chose). Undefined without a cache.
+   */
+  cacheAdmits?: 'repeats' | 'all';
   journalBytes: number;
   counters: DedupCounters;
   /** Members of the fullest bucket, or sub-bucket of a compact bucket that split (exact; Redis store only). */
@@ -204,9 +209,25 @@ const PIPELINE_CHUNK = 2500;
  */
 const DEFER_SEEN_ADDS = 1024;
 
+/** Keys answered between two reviews of the seen-cache's admission under dedup.cacheAdmit 'auto'. */
+const ADMIT_REVIEW_KEYS = 65_536;
+/**
+ * Under 'auto' the cache takes first sights while at least one key in this many answered in the
+ * last review period was a repeat: a first sight cached costs an add (and its memory) on every
+ * key, and pays back only on the keys that come back while it is cached; below this share a
+ * stream is mostly new keys, whose adds only push out the repeats.
+ */
+const ADMIT_REPEAT_ONE_IN = 16;
+
 /** The deferred seen-cache adds of one batch (see DEFER_SEEN_ADDS). */
-function addSeenLater(svc: DedupService, cache: SeenCache, gen: number, d32: Uint32Array, pend: Uint32Array, p: number): void {
-  if (cacheGenOf(svc) === gen) cache.addAll(d32, pend, p);
+function addSeenLater(svc: DedupService, cache: SeenCache, gen: number, d32: Uint32Array, pend: Uint32Array, p: number, paced: boolean): void {
+  if (cacheGenOf(svc) === gen) addSeen(cache, d32, pend, p, paced);
+}
+
+/** Adds digests d32[pend[j]] for j < p to the seen-cache; `paced`: its prefault is told of them here first. */
+function addSeen(cache: SeenCache, d32: Uint32Array, pend: Uint32Array, p: number, paced: boolean): void {
+  if (paced && cache.prefaultDue) cache.prefault(p);
+  cache.addAll(d32, pend, p);
 }
 let cacheGenOf: (s: DedupService) => number;
 
@@ -308,6 +329,11 @@ export class DedupService {
    */
   private cacheGen = 0;
   private cacheMs = -Infinity;
+  /** Whether the seen-cache takes keys answered first-seen now (see admitsFirsts). */
+  private admitFirsts: boolean;
+  /** Keys answered since the last admission review: repeats (answered 0 anywhere) and first sights. */
+  private answeredRepeats = 0;
+  private answeredFirsts = 0;
   private readonly bucketsByWindow = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private recovering: Promise<RecoverReport> | undefined;
@@ -368,6 +394,7 @@ export class DedupService {
     // The embedded compact table answers a repeat as fast as the cache would (both are one
     // typed-array probe), so there a cache would only add a second probe and its memory.
     this.cache = maxEntries > 0 && this.memCompact === undefined ? new SeenCache(maxEntries) : undefined;
+    this.admitFirsts = o.cacheAdmit === 'all';
     if (this.store instanceof RedisStore) {
       this.journal = new Journal(o.journalDir, o.journalSegmentBytes, o.journalMaxBytes);
       // Back from an outage: replay what was journaled while serving, not an hour later.
@@ -637,6 +664,7 @@ export class DedupService {
     const out = new Uint8Array(1);
     if (cache !== undefined && cache.has(d32, 0)) {
       this.counters.cacheHits++;
+      this.answeredRepeats++;
       end();
       co?.done();
       call.resolve(out);
@@ -669,14 +697,21 @@ export class DedupService {
       co?.done();
       call.reject(bug ?? e);
     };
-    // settles the caller; runs from the reply's read, so it must not throw
-    const finish = (): void => {
+    // settles the caller; runs from the reply's read, so it must not throw. `journaled`: the
+    // store failed and the key went to the journal (fail-open)
+    const finish = (journaled = false): void => {
       let bug: unknown;
       try {
-        this.counters.firstSeen += out[0]!;
+        const first = out[0]!;
+        this.counters.firstSeen += first;
+        if (first === 1) this.answeredFirsts++;
+        else this.answeredRepeats++;
         tracker.end(rec, ANSWERED);
         // the cache may have moved to a newer window (or been purged) while the store answered
-        if (cache !== undefined && this.cacheGen === gen) cache.add(d32, 0);
+        if (cache !== undefined && this.cacheGen === gen && (first === 0 || journaled || this.admitsFirsts())) {
+          cache.add(d32, 0);
+          if (cache.prefaultDue && !this.admitFirsts) process.nextTick(prefault, cache, 1);
+        }
       } catch (e) {
         bug = e;
       }
@@ -696,13 +731,13 @@ export class DedupService {
         return;
       }
       this.counters.storeErrors++;
-      this.onStoreFailure(err, batch, out, FIRST, FIRST, d32, out, this.cacheGen === gen ? cache : undefined, 1).then(finish, (e: unknown) => failed(e, err.done[0] === 1));
+      this.onStoreFailure(err, batch, out, FIRST, FIRST, d32, out, this.cacheGen === gen ? cache : undefined, 1).then(() => finish(err.done[0] !== 1), (e: unknown) => failed(e, err.done[0] === 1));
     });
     if (!sent) {
       tracker.end(rec, NOT_ANSWERED);
       return false;
     }
-    if (cache?.prefaultDue === true) process.nextTick(prefault, cache, 1);
+    if (cache?.prefaultDue === true && this.admitFirsts) process.nextTick(prefault, cache, 1);
     this.counters.batches++;
     this.counters.storeKeys++;
     return true;
@@ -807,6 +842,7 @@ export class DedupService {
     }
     this.counters.cacheHits += hits;
     this.counters.batchDuplicates += dups;
+    this.answeredRepeats += hits + dups;
     if (p === 0) return undefined;
     if (this.store instanceof RedisStore) {
       // A key an earlier batch still has in flight is not raced: this batch waits for that one
@@ -861,6 +897,7 @@ export class DedupService {
               out[base + i] = 0;
               held[slot] = 1;
               this.counters.batchDuplicates++;
+              this.answeredRepeats++;
               continue;
             }
             slots[count - q] = slot;
@@ -949,7 +986,9 @@ export class DedupService {
     this.counters.batches++;
     this.counters.storeKeys += p;
     const gen = this.cacheToken(window);
-    const finish = (): void => {
+    // `journaled`: after a store failure, fail-open, the keys the store did not answer (done[j] 0)
+    // went to the journal
+    const finish = (journaled?: Uint8Array): void => {
       let ones = 0;
       for (let j = 0; j < p; j++) {
         const a = answers[j]!;
@@ -957,23 +996,39 @@ export class DedupService {
         ones += a;
       }
       this.counters.firstSeen += ones;
+      this.answeredFirsts += ones;
+      this.answeredRepeats += p - ones;
       answered?.fill(1);
       // the cache may have moved to a newer window (or been purged) while the store answered
       if (cache === undefined || this.cacheGen !== gen) return;
-      if (own && p >= DEFER_SEEN_ADDS) setImmediate(addSeenLater, this, cache, gen, d32, pend, p);
-      else cache.addAll(d32, pend, p);
+      let adds = pend;
+      let k = p;
+      // how many keys are added is known only now when only repeats are: the prefault's pacing
+      // is told with the adds then, not when the batch was sent
+      const all = this.admitsFirsts();
+      if (!all) {
+        // keys answered "seen before", and keys only the journal holds: until it is replayed,
+        // Redis would answer those first-seen again, and only this cache can say they were seen
+        k = p - ones;
+        if (journaled !== undefined) for (let j = 0; j < p; j++) if (journaled[j] === 0 && answers[j] === 1) k++;
+        if (k === 0) return;
+        adds = new Uint32Array(k);
+        for (let j = 0, r = 0; j < p; j++) if (answers[j] === 0 || (journaled !== undefined && journaled[j] === 0)) adds[r++] = pend[order[j]!]!;
+      }
+      if (own && k >= DEFER_SEEN_ADDS) setImmediate(addSeenLater, this, cache, gen, d32, adds, k, !all);
+      else addSeen(cache, d32, adds, k, !all);
     };
     const sent = bucketsKnown
       ? this.store.addBatch(batch, answers)
       : Promise.reject(new StoreBatchError("the window's bucket count is unknown because the store is unavailable", new Uint8Array(p), answers, undefined));
-    if (cache?.prefaultDue === true) process.nextTick(prefault, cache, p);
-    return sent.then(finish, async (err: unknown) => {
+    if (cache?.prefaultDue === true && this.admitFirsts) process.nextTick(prefault, cache, p);
+    return sent.then(() => finish(), async (err: unknown) => {
       if (!(err instanceof StoreBatchError)) throw err;
       this.counters.storeErrors++;
       if (answered !== undefined) for (let j = 0; j < p; j++) if (err.done[j]) answered[order[j]!] = 1;
       // fail-closed never chunks, so base is 0 and `out` covers exactly this batch there
       await this.onStoreFailure(err, batch, answers, order, pend, d32, out, this.cacheGen === gen ? cache : undefined, m);
-      finish();
+      finish(err.done);
     });
   }
 
@@ -1005,7 +1060,7 @@ export class DedupService {
       for (let j = 0; j < batch.count; j++) {
         if (!err.done[j]) continue;
         known[pend[order[j]!]!] = answers[j]!;
-        cache?.add(d32, pend[order[j]!]!);
+        if (answers[j] === 0 || this.admitsFirsts()) cache?.add(d32, pend[order[j]!]!);
       }
       // Outcome unknown: some command was sent and its reply lost, so its keys may be in Redis;
       // a retry with the same requestId returns their original answers. Otherwise nothing of
@@ -1159,6 +1214,23 @@ export class DedupService {
     return this.cacheWindow === window ? this.cacheGen : -1;
   }
 
+  /**
+   * Whether the seen-cache takes keys the store answered first-seen (dedup.cacheAdmit 'all'), or
+   * only keys answered "seen before" ('repeats'). Under 'auto' the choice is reviewed every
+   * ADMIT_REVIEW_KEYS answered keys from the share of repeats among them, answered anywhere
+   * (cache, in-batch, store): a share of the stream, not of what the cache caught, so the choice
+   * does not feed on itself.
+   */
+  private admitsFirsts(): boolean {
+    const n = this.answeredRepeats + this.answeredFirsts;
+    if (n >= ADMIT_REVIEW_KEYS) {
+      if (this.options.cacheAdmit === 'auto') this.admitFirsts = this.answeredRepeats * ADMIT_REPEAT_ONE_IN >= n;
+      this.answeredRepeats = 0;
+      this.answeredFirsts = 0;
+    }
+    return this.admitFirsts;
+  }
+
   /** The window's recorded bucket count, or undefined while the store cannot tell. */
   private async bucketsFor(window: string): Promise<number | undefined> {
     const known = this.bucketsByWindow.get(window);
@@ -1232,6 +1304,7 @@ export class DedupService {
       exact,
       approximate,
       cacheEntries: this.cache?.size ?? 0,
+      ...(this.cache === undefined ? {} : { cacheAdmits: this.admitFirsts ? ('all' as const) : ('repeats' as const) }),
       journalBytes: this.journal?.pendingBytes() ?? 0,
       counters: { ...this.counters },
       ...(largestBucket === undefined ? {} : { largestBucket }),

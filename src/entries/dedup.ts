@@ -3,6 +3,6 @@
 export { DedupService } from '../dedup/service.js';
 export type { DedupServiceOptions, DedupStats, DedupCounters, FirstSeenOptions, RecoverReport } from '../dedup/service.js';
 export { DEFAULTS as DEDUP_DEFAULTS } from '../dedup/options.js';
-export type { DedupOptions, RedisConfig, Layout, OnStoreError } from '../dedup/options.js';
+export type { DedupOptions, RedisConfig, Layout, OnStoreError, CacheAdmit } from '../dedup/options.js';
 export { windowId } from '../dedup/window.js';
 export type { WindowSpec, WindowKind, WindowFn } from '../dedup/window.js';

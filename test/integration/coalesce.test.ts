@@ -213,6 +213,8 @@ describe.skipIf(!has)('coalescing on Redis', () => {
   it('fail-closed: every caller of the merged batch rejects with its own answers; a bad key only its call', async () => {
     const svc = open({ onStoreError: 'fail-closed' });
     await svc.firstSeen(['warm']);
+    // a repeat, answered "seen before": the seen-cache takes it
+    await svc.firstSeen(['warm']);
     await srv.kill('SIGKILL');
     const r1 = await Promise.allSettled([svc.firstSeen(['a']), svc.firstSeen(['b', 'c']), svc.firstSeen(['', 'x']), svc.firstSeen(['warm', 'd', 'e'])]);
     await srv.restart();

@@ -117,12 +117,22 @@ describe.skipIf(!has)('dedup on Redis', () => {
     await s.close();
   });
 
-  it("a big call's keys reach the seen-cache once it answered, and a purge right after its answer keeps them out", async () => {
+  it.each(['all', 'repeats'] as const)("cacheAdmit '%s': a big call's keys reach the seen-cache once it answered, and a purge right after its answer keeps them out", async (cacheAdmit) => {
     n++;
     // one piece of a call (pieces of a big call that end earlier add theirs before the call answers)
     const keys = Array.from({ length: 2000 }, (_, i) => `cached-${i}`);
-    const s = open({ buckets: 16 });
-    expect((await s.firstSeen(keys)).every((a) => a === 1)).toBe(true);
+    const s = open({ buckets: 16, cacheAdmit });
+    // the answer whose cache adds follow it: under 'all' the first (every key first seen); under
+    // 'repeats' the second (Redis answers "seen before": first sights stay out of the cache)
+    const admitted = async (): Promise<void> => {
+      expect((await s.firstSeen(keys)).every((a) => a === 1)).toBe(true);
+      if (cacheAdmit === 'all') return;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      const hits = s.counters.cacheHits;
+      expect((await s.firstSeen(keys)).every((a) => a === 0)).toBe(true);
+      expect(s.counters.cacheHits).toBe(hits);
+    };
+    await admitted();
     // the window is purged, and used again by another call, before the cache adds of that answer
     // ran: they must not bring its keys back as "seen" (Redis no longer has them)
     const purged = s.purgeWindow('2026');
@@ -130,15 +140,40 @@ describe.skipIf(!has)('dedup on Redis', () => {
     expect(await purged).toBeGreaterThan(0);
     await other;
     await new Promise<void>((resolve) => setImmediate(resolve));
-    const again = await s.firstSeen(keys);
-    expect(again.every((a) => a === 1)).toBe(true);
-    // past a turn of the event loop the adds of that second answer are in: a repeat is answered
-    // by the cache (0, without asking Redis)
+    await admitted();
+    // past a turn of the event loop the adds of that answer are in: a repeat is answered by the
+    // cache (0, without asking Redis)
     await new Promise<void>((resolve) => setImmediate(resolve));
     const hits = s.counters.cacheHits;
     expect((await s.firstSeen(keys)).every((a) => a === 0)).toBe(true);
     expect(s.counters.cacheHits - hits).toBe(keys.length);
+    expect((await s.stats('2026')).cacheAdmits).toBe(cacheAdmit);
     await s.close();
+  });
+
+  it.each([
+    ['repeats', [1, 0], 1],
+    ['all', [0, 0], 0],
+  ] as const)("cacheAdmit '%s': which keys seen before an outage the seen-cache answers during it", async (cacheAdmit, want, journaled) => {
+    n++;
+    const jdir = mkdtempSync(join(tmpdir(), 'hg-dedup-admit-'));
+    const s = open({ journalDir: jdir, buckets: 8, cacheAdmit });
+    expect([...(await s.firstSeen(['once', 'twice']))]).toEqual([1, 1]);
+    expect([...(await s.firstSeen(['twice']))]).toEqual([0]);
+    await srv.kill('SIGKILL');
+    // 'once' was answered first-seen only: under 'repeats' it is not cached, and Redis being
+    // down, it gets the fail-open answer (1) and goes to the journal
+    expect([...(await s.firstSeen(['once', 'twice']))]).toEqual(want);
+    expect(s.counters.journaledKeys).toBe(journaled);
+    // a key only the journal holds is cached in every mode: asked again during the outage, and
+    // one-key calls too (their own path), it is a repeat, not a second first sight
+    expect([...(await s.firstSeen(['once', 'twice']))]).toEqual([0, 0]);
+    expect([...(await s.firstSeen(['solo']))]).toEqual([1]);
+    expect([...(await s.firstSeen(['solo']))]).toEqual([0]);
+    expect(s.counters.journaledKeys).toBe(journaled + 1);
+    await srv.restart();
+    await s.close();
+    rmSync(jdir, { recursive: true, force: true });
   });
 
   it('bad input rejects with the index and writes nothing', async () => {
@@ -157,6 +192,8 @@ describe.skipIf(!has)('dedup on Redis', () => {
     const jdir = mkdtempSync(join(tmpdir(), 'hg-dedup-fo-'));
     const s = open({ journalDir: jdir, buckets: 8 });
     expect([...(await s.firstSeen(['before-1', 'before-2']))]).toEqual([1, 1]);
+    // a repeat, answered "seen before" by Redis: the seen-cache takes it
+    expect([...(await s.firstSeen(['before-1']))]).toEqual([0]);
     await srv.kill('SIGKILL');
     const down = await s.firstSeen(['before-1', 'during-1', 'during-2', 'during-1']);
     expect([...down]).toEqual([0, 1, 1, 0]); // 'before-1' from the seen-cache

@@ -28,7 +28,8 @@ describe.skipIf(!has)('metrics on a real Redis outage', () => {
     const m = createMetrics();
     const svc = new DedupService({
       redis: srv.url,
-      dedup: { journalDir: dir, prefix: 'mt', replayIntervalMs: 0, commandTimeoutMs: 500, onStoreError: 'fail-open' },
+      // 'all': 'b', seen once before the outage, is answered by the seen-cache during it
+      dedup: { journalDir: dir, prefix: 'mt', replayIntervalMs: 0, commandTimeoutMs: 500, onStoreError: 'fail-open', cacheAdmit: 'all' },
       now: () => NOW,
     });
     m.dedupSource('main', () => svc.counters);
