@@ -48,15 +48,15 @@ export interface DedupOptions {
   cacheMaxEntries?: number;
   cacheMaxBytes?: number;
   /**
-   * Which answered keys the seen-cache takes. 'repeats': a key the store answered "seen before"
-   * (its second sight in the window, or its first here after another instance wrote it); a key it
-   * answered "first seen" stays out, so a stream of new keys costs the cache nothing and leaves
-   * it to the keys that recur. 'all': every answered key, so a key's second sight on this
-   * instance is answered locally (worth it when many keys come back soon; it costs an add, and 17
-   * B of memory written, for every new key). 'auto' (default): 'repeats'
-   * at first, then 'all' for as long as at least 1 key in 16 of the last 65,536 answered was a
-   * repeat, reviewed every 65,536 keys. Answers are the same in every mode; only which repeats
-   * Redis answers changes.
+   * Which answered keys the seen-cache takes. 'repeats': keys the store answered "seen before"
+   * (a second sight in the window, or a first one here after another instance wrote the key);
+   * keys answered "first seen" stay out, so a stream of new keys costs the cache nothing and
+   * leaves it to the keys that recur. 'all': every answered key, so a second sight on this
+   * instance is answered locally (worth it when many keys come back soon; every new key costs an
+   * add and 17 B of memory written). 'auto' (default): 'repeats' at first, then, reviewed every
+   * 65,536 answered keys, 'all' while at least 1 in 16 of them was a repeat. In every mode a key
+   * that only the fail-open journal holds is taken, and the answers are the same: the mode
+   * decides which repeats Redis answers.
    */
   cacheAdmit?: CacheAdmit;
   /** Largest key accepted, in UTF-8 bytes. Default 1024. */
