@@ -209,8 +209,13 @@ const PIPELINE_CHUNK = 2500;
  */
 const DEFER_SEEN_ADDS = 1024;
 
-/** Keys answered between two reviews of the seen-cache's admission under dedup.cacheAdmit 'auto'. */
-const ADMIT_REVIEW_KEYS = 65_536;
+/**
+ * Keys answered between two reviews of the seen-cache's admission under dedup.cacheAdmit 'auto'.
+ * Short, so that a service answering a few thousand keys a day turns to caching first sights in
+ * days rather than months once its keys come back; at the threshold below, the share of repeats
+ * among this many keys is known to within half a percent (one standard deviation).
+ */
+const ADMIT_REVIEW_KEYS = 4096;
 /**
  * Under 'auto' the cache takes first sights while at least one key in this many answered in the
  * last review period was a repeat: a first sight cached costs an add (and its memory) on every
