@@ -215,6 +215,12 @@ describe('DedupService (embedded store)', () => {
     expect(ones(await s.firstSeen(keys('a', 70_000)))).toBe(70_000);
     expect(await entries()).toBe(0);
     expect((await s.stats()).cacheAdmits).toBe('repeats');
+    // one key in 64 a repeat: those are cached, and the review stays with 'repeats'
+    const rare = keys('r', 70_000).map((k, i) => (i % 64 === 0 ? `a-${i}` : k));
+    expect(ones(await s.firstSeen(rare))).toBe(70_000 - 1094);
+    expect(await entries()).toBeGreaterThan(1080);
+    expect(await entries()).toBeLessThanOrEqual(1094);
+    expect((await s.stats()).cacheAdmits).toBe('repeats');
     // one key in eight a repeat (of the keys above): those are cached, and the review turns to 'all'
     const mixed = keys('b', 70_000).map((k, i) => (i % 8 === 0 ? `a-${i}` : k));
     expect(ones(await s.firstSeen(mixed))).toBe(70_000 - 8750);

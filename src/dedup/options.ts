@@ -54,7 +54,7 @@ export interface DedupOptions {
    * leaves it to the keys that recur. 'all': every answered key, so a second sight on this
    * instance is answered locally (worth it when many keys come back soon; every new key costs an
    * add and 17 B of memory written). 'auto' (default): 'repeats' at first, then, reviewed every
-   * 4,096 answered keys, 'all' while at least 1 in 16 of them was a repeat. In every mode a key
+   * 4,096 answered keys, 'all' while at least 1 in 32 of them was a repeat. In every mode a key
    * that only the fail-open journal holds is taken, and the answers are the same: the mode
    * decides which repeats Redis answers.
    */

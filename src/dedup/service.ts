@@ -213,16 +213,19 @@ const DEFER_SEEN_ADDS = 1024;
  * Keys answered between two reviews of the seen-cache's admission under dedup.cacheAdmit 'auto'.
  * Short, so that a service answering a few thousand keys a day turns to caching first sights in
  * days rather than months once its keys come back; at the threshold below, the share of repeats
- * among this many keys is known to within half a percent (one standard deviation).
+ * among this many keys is known to within a third of a percent (one standard deviation).
  */
 const ADMIT_REVIEW_KEYS = 4096;
 /**
  * Under 'auto' the cache takes first sights while at least one key in this many answered in the
  * last review period was a repeat: a first sight cached costs an add (and its memory) on every
  * key, and pays back only on the keys that come back while it is cached; below this share a
- * stream is mostly new keys, whose adds only push out the repeats.
+ * stream is nearly all new keys (message ids and their occasional retries, a backfill), whose
+ * adds only push out the repeats. Low, because at a window's start repeats are rare even where
+ * most keys come back later: a stream of keys that each come twice, shuffled, reaches this share
+ * within its first few percent, and every first sight not cached before then is a hit lost.
  */
-const ADMIT_REPEAT_ONE_IN = 16;
+const ADMIT_REPEAT_ONE_IN = 32;
 
 /** The deferred seen-cache adds of one batch (see DEFER_SEEN_ADDS). */
 function addSeenLater(svc: DedupService, cache: SeenCache, gen: number, d32: Uint32Array, pend: Uint32Array, p: number, paced: boolean): void {
