@@ -154,7 +154,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     }
     await admin.flushall();
     s.notes.push(
-      'The throughput rows replay every key twice: hashgate answers the repeats from its local seen-cache while the peer sends every key to Redis. All-new keys from a fresh process, with the Node/Redis CPU split, are in the redis-path suite.',
+      'The throughput rows replay every key twice: hashgate answers most repeats from its local seen-cache (under the default dedup.cacheAdmit (auto) it caches first sights once repeats reach 1 in 32 of the keys, a few percent into the run) while the peer sends every key to Redis. All-new keys from a fresh process, with the Node/Redis CPU split, are in the redis-path suite.',
     );
     s.notes.push('Redis 7.0 defaults (set-max-intset-entries 512) on a private redis-server; compact buckets = nextPow2(keys/256); shared 2-core box, numbers are noisy.');
   } finally {
