@@ -338,7 +338,7 @@ export class DedupService {
   private cacheGen = 0;
   private cacheMs = -Infinity;
   /** Whether the seen-cache takes keys answered first-seen now (see admitsFirsts). */
-  private admitFirsts: boolean;
+  private cachesFirsts: boolean;
   /** Keys answered since the last admission review: repeats (answered 0 anywhere) and first sights. */
   private answeredRepeats = 0;
   private answeredFirsts = 0;
@@ -402,7 +402,7 @@ export class DedupService {
     // The embedded compact table answers a repeat as fast as the cache would (both are one
     // typed-array probe), so there a cache would only add a second probe and its memory.
     this.cache = maxEntries > 0 && this.memCompact === undefined ? new SeenCache(maxEntries) : undefined;
-    this.admitFirsts = o.cacheAdmit === 'all';
+    this.cachesFirsts = o.cacheAdmit === 'all';
     if (this.store instanceof RedisStore) {
       this.journal = new Journal(o.journalDir, o.journalSegmentBytes, o.journalMaxBytes);
       // Back from an outage: replay what was journaled while serving, not an hour later.
@@ -718,7 +718,7 @@ export class DedupService {
         // the cache may have moved to a newer window (or been purged) while the store answered
         if (cache !== undefined && this.cacheGen === gen && (first === 0 || journaled || this.admitsFirsts())) {
           cache.add(d32, 0);
-          if (cache.prefaultDue && !this.admitFirsts) process.nextTick(prefault, cache, 1);
+          if (cache.prefaultDue && !this.cachesFirsts) process.nextTick(prefault, cache, 1);
         }
       } catch (e) {
         bug = e;
@@ -745,7 +745,7 @@ export class DedupService {
       tracker.end(rec, NOT_ANSWERED);
       return false;
     }
-    if (cache?.prefaultDue === true && this.admitFirsts) process.nextTick(prefault, cache, 1);
+    if (cache?.prefaultDue === true && this.cachesFirsts) process.nextTick(prefault, cache, 1);
     this.counters.batches++;
     this.counters.storeKeys++;
     return true;
@@ -1029,7 +1029,7 @@ export class DedupService {
     const sent = bucketsKnown
       ? this.store.addBatch(batch, answers)
       : Promise.reject(new StoreBatchError("the window's bucket count is unknown because the store is unavailable", new Uint8Array(p), answers, undefined));
-    if (cache?.prefaultDue === true && this.admitFirsts) process.nextTick(prefault, cache, p);
+    if (cache?.prefaultDue === true && this.cachesFirsts) process.nextTick(prefault, cache, p);
     return sent.then(() => finish(), async (err: unknown) => {
       if (!(err instanceof StoreBatchError)) throw err;
       this.counters.storeErrors++;
@@ -1232,11 +1232,11 @@ export class DedupService {
   private admitsFirsts(): boolean {
     const n = this.answeredRepeats + this.answeredFirsts;
     if (n >= ADMIT_REVIEW_KEYS) {
-      if (this.options.cacheAdmit === 'auto') this.admitFirsts = this.answeredRepeats * ADMIT_REPEAT_ONE_IN >= n;
+      if (this.options.cacheAdmit === 'auto') this.cachesFirsts = this.answeredRepeats * ADMIT_REPEAT_ONE_IN >= n;
       this.answeredRepeats = 0;
       this.answeredFirsts = 0;
     }
-    return this.admitFirsts;
+    return this.cachesFirsts;
   }
 
   /** The window's recorded bucket count, or undefined while the store cannot tell. */
@@ -1312,7 +1312,7 @@ export class DedupService {
       exact,
       approximate,
       cacheEntries: this.cache?.size ?? 0,
-      ...(this.cache === undefined ? {} : { cacheAdmits: this.admitFirsts ? ('all' as const) : ('repeats' as const) }),
+      ...(this.cache === undefined ? {} : { cacheAdmits: this.cachesFirsts ? ('all' as const) : ('repeats' as const) }),
       journalBytes: this.journal?.pendingBytes() ?? 0,
       counters: { ...this.counters },
       ...(largestBucket === undefined ? {} : { largestBucket }),
