@@ -117,6 +117,23 @@ describe.skipIf(!has)('RespPipe', () => {
     }
   });
 
+  it('an argument its writer puts straight into the command arrives byte for byte; a writer that writes other than it announced is refused before anything is sent', async () => {
+    const pipe = new RespPipe({ host: '127.0.0.1', port: srv.port, connectTimeoutMs: 2000 });
+    const bytes = Buffer.from(Array.from({ length: 300 }, (_, i) => (i * 37) & 0xff));
+    const writer = (len: number) => ({ length: len, writeTo: (out: Buffer, at: number) => at + bytes.copy(out, at) });
+    try {
+      expect(await pipe.call(['SET', 'pipe:writer', writer(bytes.length)])).toBe('OK');
+      // a bulk string reply as a view of its read, or as a copy: the same bytes
+      expect(await pipe.call(['GET', 'pipe:writer'], true)).toEqual(bytes);
+      expect(await pipe.call(['GET', 'pipe:writer'])).toEqual(bytes);
+      expect(() => encodeCommand(['SET', 'pipe:writer', writer(bytes.length + 1)])).toThrow(RangeError);
+      await expect(pipe.call(['SET', 'pipe:writer', writer(bytes.length - 1)])).rejects.toThrow(/wrote 300 bytes, not the 299/);
+      expect(await r.getBuffer('pipe:writer')).toEqual(bytes);
+    } finally {
+      pipe.close();
+    }
+  });
+
   it('array replies that span many reads (an MGET of large values) come whole and in order, between other replies', async () => {
     const pipe = new RespPipe({ host: '127.0.0.1', port: srv.port, connectTimeoutMs: 2000 });
     try {

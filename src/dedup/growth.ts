@@ -32,7 +32,11 @@
 // range of values, and a split (of sub-bucket p = n - L2, depth d, into p and p + L2 at depth
 // d + 1) cuts that range at one value: Redis keeps an intset sorted, so the split cuts the DUMP
 // payload of the set in two and RESTOREs the halves (src/redis/dump.ts), with no member moved one
-// by one.
+// by one. The RESTOREs are plain commands sent just ahead of the script that seals the split (a
+// RESTORE inside a script cost Redis three times as much, the payload passing through Lua): a
+// RESTORE never replaces a key, and the seal moves whatever of the sub-bucket its halves lack, so
+// halves restored by another writer, or by one that stopped before its seal, leave the result
+// exact.
 // When a table splits: the window count K decides, for every writer alike. Table t should have
 // target(t, K) = max(1, floor((K / alpha + t) / T)) sub-buckets (alpha = SPLIT_SHARE, 0.3, of the intset
 // limit, the members a sub-bucket averages), so tables split one after another, not all at once.
@@ -185,11 +189,11 @@ export function putAddress(buf: Uint8Array, at: number, r: number): void {
  * count the caller read, ARGV[3] = mode:
  *   'empty' ARGV[4] = target, ARGV[5] = most splits: splits while the sub-bucket to split next
  *           does not exist (nothing to move: its name only becomes a tombstone)
- *   'apply' ARGV[4] = member count of the sub-bucket to split as the caller's DUMP showed it,
- *           ARGV[5], ARGV[6] = RESTORE payloads of its lower and upper half ('' for an empty half),
- *           ARGV[7] = the split boundary (splitBoundary) in decimal: one split; members added
- *           since the DUMP (writers do not stop) are moved one by one. Refused (returns -n) when
- *           a target name exists.
+ *   'seal'  ARGV[4] = the split boundary (splitBoundary) in decimal: one split, whose two halves
+ *           the caller RESTOREd just before from a DUMP of the sub-bucket. Members the halves lack
+ *           (added since the DUMP: writers do not stop; or all of them, where a RESTORE was
+ *           refused) are moved one by one. The halves only ever hold members of the sub-bucket,
+ *           each on its side of the boundary, so equal counts mean nothing is missing.
  *   'scan'  ARGV[4] = the split boundary (splitBoundary) in decimal: one split, members moved one
  *           by one (a sub-bucket that is not an intset, or whose payload the caller could not read)
  * Returns the sub-bucket count after the call; when the state is not ARGV[2] it changes nothing
@@ -229,7 +233,6 @@ local hi = tp .. (p + l2) .. '.' .. (d + 1)
 -- members >= the boundary move: compared as doubles, exactly (digit by digit) where the double of
 -- a member rounds onto the boundary's (which is exact: a multiple of 2^43)
 local bs = ARGV[4]
-if mode == 'apply' then bs = ARGV[7] end
 local bn = tonumber(bs)
 local function ge(m)
   local x = tonumber(m)
@@ -267,12 +270,9 @@ local function place_all(list)
     end
   end
 end
-if mode == 'apply' then
-  if redis.call('EXISTS', lo, hi) > 0 then return -n end
+if mode == 'seal' then
   local card = redis.call('SCARD', src)
-  if #ARGV[5] > 0 then redis.call('RESTORE', lo, 0, ARGV[5]) end
-  if #ARGV[6] > 0 then redis.call('RESTORE', hi, 0, ARGV[6]) end
-  if card ~= tonumber(ARGV[4]) then place_all(redis.call('SDIFF', src, lo, hi)) end
+  if card ~= redis.call('SCARD', lo) + redis.call('SCARD', hi) then place_all(redis.call('SDIFF', src, lo, hi)) end
 else
   place_all(redis.call('SMEMBERS', src))
 end

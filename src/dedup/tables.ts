@@ -2,8 +2,8 @@
 import type { Cluster, Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { isCluster, type RedisClient } from '../redis/client.js';
-import { lowerBound, intsetPayload, readIntsetDump } from '../redis/dump.js';
-import { PipeReplyError, encodeCommand, type ReplySink, type RespValue } from '../redis/pipe.js';
+import { IntsetSlice, lowerBound, readIntsetDump, type IntsetDump } from '../redis/dump.js';
+import { PipeReplyError, encodeCommand, type ArgWriter, type ReplySink, type RespValue } from '../redis/pipe.js';
 import type { PipeRoute, PipeRouter } from '../redis/pipes.js';
 import { LuaScript, runScript } from '../redis/scripts.js';
 import {
@@ -29,9 +29,15 @@ const FLUSH_MS = 20;
 /** Members of a report for a window of T tables of average load alpha. */
 export const flushKeysFor = (T: number, alpha: number): number => Math.min(FLUSH_KEYS_MAX, Math.max(FLUSH_KEYS_MIN, Math.floor((T * alpha) / 128)));
 /**
- * Splits of one window in flight at once in the background. Redis runs every command it read from
- * a connection in one turn before it serves the next client, so this times the cost of one SPLIT
- * call (about 0.1-0.2 ms) bounds how long another client of a shared Redis can wait: a few ms.
+ * Tables of one window split at once in the background. Redis runs every command it read from a
+ * connection in one turn before it serves the next client: a round's DUMPs (tens of us each) and
+ * its seals (about as much with their RESTOREs) keep another client of a shared Redis waiting a
+ * few ms at most.
+ */
+const ROUND_TABLES = 128;
+/**
+ * Of those, tables split one by one (splitTo: a Cluster, a count not read yet, a table already
+ * splitting): each SPLIT call costs about 0.1-0.2 ms, so this many bound the wait to a few ms too.
  */
 const SPLITS_IN_FLIGHT = 32;
 /**
@@ -50,8 +56,8 @@ const READ_ALL_MAX = 65_536;
 const MAX_WINDOWS = 4;
 
 /** An error reply saying the command is renamed away, disabled or denied (not a failure of Redis). */
-const refusedCommand = (err: unknown): boolean =>
-  /NOPERM|unknown command|Unknown Redis command|disabled command|can't run this command/.test((err as Error)?.message ?? '');
+const REFUSED = /NOPERM|unknown command|Unknown Redis command|disabled command|can't run this command/;
+const refusedCommand = (err: unknown): boolean => REFUSED.test((err as Error)?.message ?? '');
 
 const limits = new WeakMap<object, Promise<number>>();
 
@@ -75,6 +81,42 @@ export function intsetLimitOf(redis: RedisClient): Promise<number> {
     limits.set(redis, p);
   }
   return p;
+}
+
+/** One command's arguments (a payload may be written straight into the command's buffer). */
+type Command = ReadonlyArray<string | Buffer | ArgWriter>;
+
+/**
+ * The commands of one split of the table whose prefix is `tp` and which has `n` sub-buckets, from
+ * the DUMP of the sub-bucket that splits: a RESTORE of each half that has members, then the seal
+ * (the last), which moves what the halves lack.
+ */
+function splitCommands(tp: string, n: number, dump: IntsetDump, boundary: bigint): Command[] {
+  const l2 = pow2le(n);
+  const d = Math.log2(l2);
+  const p = n - l2;
+  const k = lowerBound(dump, Number(BigInt.asIntN(32, boundary >> 32n)), Number(BigInt.asUintN(32, boundary)));
+  const cmds: Command[] = [];
+  if (k > 0) cmds.push(['RESTORE', subBucketName(tp, p, d + 1), '0', new IntsetSlice(dump, 0, k)]);
+  if (k < dump.count) cmds.push(['RESTORE', subBucketName(tp, p + l2, d + 1), '0', new IntsetSlice(dump, k, dump.count)]);
+  cmds.push(['EVALSHA', SPLIT.sha, '1', tableStateKey(tp), tp, String(n), 'seal', boundary.toString()]);
+  return cmds;
+}
+
+/** The replies of one send of several commands, error replies apart. */
+class ManyReplies implements ReplySink {
+  readonly vals: RespValue[] = [];
+  readonly errs: Array<string | undefined> = [];
+  constructor(readonly views: boolean) {}
+  int(i: number, v: number): void {
+    this.vals[i] = v;
+  }
+  error(i: number, m: string): void {
+    this.errs[i] = m;
+  }
+  value(i: number, v: RespValue): void {
+    this.vals[i] = v;
+  }
 }
 
 /** Replies of a send of GETs / one MGET, read as sub-bucket counts (nil = 1). */
@@ -128,6 +170,8 @@ export class WindowTables {
   private readonly wanted = new Map<number, number>();
   private readonly running = new Map<number, Promise<void>>();
   private readonly slotOf: Int32Array | undefined;
+  /** 1 while this writer splits table t (the key of `splitting`, read per member by writers). */
+  private readonly busy: Uint8Array;
   /** Key prefix up to the table number ("{base}:c{" compact, "{base}:" sets), for writers that build keys themselves. */
   readonly keyHead: Buffer;
   readonly countKey: string;
@@ -146,6 +190,7 @@ export class WindowTables {
   ) {
     this.compact = layout === 'compact';
     this.n = new Int32Array(this.compact ? T : 0);
+    this.busy = new Uint8Array(this.compact ? T : 0);
     this.slotOf = growth.router.cluster ? new Int32Array(T).fill(-1) : undefined;
     this.keyHead = Buffer.from(this.compact ? `${base}:c{` : `${base}:`, 'latin1');
     this.countKey = windowCountKey(base, layout);
@@ -332,7 +377,10 @@ export class WindowTables {
         if (k > this.count) this.count = k;
         this.countKnown = true;
         ok = true;
-        if (this.compact) crossings(before, k, this.T, this.alpha, (t, target) => this.want(t, target));
+        if (this.compact) {
+          crossings(before, k, this.T, this.alpha, (t, target) => this.want(t, target));
+          this.pump();
+        }
       } catch (err) {
         // not counted yet: the next report (a timer's, not at once) carries it
         this.pending += delta;
@@ -351,29 +399,149 @@ export class WindowTables {
   }
   private flushDone: Promise<void> | undefined;
 
-  /** Schedules a background split of table t to `target` sub-buckets. */
-  want(t: number, target: number): void {
+  /** Schedules a background split of table t to `target` sub-buckets (started by the next pump()). */
+  private want(t: number, target: number): void {
     if ((this.wanted.get(t) ?? 0) >= target || this.n[t]! >= target) return;
     this.wanted.set(t, target);
-    this.pump();
   }
 
+  /**
+   * Starts the wanted splits, up to ROUND_TABLES tables at once. On a standalone Redis, those of
+   * tables whose count is known and which no split of this writer holds go together in one round
+   * (splitRound); the others each through splitTo, up to SPLITS_IN_FLIGHT of them.
+   */
   private pump(): void {
     if (this.disposed) return;
+    const rounds = !this.growth.router.cluster && this.growth.dumpAllowed;
+    let round: Array<[number, number]> | undefined;
+    let single = this.running.size - this.inRounds;
     for (const [t, target] of this.wanted) {
-      if (this.running.size >= SPLITS_IN_FLIGHT) return;
+      if (this.running.size + (round?.length ?? 0) >= ROUND_TABLES) break;
       if (this.running.has(t)) continue;
+      const together = rounds && this.n[t] !== 0 && !this.splitting.has(t);
+      // no room for one more split on its own: it stays wanted until a split ends
+      if (!together && single >= SPLITS_IN_FLIGHT) continue;
       this.wanted.delete(t);
-      const p = this.splitTo(t, target).catch((err: unknown) => {
-        this.lastError = err;
-        // tried again at the table's next threshold, or by a writer that finds it overfull
-      });
-      this.running.set(t, p);
-      void p.finally(() => {
-        this.running.delete(t);
+      if (this.n[t]! >= target) continue;
+      if (together) {
+        (round ??= []).push([t, target]);
+        continue;
+      }
+      single++;
+      this.track(t, this.splitTo(t, target));
+    }
+    if (round === undefined) return;
+    if (round.length === 1) {
+      this.track(round[0]![0], this.splitTo(round[0]![0], round[0]![1]));
+      return;
+    }
+    const p = this.splitRound(round);
+    this.inRounds += round.length;
+    for (const [t] of round) {
+      this.splitting.set(t, p);
+      this.busy[t] = 1;
+    }
+    for (const [t] of round) {
+      this.track(t, p.finally(() => {
+        this.inRounds--;
+        if (this.splitting.get(t) === p) {
+          this.splitting.delete(t);
+          this.busy[t] = 0;
+        }
+      }));
+    }
+  }
+  /** Tables of `running` that are in a round. */
+  private inRounds = 0;
+
+  /** Counts background split `p` of table t as running until it settled; a failure goes to lastError. */
+  private track(t: number, p: Promise<void>): void {
+    const q = p.catch((err: unknown) => {
+      this.lastError = err;
+      // tried again at the table's next threshold, or by a writer that finds it overfull
+    });
+    this.running.set(t, q);
+    void q.finally(() => {
+      this.running.delete(t);
+      // once for all the tables of a round that ended together: they make room for the next round
+      if (this.pumpQueued) return;
+      this.pumpQueued = true;
+      queueMicrotask(() => {
+        this.pumpQueued = false;
         this.pump();
       });
+    });
+  }
+  private pumpQueued = false;
+
+  /**
+   * One split of each table in `round` (standalone Redis, counts known): the DUMPs of all their
+   * next sub-buckets in one send, then all the SPLIT calls in one more. A window that grows
+   * without sizing splits a few tables at every count report, thousands of times per million
+   * members; one round of two sends in place of two round trips per table is most of what those
+   * splits cost this process. Whatever a round does not finish (a table that needs more than one
+   * split, an empty or non-intset sub-bucket, a conflict, a refused command) goes on table by
+   * table through split(), which handles each of those. Never rejects before each table was
+   * tried; the first error goes to the caller.
+   */
+  private async splitRound(round: ReadonlyArray<[number, number]>): Promise<void> {
+    const names: string[] = [];
+    const ns: number[] = [];
+    for (const [t] of round) {
+      const n = this.n[t]!;
+      const l2 = pow2le(n);
+      ns.push(n);
+      names.push(subBucketName(this.tablePrefix(t), n - l2, Math.log2(l2)));
     }
+    const rest: Array<[number, number]> = [];
+    let dumps: ManyReplies | undefined;
+    try {
+      // On the pipe the members go by, behind what was sent before this round began: those are
+      // in the DUMPs, and later batches hold the members of these tables until the round ended
+      // (holdForSplits). Sent on the control pipe, the DUMPs overtook a batch on its way about
+      // once in four splits, and each such seal had to find the members its halves lacked.
+      dumps = await this.growth.each(names.map((k) => ['DUMP', k]), true, this.growth.router.main());
+    } catch {
+      // the round gave up before it sent anything that splits: each table alone
+    }
+    const cmds: Command[] = [];
+    // per table of the round: the index in cmds of its seal, -1 for a table left to split()
+    const seals: number[] = [];
+    for (let i = 0; i < round.length; i++) {
+      const v = dumps?.vals[i];
+      const dump = dumps?.errs[i] === undefined && Buffer.isBuffer(v) ? readIntsetDump(v) : undefined;
+      if (dump === undefined) {
+        seals.push(-1);
+        continue;
+      }
+      const n = ns[i]!;
+      const l2 = pow2le(n);
+      for (const c of splitCommands(this.tablePrefix(round[i]![0]), n, dump, splitBoundary(n - l2, Math.log2(l2)))) cmds.push(c);
+      seals.push(cmds.length - 1);
+    }
+    let res: ManyReplies | undefined;
+    if (cmds.length > 0) {
+      try {
+        res = await this.growth.splitEach(cmds);
+      } catch (err) {
+        // sent and lost, or never sent: the seals check the state they were given, so each table
+        // alone reads where it stands and goes on from there
+        this.lastError = err;
+      }
+    }
+    for (let i = 0; i < round.length; i++) {
+      const [t, target] = round[i]!;
+      const j = seals[i]!;
+      const r = j >= 0 && res !== undefined && res.errs[j] === undefined ? res.vals[j] : undefined;
+      if (typeof r === 'number' && r > this.n[t]!) this.n[t] = r;
+      if (this.n[t]! < target) rest.push([t, target]);
+    }
+    if (rest.length === 0) return;
+    let first: unknown;
+    await Promise.all(rest.map(([t, target]) => this.split(t, target).catch((err: unknown) => {
+      first ??= err;
+    })));
+    if (first !== undefined) throw first;
   }
 
   /** Waits for the background splits and the count report (close, tests). */
@@ -395,7 +563,8 @@ export class WindowTables {
 
   /** The split of table t this writer is running (settles when it ended, done or failed), if any. */
   splitOf(t: number): Promise<void> | undefined {
-    return this.splitting.get(t);
+    // a byte per table: batches written while splits run ask this for every member
+    return this.busy[t] === 1 ? this.splitting.get(t) : undefined;
   }
 
   /** Splits table t until it has at least `target` sub-buckets (more when another writer split it further). */
@@ -410,10 +579,14 @@ export class WindowTables {
     if (this.n[t]! >= target) return;
     const p = this.split(t, target);
     this.splitting.set(t, p);
+    this.busy[t] = 1;
     try {
       await p;
     } finally {
-      if (this.splitting.get(t) === p) this.splitting.delete(t);
+      if (this.splitting.get(t) === p) {
+        this.splitting.delete(t);
+        this.busy[t] = 0;
+      }
     }
   }
 
@@ -421,7 +594,6 @@ export class WindowTables {
     if (this.n[t] === 0) await this.read([t]);
     const tp = this.tablePrefix(t);
     const sk = tableStateKey(tp);
-    let conflicts = 0;
     let idle = 0;
     // the last call turned its whole budget of empty sub-buckets into tombstones: the next one is
     // most likely empty too (a table sized before its first write), so skip its DUMP; the script
@@ -445,7 +617,8 @@ export class WindowTables {
       let payload: RespValue = null;
       if (!emptyRun) {
         try {
-          payload = await this.growth.command(src, ['DUMP', src]);
+          // a view of the read it came in: cut into the split's command below, then dropped
+          payload = await this.growth.command(src, ['DUMP', src], true);
         } catch (err) {
           if (!refusedCommand(err)) throw err;
           // a managed Redis that renames or ACL-blocks DUMP: the script moves members itself
@@ -458,31 +631,13 @@ export class WindowTables {
         emptyRun = r === n + EMPTY_SPLITS_PER_CALL;
       } else {
         const dump = Buffer.isBuffer(payload) ? readIntsetDump(payload) : undefined;
-        if (dump !== undefined && conflicts === 0) {
-          const hi = Number(BigInt.asIntN(32, b >> 32n));
-          const lo = Number(BigInt.asUintN(32, b));
-          const k = lowerBound(dump, hi, lo);
-          try {
-            r = await this.growth.split(sk, [tp, String(n), 'apply', String(dump.count), intsetPayload(dump, 0, k), intsetPayload(dump, k, dump.count), b.toString()]);
-          } catch (err) {
-            // RESTORE refused inside the script (renamed, or denied by an ACL): nothing was
-            // written (the script checks before it writes); split member by member from now on
-            if (!refusedCommand(err)) throw err;
-            this.growth.dumpAllowed = false;
-            continue;
-          }
-          if (r < 0) {
-            // a name the split would make exists already: split member by member instead
-            conflicts++;
-            continue;
-          }
-        } else {
-          r = await this.growth.split(sk, [tp, String(n), 'scan', b.toString()]);
-        }
+        r = dump !== undefined
+          ? await this.growth.seal(splitCommands(tp, n, dump, b))
+          : await this.growth.split(sk, [tp, String(n), 'scan', b.toString()]);
       }
       if (r > this.n[t]!) this.n[t] = r;
       else if (r < n) throw new Error(`table ${t} reports ${r} sub-buckets, fewer than the ${n} read before`);
-      // no progress (a member arrived between the DUMP and the split): a few more rounds at most
+      // no progress (the sub-bucket an empty run skipped the DUMP of exists): a few more rounds at most
       if (r <= n && ++idle > 8) throw new Error(`table ${t} did not split after ${idle} attempts`);
     }
   }
@@ -508,6 +663,14 @@ export class WindowTables {
     this.wanted.clear();
   }
 }
+
+/** An argument as the Cluster client takes it: a payload writer's bytes in a buffer of their own. */
+const argBuffer = (a: string | Buffer | ArgWriter): string | Buffer => {
+  if (typeof a === 'string' || Buffer.isBuffer(a)) return a;
+  const b = Buffer.allocUnsafe(a.length);
+  a.writeTo(b, 0);
+  return b;
+};
 
 /** The tables of every window a store, loader or replay writes, over one router. */
 export class TableGrowth {
@@ -577,26 +740,85 @@ export class TableGrowth {
    * One command about `key`: over the pipe of a standalone Redis; on a Cluster through the Cluster
    * client, which routes it by its key and follows redirections (these commands are few).
    */
-  async command(key: string, args: Array<string | Buffer>): Promise<RespValue> {
+  async command(key: string, args: Array<string | Buffer>, views = false): Promise<RespValue> {
     if (this.router.cluster) {
       const [cmd, ...rest] = args as [string, ...Array<string | Buffer>];
       return (await (this.router.client as Cluster).callBuffer(cmd, ...rest)) as RespValue;
     }
     void key;
     const route = this.router.control();
-    return route.lane.run(() => route.pipe.call(args));
+    return route.lane.run(() => route.pipe.call(args, views));
+  }
+
+  /**
+   * Commands in one send on a standalone Redis's pipe (the control pipe unless `route` says
+   * otherwise); their replies, error replies apart (with `views`, bulk strings are views of the
+   * reads they came in). Rejects when the send failed.
+   */
+  async each(commands: ReadonlyArray<Command>, views = false, route = this.router.control()): Promise<ManyReplies> {
+    const bytes = Buffer.concat(commands.map((c) => encodeCommand(c)));
+    const sink = new ManyReplies(views);
+    await route.lane.run(() => route.pipe.send(bytes, commands.length, sink), commands.length);
+    return sink;
+  }
+
+  /**
+   * The commands of splits (splitCommands) in one send on a standalone Redis, the script loaded on
+   * the pipe first. A RESTORE refused as a command (renamed away, or denied by an ACL) turns later
+   * splits member by member; its seal moves the members itself.
+   */
+  async splitEach(cmds: ReadonlyArray<Command>): Promise<ManyReplies> {
+    const route = this.router.control();
+    this.loadSplit(route);
+    const res = await this.each(cmds);
+    for (let i = 0; i < cmds.length; i++) {
+      const e = res.errs[i];
+      if (e !== undefined && cmds[i]![0] === 'RESTORE' && REFUSED.test(e)) this.dumpAllowed = false;
+    }
+    return res;
+  }
+
+  /**
+   * One split's commands (splitCommands), in order; resolves with the sub-bucket count the seal
+   * returned. A RESTORE that fails (its key made already by another writer, or refused) leaves
+   * its members to the seal.
+   */
+  async seal(cmds: ReadonlyArray<Command>): Promise<number> {
+    const last = cmds[cmds.length - 1]!;
+    const stateKey = last[3] as string;
+    const args = last.slice(4) as string[];
+    if (this.router.cluster) {
+      const client = this.router.client as Cluster;
+      for (let i = 0; i < cmds.length - 1; i++) {
+        const [, key, ttl, payload] = cmds[i]! as [string, string, string, ArgWriter];
+        try {
+          await client.callBuffer('RESTORE', key, ttl, argBuffer(payload));
+        } catch (err) {
+          if (refusedCommand(err)) this.dumpAllowed = false;
+        }
+      }
+      return this.split(stateKey, args);
+    }
+    const res = await this.splitEach(cmds);
+    const e = res.errs[cmds.length - 1];
+    // NOSCRIPT (a server that restarted, or SCRIPT FLUSH): split() loads it and seals again
+    if (e !== undefined) return e.startsWith('NOSCRIPT') ? this.split(stateKey, args) : Promise.reject(new PipeReplyError(e));
+    return Number(res.vals[cmds.length - 1]);
+  }
+
+  /** SCRIPT LOAD of SPLIT ahead of the first call on a connection (same socket: Redis runs it first). */
+  private loadSplit(route: PipeRoute): void {
+    if (this.loaded.has(route.pipe)) return;
+    this.loaded.add(route.pipe);
+    route.lane.run(() => route.pipe.call(['SCRIPT', 'LOAD', SPLIT.lua])).catch(() => this.loaded.delete(route.pipe));
   }
 
   /** Runs SPLIT for the table whose state key is `stateKey`: EVALSHA, and SCRIPT LOAD + again after a NOSCRIPT. */
-  async split(stateKey: string, args: Array<string | Buffer>): Promise<number> {
-    if (this.router.cluster) return Number(await runScript(this.router.client, SPLIT, 1, [stateKey, ...args]));
+  async split(stateKey: string, args: Array<string | Buffer | ArgWriter>): Promise<number> {
+    if (this.router.cluster) return Number(await runScript(this.router.client, SPLIT, 1, [stateKey, ...args.map(argBuffer)]));
     const route = this.router.control();
     const call = ['EVALSHA', SPLIT.sha, '1', stateKey, ...args];
-    if (!this.loaded.has(route.pipe)) {
-      // loaded ahead of the first call on the connection (same socket: Redis runs it first)
-      this.loaded.add(route.pipe);
-      route.lane.run(() => route.pipe.call(['SCRIPT', 'LOAD', SPLIT.lua])).catch(() => this.loaded.delete(route.pipe));
-    }
+    this.loadSplit(route);
     try {
       return Number(await route.lane.run(() => route.pipe.call(call)));
     } catch (err) {

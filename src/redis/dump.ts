@@ -162,26 +162,75 @@ export function lowerBound(d: IntsetDump, hi: number, lo: number): number {
   return a;
 }
 
-const lengthPrefix = (len: number): number[] =>
-  len < 64 ? [len] : len < 16384 ? [0x40 | (len >> 8), len & 0xff] : [0x80, len >>> 24, (len >>> 16) & 0xff, (len >>> 8) & 0xff, len & 0xff];
+/** Bytes of the RDB length prefix of a blob of `len` bytes. */
+const prefixBytes = (len: number): number => (len < 64 ? 1 : len < 16384 ? 2 : 5);
 
-/** A RESTORE payload of members [s, e) of `d` (same width), or an empty buffer when the range is empty. */
-export function intsetPayload(d: IntsetDump, s: number, e: number): Buffer {
+/** Bytes of the RESTORE payload of members [s, e) of `d` (0 when the range is empty). */
+export function intsetPayloadSize(d: IntsetDump, s: number, e: number): number {
   const count = e - s;
-  if (count <= 0) return Buffer.alloc(0);
+  if (count <= 0) return 0;
   const blob = 8 + count * d.width;
-  const pre = lengthPrefix(blob);
-  const out = Buffer.allocUnsafe(1 + pre.length + blob + 10);
-  let p = 0;
+  return 1 + prefixBytes(blob) + blob + 10;
+}
+
+/**
+ * Writes the RESTORE payload of members [s, e) of `d` (same width) at out[at..), nothing when the
+ * range is empty; returns where it ended. Straight into the buffer of the command that carries it:
+ * a split sends two payloads a few KiB each, and a buffer of their own cost an allocation and a
+ * copy each.
+ */
+export function writeIntsetPayload(d: IntsetDump, s: number, e: number, out: Uint8Array, at: number): number {
+  const count = e - s;
+  if (count <= 0) return at;
+  const blob = 8 + count * d.width;
+  let p = at;
   out[p++] = RDB_TYPE_SET_INTSET;
-  for (const x of pre) out[p++] = x;
-  out.writeUInt32LE(d.width, p);
-  out.writeUInt32LE(count, p + 4);
+  if (blob < 64) out[p++] = blob;
+  else if (blob < 16384) {
+    out[p++] = 0x40 | (blob >> 8);
+    out[p++] = blob & 0xff;
+  } else {
+    out[p++] = 0x80;
+    out[p++] = blob >>> 24;
+    out[p++] = (blob >>> 16) & 0xff;
+    out[p++] = (blob >>> 8) & 0xff;
+    out[p++] = blob & 0xff;
+  }
+  out[p] = d.width;
+  out[p + 1] = 0;
+  out[p + 2] = 0;
+  out[p + 3] = 0;
+  out[p + 4] = count;
+  out[p + 5] = count >>> 8;
+  out[p + 6] = count >>> 16;
+  out[p + 7] = count >>> 24;
   p += 8;
   out.set(d.payload.subarray(d.at + s * d.width, d.at + e * d.width), p);
   p += count * d.width;
   out[p++] = d.version & 0xff;
   out[p++] = d.version >>> 8;
-  crc64Into(out, 0, p, out, p);
+  crc64Into(out, at, p, out, p);
+  return p + 8;
+}
+
+/** The RESTORE payload of members [s, e) of `d` as a command argument (encodeCommand's ArgWriter). */
+export class IntsetSlice {
+  readonly length: number;
+  constructor(
+    private readonly d: IntsetDump,
+    private readonly s: number,
+    private readonly e: number,
+  ) {
+    this.length = intsetPayloadSize(d, s, e);
+  }
+  writeTo(out: Uint8Array, at: number): number {
+    return writeIntsetPayload(this.d, this.s, this.e, out, at);
+  }
+}
+
+/** A RESTORE payload of members [s, e) of `d` (same width), or an empty buffer when the range is empty. */
+export function intsetPayload(d: IntsetDump, s: number, e: number): Buffer {
+  const out = Buffer.allocUnsafe(intsetPayloadSize(d, s, e));
+  writeIntsetPayload(d, s, e, out, 0);
   return out;
 }

@@ -109,6 +109,7 @@ const RESOLVED = Promise.resolve();
 class OneReply implements ReplySink {
   v: RespValue = null;
   err: string | undefined;
+  constructor(readonly views: boolean) {}
   int(_i: number, v: number): void {
     this.v = v;
   }
@@ -134,8 +135,17 @@ class Handshake implements ReplySink {
   }
 }
 
+/**
+ * A bulk string argument its owner writes straight into the command's buffer: `length` bytes at
+ * out[at..), returning at + length (a payload built for one command, with no buffer of its own).
+ */
+export interface ArgWriter {
+  readonly length: number;
+  writeTo(out: Buffer, at: number): number;
+}
+
 /** RESP array of bulk strings, in one buffer. */
-export function encodeCommand(args: ReadonlyArray<string | Buffer>): Buffer {
+export function encodeCommand(args: ReadonlyArray<string | Buffer | ArgWriter>): Buffer {
   let size = 16;
   for (const a of args) size += (typeof a === 'string' ? Buffer.byteLength(a) : a.length) + 16;
   const out = Buffer.allocUnsafe(size);
@@ -144,7 +154,13 @@ export function encodeCommand(args: ReadonlyArray<string | Buffer>): Buffer {
     const len = typeof a === 'string' ? Buffer.byteLength(a) : a.length;
     p += out.write(`$${len}\r\n`, p, 'latin1');
     if (typeof a === 'string') p += out.write(a, p, 'utf8');
-    else p += a.copy(out, p);
+    else if (Buffer.isBuffer(a)) p += a.copy(out, p);
+    else {
+      const q = a.writeTo(out, p);
+      // a writer that wrote other than it announced would put the connection out of step
+      if (q !== p + len) throw new RangeError(`a command argument wrote ${q - p} bytes, not the ${len} it announced`);
+      p = q;
+    }
     out[p++] = 13;
     out[p++] = 10;
   }
@@ -309,10 +325,19 @@ export class RespPipe {
     s.uncork();
   };
 
-  /** One command; resolves with its reply, rejects with PipeReplyError on an error reply. */
-  async call(args: ReadonlyArray<string | Buffer>): Promise<RespValue> {
-    const one = new OneReply();
-    await this.send(encodeCommand(args), 1, one);
+  /**
+   * One command; resolves with its reply, rejects with PipeReplyError on an error reply. With
+   * `views`, a bulk string reply is a view of the read it came in, not a copy (for a caller that
+   * reads it at once and keeps nothing of it).
+   */
+  async call(args: ReadonlyArray<string | Buffer | ArgWriter>, views = false): Promise<RespValue> {
+    return this.callEncoded(encodeCommand(args), views);
+  }
+
+  /** call() of one command RESP-encoded already (`bytes` must not change until it settles). */
+  async callEncoded(bytes: Uint8Array, views = false): Promise<RespValue> {
+    const one = new OneReply(views);
+    await this.send(bytes, 1, one);
     if (one.err !== undefined) throw new PipeReplyError(one.err);
     return one.v;
   }
