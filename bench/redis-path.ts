@@ -8,7 +8,7 @@
 // and the lookup cache's Redis reads, 256 callers x 1 key. Each row carries the
 // Node CPU per key (process.cpuUsage of the child) and the Redis CPU per key (INFO cpu
 // used_cpu_user + used_cpu_sys delta), and for the SADD paths where that Redis CPU went (INFO
-// commandstats: inside SADDs, inside split scripts and DUMPs, the rest). The physical-limit row
+// commandstats: inside SADDs, inside the splits' DUMPs, RESTOREs and scripts, the rest). The physical-limit row
 // is redis-server alone fed the same SADD bucket member commands hashgate writes (its bucket keys
 // and compact members for the same keys, src/dedup/layout.ts) as pre-generated RESP through
 // `redis-cli --pipe`; the round-trip row feeds the same file a chunk per round trip, as a client
@@ -101,8 +101,8 @@ const commandUs = async (r: Redis): Promise<Map<string, number>> => {
 };
 
 /**
- * Where a SADD path's Redis CPU went, per key: inside SADDs, inside scripts and DUMPs (the splits
- * of compact tables; a script's own commands count in its time), and the rest of `cpuUs`: reading
+ * Where a SADD path's Redis CPU went, per key: inside SADDs, inside the DUMPs, RESTOREs and scripts
+ * of the splits of compact tables (a script's own commands count in its time), and the rest of `cpuUs`: reading
  * and writing the sockets, the event loop, AOF writes, and the few other commands (window count,
  * count reads). Undefined for paths whose SADDs run inside scripts (they would count twice), and
  * for repeat traffic, whose untimed first writes land in the same counters.
@@ -111,7 +111,7 @@ function redisCpuParts(path: PathKind, cmd: Map<string, number>, cpuUs: number, 
   if (path === 'once' || path === 'lookup' || path === 'repeat') return undefined;
   const us = (...names: string[]): number => names.reduce((a, n) => a + (cmd.get(n) ?? 0), 0);
   const sadd = us('sadd');
-  const splits = us('evalsha', 'eval', 'dump');
+  const splits = us('evalsha', 'eval', 'dump', 'restore');
   return { sadd: sadd / keys, splits: splits / keys, other: (cpuUs - sadd - splits) / keys };
 }
 
@@ -468,7 +468,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     const v = ['redisCpuUsPerKey', 'redisInSaddUsPerKey', 'redisInSplitsUsPerKey', 'redisOtherUsPerKey'].map((k) => rowOf(def, impl)?.extra?.[k] as number | undefined);
     if (v.some((x) => x === undefined)) return undefined;
     const [all, sadd, splits, other] = v as number[];
-    return `${all!.toFixed(2)} us (SADDs ${sadd!.toFixed(2)}, split scripts and DUMPs ${splits!.toFixed(2)}, the rest ${other!.toFixed(2)})`;
+    return `${all!.toFixed(2)} us (SADDs ${sadd!.toFixed(2)}, splits: DUMPs, RESTOREs and scripts ${splits!.toFixed(2)}, the rest ${other!.toFixed(2)})`;
   };
   const lines: string[] = [];
   for (const def of defs.filter((d) => d.path === 'batch' && d.noLimit !== true)) {
@@ -480,7 +480,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   if (lines.length > 0) {
     s.note(
       `Where Redis CPU per key went, 10k-key batches, median of the passes (INFO commandstats: time inside the commands; a script's own commands count in the script's time; the rest is reading and writing the sockets, the event loop, AOF writes and the few other commands): ${lines.join('. ')}. ` +
-        'The splits are what hashgate pays Redis on top of the SADDs for growing a window from empty: each moves a sub-bucket\'s members with one DUMP (Redis tries to compress its payload) and one script that RESTOREs the two halves, and a split that finds members added between the two also runs an SDIFF to place them.',
+        'The splits are what hashgate pays Redis on top of the SADDs for growing a window from empty: each moves a sub-bucket\'s members with one DUMP (Redis tries to compress its payload), a RESTORE of each half and one script that seals the split, and a seal that finds members added since the DUMP also runs an SDIFF to place them.',
     );
   }
   s.note(
@@ -498,7 +498,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   );
   s.note(
     'cpuBoundOwnCoresKeysPerSec = 1e6 / max(node, redis CPU us per key), the rate with Node and Redis on a core each; cpuBoundSharedCoreKeysPerSec = 1e6 / (node + redis), the rate when they share one. ' +
-      'hashgate sends one plain SADD per key, as the peer does, into a small intset sub-bucket instead of one big hashtable set; on top it pays the splits (a DUMP and a script per split, about one split per 150 new keys) and a batched INCRBY of the window count. ' +
+      'hashgate sends one plain SADD per key, as the peer does, into a small intset sub-bucket instead of one big hashtable set; on top it pays the splits (a DUMP, two RESTOREs and a script per split, about one split per 150 new keys) and a batched INCRBY of the window count. ' +
       'On this box most of both processes\' CPU is the loopback syscalls and wake-ups (perf: about a third of redis-server\'s samples are in the kernel), which is why the physical limit, fed from one file in big reads, needs well under half the Redis CPU per key of any client.',
   );
   s.note(

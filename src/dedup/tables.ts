@@ -476,13 +476,12 @@ export class WindowTables {
 
   /**
    * One split of each table in `round` (standalone Redis, counts known): the DUMPs of all their
-   * next sub-buckets in one send, then all the SPLIT calls in one more. A window that grows
+   * next sub-buckets in one send, then every RESTORE and seal in one more. A window that grows
    * without sizing splits a few tables at every count report, thousands of times per million
-   * members; one round of two sends in place of two round trips per table is most of what those
-   * splits cost this process. Whatever a round does not finish (a table that needs more than one
-   * split, an empty or non-intset sub-bucket, a conflict, a refused command) goes on table by
-   * table through split(), which handles each of those. Never rejects before each table was
-   * tried; the first error goes to the caller.
+   * members: two sends a round in place of two round trips a table. Whatever a round does not
+   * finish (a table that needs more than one split, an empty or non-intset sub-bucket, a refused
+   * command, a lost reply) goes on table by table through split(), which handles each of those.
+   * Never rejects before each table was tried; the first error goes to the caller.
    */
   private async splitRound(round: ReadonlyArray<[number, number]>): Promise<void> {
     const names: string[] = [];
