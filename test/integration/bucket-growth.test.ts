@@ -33,6 +33,23 @@ const commandStat = async (r: Redis, cmd: string, field: string): Promise<number
   return Number(line.slice(line.indexOf(':') + 1).split(',').find((kv) => kv.startsWith(`${field}=`))?.split('=')[1] ?? 0);
 };
 
+/**
+ * Members of the compact window under `base`, for a writer of our own: digest bytes 0..7 (the
+ * member) pseudo-random from `seed`, member j in table j % tables.
+ */
+function memberSource(base: string, count: number, seed: number, tables = 1): MemberSource {
+  const bytes = new Uint8Array(count * 16);
+  let x = seed;
+  for (let i = 0; i < bytes.length; i++) bytes[i] = (x = (Math.imul(x, 1_103_515_245) + 12_345) >>> 0) >>> 24;
+  const offs = new Uint32Array(count);
+  const bucket = new Uint32Array(count);
+  for (let j = 0; j < count; j++) {
+    offs[j] = j * 16;
+    bucket[j] = j % tables;
+  }
+  return { base, layout: 'compact', buckets: tables, count, bucket, dv: new DataView(bytes.buffer), offs };
+}
+
 describe.skipIf(!has)('compact tables split as they fill', () => {
   let srv: RedisServer;
   let r: Redis;
@@ -51,6 +68,20 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
 
   const open = (dedup: Record<string, unknown>, url = srv.url) =>
     HashGate.open({ threads: 0, redis: url, dedup: { journalDir: join(dir, `j${n++}`), replayIntervalMs: 0, cacheMaxEntries: 0, ...dedup } });
+
+  /** The pipes, tables and writer a store builds, on the test server, and their close. */
+  const ownWriter = () => {
+    const client = new Redis(srv.url);
+    const router = new PipeRouter(client, { connectTimeoutMs: 2000, maxInFlight: 8, commandTimeoutMs: 5000 });
+    const growth = new TableGrowth(router);
+    const writer = new RedisWriter(router, growth, 2000, () => intsetLimitOf(client));
+    const close = async (): Promise<void> => {
+      await growth.close();
+      router.close();
+      client.disconnect();
+    };
+    return { router, growth, writer, close };
+  };
 
   it('answers exactly like a set, whatever the call shape, while no sub-bucket passes the intset limit', async () => {
     const pool = Array.from({ length: 6000 }, (_, i) => `用户${i}|${110101199001010000 + i}`);
@@ -249,19 +280,8 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
   });
 
   it("a writer holds a table's members while it splits that table itself: they go after the split, to the new sub-buckets (SLOWLOG order)", async () => {
-    const client = new Redis(srv.url);
-    const router = new PipeRouter(client, { connectTimeoutMs: 2000, maxInFlight: 8, commandTimeoutMs: 5000 });
-    const growth = new TableGrowth(router);
-    const writer = new RedisWriter(router, growth, 2000, () => intsetLimitOf(client));
-    // members of a window of one table: digest bytes 0..7 are the member
-    const source = (count: number, seed: number): MemberSource => {
-      const bytes = new Uint8Array(count * 16);
-      let x = seed;
-      for (let i = 0; i < bytes.length; i++) bytes[i] = (x = (Math.imul(x, 1_103_515_245) + 12_345) >>> 0) >>> 24;
-      const offs = new Uint32Array(count);
-      for (let j = 0; j < count; j++) offs[j] = j * 16;
-      return { base: 'hold:2030', layout: 'compact', buckets: 1, count, bucket: new Uint32Array(count), dv: new DataView(bytes.buffer), offs };
-    };
+    const { growth, writer, close } = ownWriter();
+    const source = (count: number, seed: number): MemberSource => memberSource('hold:2030', count, seed);
     try {
       const first = source(20, 1);
       expect((await writer.addEach(first, new Uint8Array(20), new Uint8Array(20))).added).toBe(20);
@@ -293,25 +313,13 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
       expect(await misplaced(r, 'hold', '2030')).toBe(0);
       expect((await r.scard('hold:2030:c{0}0.1')) + (await r.scard('hold:2030:c{0}1.1'))).toBe(23);
     } finally {
-      await growth.close();
-      router.close();
-      client.disconnect();
+      await close();
     }
   });
 
   it('a split whose half is there already (restored by a writer that stopped before its seal) seals exactly, members added since included', async () => {
-    const client = new Redis(srv.url);
-    const router = new PipeRouter(client, { connectTimeoutMs: 2000, maxInFlight: 8, commandTimeoutMs: 5000 });
-    const growth = new TableGrowth(router);
-    const writer = new RedisWriter(router, growth, 2000, () => intsetLimitOf(client));
-    const source = (count: number, seed: number): MemberSource => {
-      const bytes = new Uint8Array(count * 16);
-      let x = seed;
-      for (let i = 0; i < bytes.length; i++) bytes[i] = (x = (Math.imul(x, 1_103_515_245) + 12_345) >>> 0) >>> 24;
-      const offs = new Uint32Array(count);
-      for (let j = 0; j < count; j++) offs[j] = j * 16;
-      return { base: 'half:2030', layout: 'compact', buckets: 1, count, bucket: new Uint32Array(count), dv: new DataView(bytes.buffer), offs };
-    };
+    const { growth, writer, close } = ownWriter();
+    const source = (count: number, seed: number): MemberSource => memberSource('half:2030', count, seed);
     try {
       // fewer members than a sub-bucket averages: nothing splits on its own
       const first = source(12, 3);
@@ -337,34 +345,19 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
       expect(await misplaced(r, 'half', '2030')).toBe(0);
       for (const s of [first, later]) expect((await writer.addEach(s, new Uint8Array(s.count), new Uint8Array(s.count))).added).toBe(0);
     } finally {
-      await growth.close();
-      router.close();
-      client.disconnect();
+      await close();
     }
   });
 
-  it("members refused by a tombstone of the writer's own split go again without reading the count: exact, no count reads", async () => {
+  it("members refused by a tombstone of the writer's own split go again without reading the count: exact, few count reads", async () => {
     // Splits this writer starts itself while one of its big writes is queued in Redis: their
     // DUMPs and seals go on the control connection and overtake the write's SADDs, which then
     // meet tombstones (WRONGTYPE). The writer knows the counts its own splits left, so it sends
-    // those members again at once, without reading any count.
-    const client = new Redis(srv.url);
-    const router = new PipeRouter(client, { connectTimeoutMs: 2000, maxInFlight: 8, commandTimeoutMs: 5000 });
-    const growth = new TableGrowth(router);
-    const writer = new RedisWriter(router, growth, 2000, () => intsetLimitOf(client));
+    // those members again at once; it reads a table's count only when a refusal came back before
+    // the reply of the seal that caused it (hundreds of refusals, a few reads at most).
+    const { router, growth, writer, close } = ownWriter();
     const T = 16;
-    const source = (count: number, seed: number): MemberSource => {
-      const bytes = new Uint8Array(count * 16);
-      let x = seed;
-      for (let i = 0; i < bytes.length; i++) bytes[i] = (x = (Math.imul(x, 1_103_515_245) + 12_345) >>> 0) >>> 24;
-      const offs = new Uint32Array(count);
-      const bucket = new Uint32Array(count);
-      for (let j = 0; j < count; j++) {
-        offs[j] = j * 16;
-        bucket[j] = j % T;
-      }
-      return { base: 'own:2030', layout: 'compact', buckets: T, count, bucket, dv: new DataView(bytes.buffer), offs };
-    };
+    const source = (count: number, seed: number): MemberSource => memberSource('own:2030', count, seed, T);
     try {
       expect((await writer.addEach(source(T, 1), new Uint8Array(T), new Uint8Array(T))).added).toBe(T);
       const wt = growth.window('own:2030', 'compact', T, LIMIT);
@@ -380,22 +373,19 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
       expect(res.error).toBeUndefined();
       expect(res.added).toBe(big.count);
       expect(Array.from(status).every((st) => st === MemberStatus.Answered)).toBe(true);
-      expect(await commandStat(r, 'sadd', 'failed_calls')).toBeGreaterThan(0); // refused by tombstones, then sent again
-      expect(await commandStat(r, 'mget', 'calls')).toBe(0);
+      const refused = await commandStat(r, 'sadd', 'failed_calls');
+      expect(refused).toBeGreaterThan(0); // refused by tombstones, then sent again
+      // reading each refused member's table again would be a read per refusal
+      expect(await commandStat(r, 'mget', 'calls')).toBeLessThanOrEqual(Math.min(T, Math.max(2, refused / 4)));
       expect(await misplaced(r, 'own', '2030')).toBe(0);
       expect(await scardSum(r, 'own:2030:c{*')).toBe(big.count + T);
     } finally {
-      await growth.close();
-      router.close();
-      client.disconnect();
+      await close();
     }
   });
 
   it('a key of another type at a sub-bucket name: the writer gives up after its rounds of re-reading the count, and answers nothing', async () => {
-    const client = new Redis(srv.url);
-    const router = new PipeRouter(client, { connectTimeoutMs: 2000, maxInFlight: 8, commandTimeoutMs: 5000 });
-    const growth = new TableGrowth(router);
-    const writer = new RedisWriter(router, growth, 2000, () => intsetLimitOf(client));
+    const { writer, close } = ownWriter();
     const bytes = new Uint8Array(32).map((_, i) => i + 1);
     const src: MemberSource = { base: 'foreign:2030', layout: 'compact', buckets: 1, count: 2, bucket: new Uint32Array(2), dv: new DataView(bytes.buffer), offs: Uint32Array.of(0, 16) };
     try {
@@ -414,9 +404,7 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
       expect(await commandStat(r, 'sadd', 'failed_calls')).toBe(sent);
       expect(await r.type('foreign:2030:c{0}0.0')).toBe('hash');
     } finally {
-      await growth.close();
-      router.close();
-      client.disconnect();
+      await close();
     }
   });
 
