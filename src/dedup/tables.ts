@@ -105,9 +105,17 @@ function splitCommands(tp: string, n: number, dump: IntsetDump, boundary: bigint
 
 /** The replies of one send of several commands, error replies apart. */
 class ManyReplies implements ReplySink {
-  readonly vals: RespValue[] = [];
-  readonly errs: Array<string | undefined> = [];
-  constructor(readonly views: boolean) {}
+  // filled ahead with values of every kind they will hold (integers, buffers, strings), so no
+  // reply turns them into arrays of another kind under the reply parser's compiled code
+  readonly vals: RespValue[];
+  readonly errs: Array<string | undefined>;
+  constructor(
+    readonly views: boolean,
+    count: number,
+  ) {
+    this.vals = new Array<RespValue>(count).fill(null);
+    this.errs = new Array<string | undefined>(count).fill(undefined);
+  }
   int(i: number, v: number): void {
     this.vals[i] = v;
   }
@@ -756,7 +764,7 @@ export class TableGrowth {
    */
   async each(commands: ReadonlyArray<Command>, views = false, route = this.router.control()): Promise<ManyReplies> {
     const bytes = Buffer.concat(commands.map((c) => encodeCommand(c)));
-    const sink = new ManyReplies(views);
+    const sink = new ManyReplies(views, commands.length);
     await route.lane.run(() => route.pipe.send(bytes, commands.length, sink), commands.length);
     return sink;
   }
