@@ -331,13 +331,8 @@ export class RespPipe {
    * reads it at once and keeps nothing of it).
    */
   async call(args: ReadonlyArray<string | Buffer | ArgWriter>, views = false): Promise<RespValue> {
-    return this.callEncoded(encodeCommand(args), views);
-  }
-
-  /** call() of one command RESP-encoded already (`bytes` must not change until it settles). */
-  async callEncoded(bytes: Uint8Array, views = false): Promise<RespValue> {
     const one = new OneReply(views);
-    await this.send(bytes, 1, one);
+    await this.send(encodeCommand(args), 1, one);
     if (one.err !== undefined) throw new PipeReplyError(one.err);
     return one.v;
   }
