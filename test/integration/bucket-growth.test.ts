@@ -1,9 +1,9 @@
 // Compact tables that split as they fill, on real redis-servers with a small set-max-intset-entries
 // (so a few thousand keys make them split): exact answers against a model, no sub-bucket past the
 // limit, every member where the documented rule puts it, writers whose cached table counts went
-// stale, two writers at once, the loader sizing a window before it writes, a window of the older
-// layout refused, memory per key with no sizing options, health against a lowered limit, and the
-// purge report.
+// stale, two writers at once, connections cut while tables split, the loader sizing a window
+// before it writes, a window of the older layout refused, memory per key with no sizing options,
+// health against a lowered limit, and the purge report.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,10 +11,11 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import fc from 'fast-check';
-import { HashGate } from 'hashgate';
+import { ErrorCodes, HashGate } from 'hashgate';
 import { Registry } from 'prom-client';
 import { requireRedisOrSkip, scardSum, startRedis, type RedisServer } from '../helpers/redis-server.js';
 import { compactSets, misplaced } from '../helpers/layout.js';
+import { startProxy } from '../helpers/tcp-proxy.js';
 import { PipeRouter } from '../../src/redis/pipes.js';
 import { TableGrowth, flushKeysFor, intsetLimitOf } from '../../src/dedup/tables.js';
 import { MemberStatus, RedisWriter, type MemberSource } from '../../src/dedup/redis-writer.js';
@@ -435,6 +436,57 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
       expect(st?.message).toMatch(/window 2030 of prefix legacy was written by an older compact layout/);
     } finally {
       await gate.close();
+    }
+  });
+
+  it('connections cut again and again while the tables split: every key first seen exactly once, nothing misplaced', async () => {
+    const proxy = await startProxy(srv.port);
+    const gate = await open({ buckets: 4, prefix: 'cut', window: () => '2030', onStoreError: 'fail-closed', commandTimeoutMs: 1000 }, proxy.url);
+    let cuts = 0;
+    let stop = false;
+    const cutter = (async () => {
+      while (!stop) {
+        await new Promise((res) => setTimeout(res, 15 + (cuts % 4) * 10));
+        await proxy.cut();
+        cuts++;
+      }
+    })();
+    let failures = 0;
+    // a call that failed (a typed rejection: fail-closed) is retried, with its requestId when it
+    // has one: its answers are then the ones Redis gave the first time
+    const attempt = async (keys: string[], requestId?: string): Promise<Uint8Array> => {
+      for (let a = 0; ; a++) {
+        try {
+          return await gate.firstSeen(keys, requestId === undefined ? undefined : { requestId });
+        } catch (err) {
+          expect([ErrorCodes.STORE_OUTCOME_UNKNOWN, ErrorCodes.STORE_UNAVAILABLE]).toContain((err as { code?: string }).code);
+          failures++;
+          expect(a).toBeLessThan(200);
+          await new Promise((res) => setTimeout(res, 20));
+        }
+      }
+    };
+    try {
+      const calls = 40;
+      const size = 500;
+      const keysOf = (c: number): string[] => Array.from({ length: size }, (_, i) => `cut-${c}-${i}`);
+      let added = 0;
+      for (let c = 0; c < calls; c++) added += ones(await attempt(keysOf(c), `cut-${c}`));
+      stop = true;
+      await cutter;
+      expect(cuts).toBeGreaterThan(5);
+      expect(failures).toBeGreaterThan(0);
+      expect(added).toBe(calls * size);
+      // the window split many times over: 20,000 members in 4 tables at 64 members a set at most
+      expect(Number(await r.get('cut:2030:c{0}n'))).toBeGreaterThan(50);
+      for (let c = 0; c < calls; c++) expect(ones(await attempt(keysOf(c)))).toBe(0);
+      expect(await misplaced(r, 'cut', '2030')).toBe(0);
+      expect(await scardSum(r, 'cut:2030:c{*')).toBe(calls * size);
+    } finally {
+      stop = true;
+      await cutter;
+      await gate.close();
+      await proxy.close();
     }
   });
 
