@@ -671,14 +671,6 @@ export class WindowTables {
   }
 }
 
-/** An argument as the Cluster client takes it: a payload writer's bytes in a buffer of their own. */
-const argBuffer = (a: string | Buffer | ArgWriter): string | Buffer => {
-  if (typeof a === 'string' || Buffer.isBuffer(a)) return a;
-  const b = Buffer.allocUnsafe(a.length);
-  a.writeTo(b, 0);
-  return b;
-};
-
 /** The tables of every window a store, loader or replay writes, over one router. */
 export class TableGrowth {
   private readonly windows = new Map<string, WindowTables>();
@@ -797,9 +789,10 @@ export class TableGrowth {
     if (this.router.cluster) {
       const client = this.router.client as Cluster;
       for (let i = 0; i < cmds.length - 1; i++) {
-        const [, key, ttl, payload] = cmds[i]! as [string, string, string, ArgWriter];
+        // the Cluster client takes the payload in a buffer of its own
+        const [, key, ttl, half] = cmds[i]! as [string, string, string, IntsetSlice];
         try {
-          await client.callBuffer('RESTORE', key, ttl, argBuffer(payload));
+          await client.callBuffer('RESTORE', key, ttl, half.buffer());
         } catch (err) {
           if (refusedCommand(err)) this.dumpAllowed = false;
         }
@@ -821,8 +814,8 @@ export class TableGrowth {
   }
 
   /** Runs SPLIT for the table whose state key is `stateKey`: EVALSHA, and SCRIPT LOAD + again after a NOSCRIPT. */
-  async split(stateKey: string, args: Array<string | Buffer | ArgWriter>): Promise<number> {
-    if (this.router.cluster) return Number(await runScript(this.router.client, SPLIT, 1, [stateKey, ...args.map(argBuffer)]));
+  async split(stateKey: string, args: string[]): Promise<number> {
+    if (this.router.cluster) return Number(await runScript(this.router.client, SPLIT, 1, [stateKey, ...args]));
     const route = this.router.control();
     const call = ['EVALSHA', SPLIT.sha, '1', stateKey, ...args];
     this.loadSplit(route);

@@ -226,6 +226,10 @@ export class IntsetSlice {
   writeTo(out: Uint8Array, at: number): number {
     return writeIntsetPayload(this.d, this.s, this.e, out, at);
   }
+  /** The payload in a buffer of its own (for a client that takes arguments as buffers). */
+  buffer(): Buffer {
+    return intsetPayload(this.d, this.s, this.e);
+  }
 }
 
 /** A RESTORE payload of members [s, e) of `d` (same width), or an empty buffer when the range is empty. */
