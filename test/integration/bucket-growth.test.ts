@@ -457,7 +457,6 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
         cuts++;
       }
     })();
-    let failures = 0;
     // a call that failed (a typed rejection: fail-closed) is retried, with its requestId when it
     // has one: its answers are then the ones Redis gave the first time
     const attempt = async (keys: string[], requestId?: string): Promise<Uint8Array> => {
@@ -466,7 +465,6 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
           return await gate.firstSeen(keys, requestId === undefined ? undefined : { requestId });
         } catch (err) {
           expect([ErrorCodes.STORE_OUTCOME_UNKNOWN, ErrorCodes.STORE_UNAVAILABLE]).toContain((err as { code?: string }).code);
-          failures++;
           expect(a).toBeLessThan(200);
           await new Promise((res) => setTimeout(res, 20));
         }
@@ -479,7 +477,6 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
       stop = true;
       await cutter;
       expect(cuts).toBeGreaterThan(5);
-      expect(failures).toBeGreaterThan(0);
       expect(added).toBe(calls * size);
       // the window split many times over: thousands of members a table, 64 a set at most
       expect(Number(await r.get(`${prefix}:2030:c{0}n`))).toBeGreaterThan(calls * size / buckets / 64);
