@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import fc from 'fast-check';
 import { NotSentError } from '../src/redis/inflight.js';
-import { PipeLostError, PipeReplyError, RespError, RespPipe, encodeCommand, type ReplySink, type RespValue } from '../src/redis/pipe.js';
+import { PipeLostError, PipeReplyError, RespError, RespPipe, encodeCommand, encodeCommands, type ReplySink, type RespValue } from '../src/redis/pipe.js';
 import { endpointOf } from '../src/redis/pipes.js';
 import { requireRedisOrSkip, startRedis, type RedisServer } from './helpers/redis-server.js';
 import { startProxy, type TcpProxy } from './helpers/tcp-proxy.js';
@@ -25,6 +25,40 @@ class Collect implements ReplySink {
     this.got[i] = v;
   }
 }
+
+/** RESP of commands built from strings, the plain way (the encoders' reference). */
+const reference = (cmds: ReadonlyArray<ReadonlyArray<string | Buffer>>): Buffer =>
+  Buffer.concat(cmds.flatMap((c) => [
+    Buffer.from(`*${c.length}\r\n`),
+    ...c.flatMap((a) => {
+      const b = typeof a === 'string' ? Buffer.from(a, 'utf8') : a;
+      return [Buffer.from(`$${b.length}\r\n`), b, Buffer.from('\r\n')];
+    }),
+  ]));
+
+describe('encodeCommand, encodeCommands', () => {
+  it('write what the plain string-built RESP says, every length of every digit count, one command or many in one buffer', () => {
+    const arg = fc.oneof(
+      fc.string({ unit: 'grapheme', maxLength: 40 }),
+      fc.uint8Array({ maxLength: 40 }).map((u) => Buffer.from(u)),
+      fc.constantFrom(0, 9, 10, 99, 100, 999, 1000, 12345).map((n) => 'x'.repeat(n)),
+    );
+    const cmd = fc.array(arg, { minLength: 1, maxLength: 12 });
+    fc.assert(fc.property(fc.array(cmd, { maxLength: 12 }), (cmds) => {
+      const want = reference(cmds);
+      expect(encodeCommands(cmds)).toEqual(want);
+      expect(Buffer.concat(cmds.map((c) => encodeCommand(c)))).toEqual(want);
+    }), { numRuns: 300 });
+  });
+
+  it('an argument written by its owner lands in place in a buffer of many commands', () => {
+    const bytes = Buffer.from(Array.from({ length: 1200 }, (_, i) => (i * 31) & 0xff));
+    const writer = { length: bytes.length, writeTo: (out: Buffer, at: number) => at + bytes.copy(out, at) };
+    const got = encodeCommands([['RESTORE', 'k1', '0', writer], ['EVALSHA', 'abc', '1', 'k'], ['RESTORE', 'k2', '0', writer]]);
+    expect(got).toEqual(reference([['RESTORE', 'k1', '0', bytes], ['EVALSHA', 'abc', '1', 'k'], ['RESTORE', 'k2', '0', bytes]]));
+    expect(() => encodeCommands([['PING'], ['SET', 'k', { length: 5, writeTo: (_o: Buffer, at: number) => at + 4 }]])).toThrow(RangeError);
+  });
+});
 
 describe.skipIf(!has)('RespPipe', () => {
   let srv: RedisServer;
@@ -105,7 +139,7 @@ describe.skipIf(!has)('RespPipe', () => {
         ['EVAL', "return {1, 'a', {redis.error_reply('E1 nested'), -2}}", '0'], ['PING'],
       ];
       const sink = new Collect();
-      await pipe.send(Buffer.concat(cmds.map(encodeCommand)), cmds.length, sink);
+      await pipe.send(encodeCommands(cmds), cmds.length, sink);
       expect(sink.got).toEqual([
         'OK', bin, null, 'OK', Buffer.alloc(0), -12345678901, { err: expect.stringMatching(/^WRONGTYPE /) as unknown as string },
         [Buffer.from('v'), null, bin], [1, Buffer.from('a'), [new RespError('E1 nested'), -2]], 'PONG',
@@ -148,7 +182,7 @@ describe.skipIf(!has)('RespPipe', () => {
           await set.exec();
           const cmds: Array<Array<string | Buffer>> = [['MGET', ...keys], ['INCRBY', 'pipe:tail', String(tail)], ['MGET', keys[0]!, 'pipe:absent'], ['PING']];
           const sink = new Collect();
-          await pipe.send(Buffer.concat(cmds.map(encodeCommand)), cmds.length, sink);
+          await pipe.send(encodeCommands(cmds), cmds.length, sink);
           const first = sizes[0] === undefined ? null : val(0, sizes[0]);
           expect(sink.got).toEqual([sizes.map((n, i) => (n === undefined ? null : val(i, n))), tail, [first, null], 'PONG']);
         }),

@@ -8,6 +8,7 @@
 import type { Cluster } from 'ioredis';
 import { NotSentError } from '../redis/inflight.js';
 import { arena } from '../hash/arena.js';
+import { identity } from '../util/identity.js';
 import { int64Bulk } from '../redis/int64.js';
 import type { ReplySink, RespValue } from '../redis/pipe.js';
 import type { PipeRoute, PipeRouter } from '../redis/pipes.js';
@@ -374,8 +375,7 @@ export class RedisWriter {
     let unknown = false;
     let wt: WindowTables;
     status.fill(MemberStatus.Pending, 0, src.count);
-    const todo = new Uint32Array(src.count);
-    for (let j = 0; j < src.count; j++) todo[j] = j;
+    const todo = identity(src.count);
     try {
       wt = this.tablesNow(src) ?? (await this.tables(src));
       const tables = wt.compact ? this.touched(wt, src) : [];
@@ -560,11 +560,11 @@ export class RedisWriter {
    */
   private holdForSplits(wt: WindowTables, src: MemberSource): HeldForSplits | undefined {
     if (!wt.compact || wt.splitsRunning === 0) return undefined;
-    const now = new Uint32Array(src.count);
-    const later = new Uint32Array(src.count);
+    // the members that go now from the front, those that wait from the back: one array
+    const both = new Uint32Array(src.count);
     const splits: Array<Promise<void>> = [];
     let k = 0;
-    let h = 0;
+    let h = src.count;
     const bucket = src.bucket;
     const mark = wt.marks();
     const epoch = wt.epoch;
@@ -572,16 +572,20 @@ export class RedisWriter {
       const t = bucket[j]!;
       const split = wt.splitOf(t);
       if (split === undefined) {
-        now[k++] = j;
+        both[k++] = j;
         continue;
       }
-      later[h++] = j;
+      both[--h] = j;
       if (mark[t] !== epoch) {
         mark[t] = epoch;
         splits.push(split.catch(() => undefined));
       }
     }
-    return h === 0 ? undefined : { now: now.subarray(0, k), later: later.subarray(0, h), splits };
+    if (h === src.count) return undefined;
+    const later = both.subarray(h);
+    // back in the members' order (the front half is)
+    later.reverse();
+    return { now: both.subarray(0, k), later, splits };
   }
 
   /**
@@ -626,8 +630,13 @@ export class RedisWriter {
     const each = (route: PipeRoute, list: ArrayLike<number>): void => {
       for (let s = 0; s < list.length; s += this.chunk) {
         const e = Math.min(list.length, s + this.chunk);
-        const idx = new Uint32Array(e - s);
-        for (let i = s; i < e; i++) idx[i - s] = list[i]!;
+        // index lists are never written once made: a chunk of one is a view of it
+        let idx: Uint32Array;
+        if (list instanceof Uint32Array) idx = list.subarray(s, e);
+        else {
+          idx = new Uint32Array(e - s);
+          for (let i = s; i < e; i++) idx[i - s] = list[i]!;
+        }
         const sink = new EachSink(idx, answers, status, errors);
         // Encoded when the lane sends it, not here: a big batch queues most of its sends behind
         // maxInFlight, and a buffer taken per queued send (256 KiB each once the pool's 16 are
@@ -748,8 +757,7 @@ export class RedisWriter {
     if (r !== undefined) await r;
     const p = wt.prepare(tables, src.count);
     if (p !== undefined) await p;
-    let todo: Uint32Array = new Uint32Array(src.count);
-    for (let j = 0; j < src.count; j++) todo[j] = j;
+    let todo = identity(src.count);
     let added = 0;
     for (let round = 0; ; round++) {
       const { added: a, stale, redirect, error } = await this.sendGrouped(src, wt, todo);

@@ -56,6 +56,7 @@ import { errorKind } from '../metrics/channels.js';
 import type { Metrics } from '../metrics/types.js';
 import { WindowClock, windowId } from './window.js';
 import { Coalescer, parseCoalesceOptions, type CoalesceOptions } from '../util/coalescer.js';
+import { identity } from '../util/identity.js';
 
 export type { RecoverReport } from './recover.js';
 
@@ -173,15 +174,6 @@ const FIRST = new Uint32Array(1);
 const ANSWERED = Uint8Array.of(1);
 const NOT_ANSWERED = Uint8Array.of(0);
 
-let ident = new Uint32Array(0);
-/** 0..n-1 (a view of one array kept at the largest n asked for). */
-function identity(n: number): Uint32Array {
-  if (ident.length < n) {
-    ident = new Uint32Array(Math.max(n, 2 * ident.length));
-    for (let i = 0; i < ident.length; i++) ident[i] = i;
-  }
-  return ident.subarray(0, n);
-}
 
 /** A flat copy of `s` (one sequential string, not a rope of the parts it was concatenated from). */
 const flatString = (s: string): string => Buffer.from(s, 'utf8').toString('utf8');

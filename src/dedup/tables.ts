@@ -3,7 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { isCluster, type RedisClient } from '../redis/client.js';
 import { IntsetSlice, lowerBound, readIntsetDump, type IntsetDump } from '../redis/dump.js';
-import { PipeReplyError, encodeCommand, type ArgWriter, type ReplySink, type RespValue } from '../redis/pipe.js';
+import { PipeReplyError, encodeCommand, encodeCommands, type ArgWriter, type ReplySink, type RespValue } from '../redis/pipe.js';
 import type { PipeRoute, PipeRouter } from '../redis/pipes.js';
 import { LuaScript, runScript } from '../redis/scripts.js';
 import {
@@ -755,7 +755,7 @@ export class TableGrowth {
    * reads they came in). Rejects when the send failed.
    */
   async each(commands: ReadonlyArray<Command>, views = false, route = this.router.control()): Promise<ManyReplies> {
-    const bytes = Buffer.concat(commands.map((c) => encodeCommand(c)));
+    const bytes = encodeCommands(commands);
     const sink = new ManyReplies(views, commands.length);
     await route.lane.run(() => route.pipe.send(bytes, commands.length, sink), commands.length);
     return sink;

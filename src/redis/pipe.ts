@@ -144,17 +144,58 @@ export interface ArgWriter {
   writeTo(out: Buffer, at: number): number;
 }
 
-/** RESP array of bulk strings, in one buffer. */
-export function encodeCommand(args: ReadonlyArray<string | Buffer | ArgWriter>): Buffer {
+type CommandArgs = ReadonlyArray<string | Buffer | ArgWriter>;
+
+/** Bytes a command takes at most (a UTF-16 unit is at most 3 bytes of UTF-8). */
+function commandBound(args: CommandArgs): number {
   let size = 16;
-  for (const a of args) size += (typeof a === 'string' ? Buffer.byteLength(a) : a.length) + 16;
-  const out = Buffer.allocUnsafe(size);
-  let p = out.write(`*${args.length}\r\n`, 0, 'latin1');
+  for (const a of args) size += (typeof a === 'string' ? 3 * a.length : a.length) + 16;
+  return size;
+}
+
+/** Strings up to this long are checked and copied a char at a time: two calls into C++ cost more. */
+const SHORT_STRING = 64;
+
+/** Writes string `s` as a bulk string at out[p..); returns where it ended. */
+function writeString(out: Buffer, p: number, s: string): number {
+  const n = s.length;
+  let ascii = n <= SHORT_STRING;
+  for (let i = 0; ascii && i < n; i++) ascii = s.charCodeAt(i) < 128;
+  if (ascii) {
+    p = header(out, p, 36, n);
+    for (let i = 0; i < n; i++) out[p + i] = s.charCodeAt(i);
+    p += n;
+  } else {
+    p = header(out, p, 36, Buffer.byteLength(s));
+    p += out.write(s, p, 'utf8');
+  }
+  out[p++] = 13;
+  out[p++] = 10;
+  return p;
+}
+
+/** Writes `*n` or `$n` and CRLF at out[p..) without a string; returns where it ended. */
+function header(out: Buffer, p: number, mark: number, n: number): number {
+  out[p++] = mark;
+  let d = 1;
+  while (d * 10 <= n) d *= 10;
+  for (; d >= 1; d /= 10) out[p++] = 48 + (Math.floor(n / d) % 10);
+  out[p++] = 13;
+  out[p++] = 10;
+  return p;
+}
+
+/** Writes one command at out[p..) (room for commandBound(args) bytes); returns where it ended. */
+function writeCommand(out: Buffer, p: number, args: CommandArgs): number {
+  p = header(out, p, 42, args.length);
   for (const a of args) {
-    const len = typeof a === 'string' ? Buffer.byteLength(a) : a.length;
-    p += out.write(`$${len}\r\n`, p, 'latin1');
-    if (typeof a === 'string') p += out.write(a, p, 'utf8');
-    else if (Buffer.isBuffer(a)) p += a.copy(out, p);
+    if (typeof a === 'string') {
+      p = writeString(out, p, a);
+      continue;
+    }
+    const len = a.length;
+    p = header(out, p, 36, len);
+    if (Buffer.isBuffer(a)) p += a.copy(out, p);
     else {
       const q = a.writeTo(out, p);
       // a writer that wrote other than it announced would put the connection out of step
@@ -164,6 +205,26 @@ export function encodeCommand(args: ReadonlyArray<string | Buffer | ArgWriter>):
     out[p++] = 13;
     out[p++] = 10;
   }
+  return p;
+}
+
+/** RESP array of bulk strings, in one buffer. */
+export function encodeCommand(args: CommandArgs): Buffer {
+  const out = Buffer.allocUnsafe(commandBound(args));
+  return out.subarray(0, writeCommand(out, 0, args));
+}
+
+/**
+ * Commands one after another in one buffer: a send of many (a round of splits: thousands of
+ * commands carrying KiB payloads) takes one allocation, where a buffer per command and a concat
+ * cost a pool refill every few commands and a second copy of every byte.
+ */
+export function encodeCommands(commands: ReadonlyArray<CommandArgs>): Buffer {
+  let size = 0;
+  for (const c of commands) size += commandBound(c);
+  const out = Buffer.allocUnsafe(size);
+  let p = 0;
+  for (const c of commands) p = writeCommand(out, p, c);
   return out.subarray(0, p);
 }
 
