@@ -492,13 +492,15 @@ export class WindowTables {
    * Never rejects before each table was tried; the first error goes to the caller.
    */
   private async splitRound(round: ReadonlyArray<[number, number]>): Promise<void> {
-    const names: string[] = [];
+    // built by push, as the split commands are: a list of another elements kind (map() makes
+    // holey arrays) deoptimized the compiled encoder once
+    const dumpCmds: Command[] = [];
     const ns: number[] = [];
     for (const [t] of round) {
       const n = this.n[t]!;
       const l2 = pow2le(n);
       ns.push(n);
-      names.push(subBucketName(this.tablePrefix(t), n - l2, Math.log2(l2)));
+      dumpCmds.push(['DUMP', subBucketName(this.tablePrefix(t), n - l2, Math.log2(l2))]);
     }
     const rest: Array<[number, number]> = [];
     let dumps: ManyReplies | undefined;
@@ -507,7 +509,7 @@ export class WindowTables {
       // in the DUMPs, and later batches hold the members of these tables until the round ended
       // (holdForSplits). Sent on the control pipe, the DUMPs overtook a batch on its way about
       // once in four splits, and each such seal had to find the members its halves lacked.
-      dumps = await this.growth.each(names.map((k) => ['DUMP', k]), true, this.growth.router.main());
+      dumps = await this.growth.each(dumpCmds, true, this.growth.router.main());
     } catch {
       // the round gave up before it sent anything that splits: each table alone
     }

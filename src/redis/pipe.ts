@@ -149,7 +149,10 @@ type CommandArgs = ReadonlyArray<string | Buffer | ArgWriter>;
 /** Bytes a command takes at most (a UTF-16 unit is at most 3 bytes of UTF-8). */
 function commandBound(args: CommandArgs): number {
   let size = 16;
-  for (const a of args) size += (typeof a === 'string' ? 3 * a.length : a.length) + 16;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    size += (typeof a === 'string' ? 3 * a.length : a.length) + 16;
+  }
   return size;
 }
 
@@ -188,7 +191,10 @@ function header(out: Buffer, p: number, mark: number, n: number): number {
 /** Writes one command at out[p..) (room for commandBound(args) bytes); returns where it ended. */
 function writeCommand(out: Buffer, p: number, args: CommandArgs): number {
   p = header(out, p, 42, args.length);
-  for (const a of args) {
+  // indexed loops here and below: commands come as arrays of several shapes, and an iterator
+  // over one it had not met deoptimized the compiled encoder
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
     if (typeof a === 'string') {
       p = writeString(out, p, a);
       continue;
@@ -221,10 +227,10 @@ export function encodeCommand(args: CommandArgs): Buffer {
  */
 export function encodeCommands(commands: ReadonlyArray<CommandArgs>): Buffer {
   let size = 0;
-  for (const c of commands) size += commandBound(c);
+  for (let i = 0; i < commands.length; i++) size += commandBound(commands[i]!);
   const out = Buffer.allocUnsafe(size);
   let p = 0;
-  for (const c of commands) p = writeCommand(out, p, c);
+  for (let i = 0; i < commands.length; i++) p = writeCommand(out, p, commands[i]!);
   return out.subarray(0, p);
 }
 
