@@ -424,27 +424,31 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   s.target('10k-key batches, AOF everysec, fresh process: hashgate vs pipelined SADD per key', '>=', 3, ratio('batch'), 'x');
   s.target('lookup of values only Redis holds, 256 callers x 1 key, fresh process: hashgate TieredCache vs autopipelined GET', '>=', 1.5, ratio('lookup'), 'x');
   s.target('sequential single-key p50, fresh process: hashgate / one SADD round trip', '<=', 1.1, hp !== undefined && pp !== undefined ? hp / pp : undefined, 'x');
-  s.target('10k-key batches: hashgate Node CPU per key', '<=', 0.8, find('batch', 'hashgate')?.extra?.['nodeCpuUsPerKey'] as number | undefined, ' us');
-  const nodeCpu = (impl: string, k: string): number | undefined => find('batch', impl)?.extra?.[k] as number | undefined;
+  // The CPU targets read the 10k-key rows without AOF, the conditions the targets were set in:
+  // with AOF, the server's fsync thread takes one of the box's two cores from both processes.
+  const plainDef = defs.find((d) => d.path === 'batch' && !d.aof && d.sized !== true && d.batch === undefined)!;
+  const plain = (impl: string, k: string): number | undefined => rowOf(plainDef, impl)?.extra?.[k] as number | undefined;
+  s.target('10k-key batches, no AOF: hashgate Node CPU per key', '<=', 0.8, plain('hashgate', 'nodeCpuUsPerKey'), ' us');
+  const nodeCpu = plain;
   const nh = nodeCpu('hashgate', 'nodeCpuUsPerKey');
   const nf = nodeCpu(FLOOR_LABEL, 'nodeCpuUsPerKey');
   if (nh !== undefined && nf !== undefined && nf > 0) {
     s.note(
       `The client-side floor (${FLOOR_LABEL.split(':')[0]}) does what any client of one SADD per key must do in Node, and nothing else: the writes and reads of the same bytes hashgate sends and receives, and its own compiles. ` +
-        `10k-key batches: its Node CPU is ${nf.toFixed(2)} us/key (main thread ${nodeCpu(FLOOR_LABEL, 'nodeMainThreadUsPerKey')?.toFixed(2) ?? '?'}), hashgate's ${nh.toFixed(2)} (main thread ${nodeCpu('hashgate', 'nodeMainThreadUsPerKey')?.toFixed(2) ?? '?'}, other threads ${nodeCpu('hashgate', 'nodeOtherThreadsUsPerKey')?.toFixed(2) ?? '?'}): ` +
+        `10k-key batches, no AOF: its Node CPU is ${nf.toFixed(2)} us/key (main thread ${nodeCpu(FLOOR_LABEL, 'nodeMainThreadUsPerKey')?.toFixed(2) ?? '?'}), hashgate's ${nh.toFixed(2)} (main thread ${nodeCpu('hashgate', 'nodeMainThreadUsPerKey')?.toFixed(2) ?? '?'}, other threads ${nodeCpu('hashgate', 'nodeOtherThreadsUsPerKey')?.toFixed(2) ?? '?'}): ` +
         `${(nh - nf).toFixed(2)} us/key for checking, hashing and placing the keys, the seen-cache and in-batch sets, the replies as answers, the splits, and compiling all of it in a fresh process.`,
     );
   }
   // Redis CPU against what redis-server itself needs for the same SADDs from a pipe (the floor a
   // client of one SADD per key can reach); an absolute figure would move with the host and AOF
-  const redisCpu = (impl: string, k: string): number | undefined => find('batch', impl)?.extra?.[k] as number | undefined;
+  const redisCpu = plain;
   // Least pass against least pass: the same statistic on both sides. This host's Redis CPU for one
   // and the same feed moves by up to ~1.7x between passes (fast and slow stretches), so a median
   // against a least would compare the two stretches rather than the two workloads.
   const rh = redisCpu('hashgate', 'redisCpuUsPerKeyLeast');
   const rhMedian = redisCpu('hashgate', 'redisCpuUsPerKey');
   const rl = redisCpu(LIMIT_LABEL, 'redisCpuUsPerKeyLeast');
-  s.target('10k-key batches: hashgate Redis CPU per key / redis-server alone on the same SADDs (least pass of each)', '<=', 1, rh !== undefined && rl !== undefined && rl > 0 ? rh / rl : undefined, 'x');
+  s.target('10k-key batches, no AOF: hashgate Redis CPU per key / redis-server alone on the same SADDs (least pass of each)', '<=', 1, rh !== undefined && rl !== undefined && rl > 0 ? rh / rl : undefined, 'x');
   // the same two for a window sized with dedup.expectedKeys, which fills without a split
   const sizedDef = defs.find((d) => d.sized === true)!;
   const sized = (impl: string, k: string): number | undefined => rowOf(sizedDef, impl)?.extra?.[k] as number | undefined;
@@ -460,7 +464,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     `The round-trip rows feed redis-server the same file, a chunk at a time, each chunk sent once the one before is answered (${roundTripChunk('c256')} commands for the 256-caller row, about a coalesced batch; ${roundTripChunk('batch')} for the batch rows, one pipelined piece of a 10k-key call): ` +
       'the server then sleeps between chunks, as it does between the writes of any client that waits for replies, and each wake-up costs it CPU of its own: compare its CPU per key with the never-idle pipe row above it. ' +
       (rh !== undefined && rl !== undefined && rr !== undefined && rl > 0 && rr > 0
-        ? `10k-key batches, least pass of each: hashgate's Redis CPU per key is ${(rh / rl).toFixed(2)}x the pipe floor and ${(rh / rr).toFixed(2)}x the round-trip one (its median pass ${rhMedian !== undefined ? (rhMedian / rl).toFixed(2) : '?'}x the pipe floor's least); on top of the SADDs it pays the splits and the window count.`
+        ? `10k-key batches, no AOF, least pass of each: hashgate's Redis CPU per key is ${(rh / rl).toFixed(2)}x the pipe floor and ${(rh / rr).toFixed(2)}x the round-trip one (its median pass ${rhMedian !== undefined ? (rhMedian / rl).toFixed(2) : '?'}x the pipe floor's least); on top of the SADDs it pays the splits and the window count.`
         : ''),
   );
   // where the 10k-key batches' Redis CPU went, with AOF and without
