@@ -174,7 +174,6 @@ const FIRST = new Uint32Array(1);
 const ANSWERED = Uint8Array.of(1);
 const NOT_ANSWERED = Uint8Array.of(0);
 
-
 /** A flat copy of `s` (one sequential string, not a rope of the parts it was concatenated from). */
 const flatString = (s: string): string => Buffer.from(s, 'utf8').toString('utf8');
 
