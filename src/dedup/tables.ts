@@ -3,7 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { isCluster, type RedisClient } from '../redis/client.js';
 import { IntsetSlice, lowerBound, readIntsetDump, type IntsetDump } from '../redis/dump.js';
-import { PipeReplyError, encodeCommand, encodeCommands, type ArgWriter, type ReplySink, type RespValue } from '../redis/pipe.js';
+import { PipeReplyError, encodeCommand, encodeCommands, type CommandArgs, type ReplySink, type RespValue } from '../redis/pipe.js';
 import type { PipeRoute, PipeRouter } from '../redis/pipes.js';
 import { LuaScript, runScript } from '../redis/scripts.js';
 import {
@@ -83,8 +83,7 @@ export function intsetLimitOf(redis: RedisClient): Promise<number> {
   return p;
 }
 
-/** One command's arguments (a payload may be written straight into the command's buffer). */
-type Command = ReadonlyArray<string | Buffer | ArgWriter>;
+type Command = CommandArgs;
 
 /**
  * The commands of one split of the table whose prefix is `tp` and which has `n` sub-buckets, from

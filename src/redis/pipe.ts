@@ -144,7 +144,8 @@ export interface ArgWriter {
   writeTo(out: Buffer, at: number): number;
 }
 
-type CommandArgs = ReadonlyArray<string | Buffer | ArgWriter>;
+/** One command's arguments (a payload may be written straight into the command's buffer). */
+export type CommandArgs = ReadonlyArray<string | Buffer | ArgWriter>;
 
 /** Bytes a command takes at most (a UTF-16 unit is at most 3 bytes of UTF-8). */
 function commandBound(args: CommandArgs): number {
