@@ -8,11 +8,12 @@ import type { PipeRoute, PipeRouter } from '../redis/pipes.js';
 import { LuaScript, runScript } from '../redis/scripts.js';
 import {
   DEFAULT_INTSET_LIMIT,
-  MAX_SUB_BUCKETS, SPLIT_LUA, crossings, pow2le, splitBoundary, splitLoad, subBucketName, tablePrefix, tableStateKey,
+  MAX_SUB_BUCKETS, SEALS_LUA, SPLIT_LUA, crossings, pow2le, splitBoundary, splitLoad, subBucketName, tablePrefix, tableStateKey,
   targetSubBuckets, windowCountKey,
 } from './growth.js';
 
 export const SPLIT = new LuaScript(SPLIT_LUA);
+export const SEALS = new LuaScript(SEALS_LUA);
 
 /**
  * Members a writer adds before it reports them to the window count (or FLUSH_MS after the first):
@@ -40,6 +41,11 @@ const ROUND_TABLES = 128;
  * splitting): each SPLIT call costs about 0.1-0.2 ms, so this many bound the wait to a few ms too.
  */
 const SPLITS_IN_FLIGHT = 32;
+/**
+ * Seals of a round in one SEALS call. A seal whose RESTOREs were refused moves its sub-bucket's
+ * members itself (about 0.1 ms each): 32 bound such a call to a few ms.
+ */
+const SEALS_PER_CALL = 32;
 /**
  * Most empty sub-buckets one SPLIT call turns into tombstones (about 1.3 us each): 128 keeps a call
  * near the cost of a split that moves members. At 1,024 a call took 1.4 ms and 32 of them in one
@@ -86,18 +92,25 @@ export function intsetLimitOf(redis: RedisClient): Promise<number> {
 type Command = CommandArgs;
 
 /**
- * The commands of one split of the table whose prefix is `tp` and which has `n` sub-buckets, from
- * the DUMP of the sub-bucket that splits: a RESTORE of each half that has members, then the seal
- * (the last), which moves what the halves lack.
+ * The RESTOREs of one split of the table whose prefix is `tp` and which has `n` sub-buckets, from
+ * the DUMP of the sub-bucket that splits: one for each half that has members, pushed onto `cmds`.
  */
-function splitCommands(tp: string, n: number, dump: IntsetDump, boundary: bigint): Command[] {
+function pushRestores(cmds: Command[], tp: string, n: number, dump: IntsetDump, boundary: bigint): void {
   const l2 = pow2le(n);
   const d = Math.log2(l2);
   const p = n - l2;
   const k = lowerBound(dump, Number(BigInt.asIntN(32, boundary >> 32n)), Number(BigInt.asUintN(32, boundary)));
-  const cmds: Command[] = [];
   if (k > 0) cmds.push(['RESTORE', subBucketName(tp, p, d + 1), '0', new IntsetSlice(dump, 0, k)]);
   if (k < dump.count) cmds.push(['RESTORE', subBucketName(tp, p + l2, d + 1), '0', new IntsetSlice(dump, k, dump.count)]);
+}
+
+/**
+ * The commands of one split (as pushRestores says), then its seal (the last), which moves what
+ * the halves lack.
+ */
+function splitCommands(tp: string, n: number, dump: IntsetDump, boundary: bigint): Command[] {
+  const cmds: Command[] = [];
+  pushRestores(cmds, tp, n, dump, boundary);
   cmds.push(['EVALSHA', SPLIT.sha, '1', tableStateKey(tp), tp, String(n), 'seal', boundary.toString()]);
   return cmds;
 }
@@ -513,19 +526,34 @@ export class WindowTables {
       // the round gave up before it sent anything that splits: each table alone
     }
     const cmds: Command[] = [];
-    // per table of the round: the index in cmds of its seal, -1 for a table left to split()
-    const seals: number[] = [];
+    // the tables whose halves go now (index in round, prefix, count, boundary), sealed after them
+    const sealing: Array<[number, string, number, bigint]> = [];
     for (let i = 0; i < round.length; i++) {
       const v = dumps?.vals[i];
       const dump = dumps?.errs[i] === undefined && Buffer.isBuffer(v) ? readIntsetDump(v) : undefined;
-      if (dump === undefined) {
-        seals.push(-1);
-        continue;
-      }
+      if (dump === undefined) continue;
       const n = ns[i]!;
       const l2 = pow2le(n);
-      for (const c of splitCommands(this.tablePrefix(round[i]![0]), n, dump, splitBoundary(n - l2, Math.log2(l2)))) cmds.push(c);
-      seals.push(cmds.length - 1);
+      const tp = this.tablePrefix(round[i]![0]);
+      const b = splitBoundary(n - l2, Math.log2(l2));
+      pushRestores(cmds, tp, n, dump, b);
+      sealing.push([i, tp, n, b]);
+    }
+    // per table of the round: the index in cmds of the SEALS call that seals it (-1: left to
+    // split()), and its place in that call's reply
+    const seals = new Array<number>(round.length).fill(-1);
+    const at = new Array<number>(round.length).fill(0);
+    for (let c = 0; c < sealing.length; c += SEALS_PER_CALL) {
+      const e = Math.min(sealing.length, c + SEALS_PER_CALL);
+      const call: string[] = ['EVALSHA', SEALS.sha, String(e - c)];
+      for (let k = c; k < e; k++) call.push(tableStateKey(sealing[k]![1]));
+      for (let k = c; k < e; k++) {
+        const [i, tp, n, b] = sealing[k]!;
+        call.push(tp, String(n), b.toString());
+        seals[i] = cmds.length;
+        at[i] = k - c;
+      }
+      cmds.push(call);
     }
     let res: ManyReplies | undefined;
     if (cmds.length > 0) {
@@ -540,7 +568,8 @@ export class WindowTables {
     for (let i = 0; i < round.length; i++) {
       const [t, target] = round[i]!;
       const j = seals[i]!;
-      const r = j >= 0 && res !== undefined && res.errs[j] === undefined ? res.vals[j] : undefined;
+      const v = j >= 0 && res !== undefined && res.errs[j] === undefined ? res.vals[j] : undefined;
+      const r = Array.isArray(v) ? v[at[i]!] : undefined;
       if (typeof r === 'number' && r > this.n[t]!) this.n[t] = r;
       if (this.n[t]! < target) rest.push([t, target]);
     }
@@ -773,7 +802,10 @@ export class TableGrowth {
     const res = await this.each(cmds);
     for (let i = 0; i < cmds.length; i++) {
       const e = res.errs[i];
-      if (e !== undefined && cmds[i]![0] === 'RESTORE' && REFUSED.test(e)) this.dumpAllowed = false;
+      if (e === undefined) continue;
+      if (cmds[i]![0] === 'RESTORE' && REFUSED.test(e)) this.dumpAllowed = false;
+      // the scripts are gone (a server that restarted, or SCRIPT FLUSH): the next send loads them again
+      else if (e.startsWith('NOSCRIPT')) this.loaded.delete(route.pipe);
     }
     return res;
   }
@@ -807,11 +839,11 @@ export class TableGrowth {
     return Number(res.vals[cmds.length - 1]);
   }
 
-  /** SCRIPT LOAD of SPLIT ahead of the first call on a connection (same socket: Redis runs it first). */
+  /** SCRIPT LOAD of SPLIT and SEALS ahead of the first call on a connection (same socket: Redis runs them first). */
   private loadSplit(route: PipeRoute): void {
     if (this.loaded.has(route.pipe)) return;
     this.loaded.add(route.pipe);
-    route.lane.run(() => route.pipe.call(['SCRIPT', 'LOAD', SPLIT.lua])).catch(() => this.loaded.delete(route.pipe));
+    for (const script of [SPLIT, SEALS]) route.lane.run(() => route.pipe.call(['SCRIPT', 'LOAD', script.lua])).catch(() => this.loaded.delete(route.pipe));
   }
 
   /** Runs SPLIT for the table whose state key is `stateKey`: EVALSHA, and SCRIPT LOAD + again after a NOSCRIPT. */

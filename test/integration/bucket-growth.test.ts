@@ -17,7 +17,7 @@ import { requireRedisOrSkip, scardSum, startRedis, type RedisServer } from '../h
 import { compactSets, misplaced } from '../helpers/layout.js';
 import { startProxy } from '../helpers/tcp-proxy.js';
 import { PipeRouter } from '../../src/redis/pipes.js';
-import { TableGrowth, flushKeysFor, intsetLimitOf } from '../../src/dedup/tables.js';
+import { SEALS, TableGrowth, flushKeysFor, intsetLimitOf } from '../../src/dedup/tables.js';
 import { MemberStatus, RedisWriter, type MemberSource } from '../../src/dedup/redis-writer.js';
 import { intsetPayload, lowerBound, readIntsetDump } from '../../src/redis/dump.js';
 import { MAX_SUB_BUCKETS, PLACE_LUA, addressOf, crossings, depthOf, putAddress, splitBoundary, splitLoad, subBucketOf, targetSubBuckets } from '../../src/dedup/growth.js';
@@ -350,6 +350,44 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
     }
   });
 
+  it('a round seals its tables in SEALS calls, not one script call each; after SCRIPT FLUSH the next round loads it again; exact throughout', async () => {
+    // 16-key calls into 64 tables: the splits come from the count reports, a dozen tables a round
+    const T = 64;
+    const gate = await open({ buckets: T, prefix: 'seals', window: () => '2030' });
+    const splits = async (): Promise<number> => {
+      let s = 0;
+      for (let t = 0; t < T; t++) s += Number((await r.get(`seals:2030:c{${t}}n`)) ?? 1) - 1;
+      return s;
+    };
+    try {
+      let added = 0;
+      let c = 0;
+      for (const phase of [0, 1]) {
+        if (phase === 1) {
+          await r.script('FLUSH');
+          expect(await r.script('EXISTS', SEALS.sha)).toEqual([0]);
+        }
+        const before = await splits();
+        await r.config('RESETSTAT');
+        for (const end = c + 400; c < end; c++) added += ones(await gate.firstSeen(Array.from({ length: 16 }, (_, i) => `seal-${c}-${i}`)));
+        const st = await gate.dedupStats('2030');
+        expect(st.exact).toBe(c * 16);
+        const made = (await splits()) - before;
+        expect(made).toBeGreaterThan(100);
+        // a seal of its own for each table would be one EVALSHA a split
+        expect(await commandStat(r, 'evalsha', 'calls')).toBeLessThan(made / 2);
+        expect(await r.script('EXISTS', SEALS.sha)).toEqual([1]);
+      }
+      expect(added).toBe(c * 16);
+      await gate.close();
+      const all = await compactSets(r, 'seals', '2030');
+      expect(all.every((s) => s.encoding === 'intset' && s.size <= LIMIT)).toBe(true);
+      expect(await misplaced(r, 'seals', '2030')).toBe(0);
+      expect(await scardSum(r, 'seals:2030:c{*')).toBe(c * 16);
+    } finally {
+      await gate.close();
+    }
+  });
   it("members refused by a tombstone of the writer's own split go again without reading the count: exact, few count reads", async () => {
     // Splits this writer starts itself while one of its big writes is queued in Redis: their
     // DUMPs and seals go on the control connection and overtake the write's SADDs, which then
