@@ -484,7 +484,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   if (lines.length > 0) {
     s.note(
       `Where Redis CPU per key went, 10k-key batches, median of the passes (INFO commandstats: time inside the commands; a script's own commands count in the script's time; the rest is reading and writing the sockets, the event loop, AOF writes and the few other commands): ${lines.join('. ')}. ` +
-        'The splits are what hashgate pays Redis on top of the SADDs for growing a window from empty: each moves a sub-bucket\'s members with one DUMP (Redis tries to compress its payload), a RESTORE of each half and one script that seals the split, and a seal that finds members added since the DUMP also runs an SDIFF to place them.',
+        'The splits are what hashgate pays Redis on top of the SADDs for growing a window from empty: each moves a sub-bucket\'s members with one DUMP (Redis tries to compress its payload), a RESTORE of each half and a seal (a round\'s seals go up to 32 in one script call), and a seal that finds members added since the DUMP also runs an SDIFF to place them.',
     );
   }
   s.note(
