@@ -737,6 +737,10 @@ export class TableGrowth {
       }
       w = new WindowTables(this, base, layout, T, splitLoad(limit), limit);
       this.windows.set(key, w);
+      // the split scripts are loaded with the window's first use rather than its first round:
+      // their source is the one long argument the pipe ever writes, and met first deep into a
+      // run, its unused path cost the compiled command writer a deoptimization
+      if (layout === 'compact' && !this.router.cluster) this.loadSplit(this.router.control());
     }
     this.last = w;
     return w;

@@ -98,6 +98,12 @@ interface Pending {
   count: number;
   got: number;
   sink: ReplySink;
+  /**
+   * sink.views, read when the send is queued: read in onData, a sink class first met after the
+   * reader was compiled was a map that code had not seen, and V8 threw it away and compiled the
+   * reader again.
+   */
+  views: boolean;
   resolve: () => void;
   reject: (e: unknown) => void;
 }
@@ -308,7 +314,7 @@ export class RespPipe {
         // owed like any send's replies: onData counts every reply it reads off
         this.owedReplies += cmds.length;
         this.queue.push({
-          count: cmds.length, got: 0, sink: hs,
+          count: cmds.length, got: 0, sink: hs, views: false,
           resolve: () => {
             if (settled) return;
             if (hs.err !== undefined) return fail(new Error(hs.err));
@@ -356,7 +362,7 @@ export class RespPipe {
       RESOLVED.then(() => reject(err));
       return;
     }
-    this.queue.push({ count, got: 0, sink, resolve, reject });
+    this.queue.push({ count, got: 0, sink, views: sink.views === true, resolve, reject });
     const idle = this.owedReplies === 0 && !this.corked;
     const busy = this.owedReplies >= BUSY_REPLIES;
     this.owedReplies += count;
@@ -458,7 +464,7 @@ export class RespPipe {
         return;
       }
       const sink = cur.sink;
-      this.views = sink.views === true;
+      this.views = cur.views;
       let i = cur.got;
       const n = cur.count;
       // the replies of one send, as many as this read holds

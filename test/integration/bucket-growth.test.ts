@@ -17,7 +17,7 @@ import { requireRedisOrSkip, scardSum, startRedis, type RedisServer } from '../h
 import { compactSets, misplaced } from '../helpers/layout.js';
 import { startProxy } from '../helpers/tcp-proxy.js';
 import { PipeRouter } from '../../src/redis/pipes.js';
-import { SEALS, TableGrowth, flushKeysFor, intsetLimitOf } from '../../src/dedup/tables.js';
+import { SEALS, SPLIT, TableGrowth, flushKeysFor, intsetLimitOf } from '../../src/dedup/tables.js';
 import { MemberStatus, RedisWriter, type MemberSource } from '../../src/dedup/redis-writer.js';
 import { intsetPayload, lowerBound, readIntsetDump } from '../../src/redis/dump.js';
 import { MAX_SUB_BUCKETS, PLACE_LUA, addressOf, crossings, depthOf, putAddress, splitBoundary, splitLoad, subBucketOf, targetSubBuckets } from '../../src/dedup/growth.js';
@@ -384,6 +384,24 @@ describe.skipIf(!has)('compact tables split as they fill', () => {
       expect(all.every((s) => s.encoding === 'intset' && s.size <= LIMIT)).toBe(true);
       expect(await misplaced(r, 'seals', '2030')).toBe(0);
       expect(await scardSum(r, 'seals:2030:c{*')).toBe(c * 16);
+    } finally {
+      await gate.close();
+    }
+  });
+  it('the split scripts are loaded with a window\'s first use, before any split', async () => {
+    await r.script('FLUSH');
+    const gate = await open({ buckets: 64, prefix: 'preload', window: () => '2030' });
+    try {
+      expect(Array.from(await gate.firstSeen(['one key']))).toEqual([1]);
+      // sent on the control connection, beside the write: it may land just after the answer
+      let loaded: unknown;
+      for (let i = 0; i < 100; i++) {
+        loaded = await r.script('EXISTS', SPLIT.sha, SEALS.sha);
+        if (JSON.stringify(loaded) === '[1,1]') break;
+        await new Promise((res) => setTimeout(res, 20));
+      }
+      expect(loaded).toEqual([1, 1]);
+      expect(await r.keys('preload:2030:c{*}n')).toEqual([]); // no table split
     } finally {
       await gate.close();
     }
